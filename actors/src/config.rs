@@ -1,0 +1,290 @@
+//! The engine's configuration sections. The edge layers them from `config/default.toml`, a
+//! file and the environment; here they are typed (unknown keys are refused by
+//! `deny_unknown_fields`) and checked for values that make no sense.
+
+use serde::Deserialize;
+
+use crate::domain::text::Limits;
+use crate::embedder::EmbedderConfig;
+
+/// `[episodes]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpisodesConfig {
+    /// Time to live of a new episode, in days.
+    pub default_ttl_days: f64,
+    /// Episodes kept per shard before capacity cleanup deletes the oldest consolidated ones.
+    pub max_entries: u64,
+}
+
+/// `[facts]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactsConfig {
+    /// Below this effective confidence a fact fades: excluded from agent retrieval.
+    pub retrieval_confidence_threshold: f64,
+    /// Below this effective confidence a fact expires.
+    pub expiry_confidence_threshold: f64,
+}
+
+/// A promotion threshold for rules.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Promotion {
+    pub min_successes: u32,
+    pub min_effectiveness: f64,
+    #[serde(default)]
+    pub min_age_days: f64,
+}
+
+/// When a harmful rule is inverted into an anti-pattern.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AntiPatternTrigger {
+    pub min_harmful: u32,
+    pub max_effectiveness: f64,
+}
+
+/// `[rules]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RulesConfig {
+    pub promote_to_established: Promotion,
+    pub promote_to_proven: Promotion,
+    pub harmful_to_antipattern: AntiPatternTrigger,
+}
+
+/// Composite score weights.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreWeights {
+    pub relevance: f64,
+    pub importance: f64,
+    pub recency: f64,
+    pub confidence: f64,
+}
+
+/// Score multipliers by rule maturity (DECISIONS.md #9).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaturityWeights {
+    pub candidate: f64,
+    pub established: f64,
+    pub proven: f64,
+}
+
+/// `[retrieval]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrievalConfig {
+    /// Stateless retrieval actors; each serves one read at a time.
+    pub workers: usize,
+    pub default_limit: u32,
+    pub max_limit: u32,
+    pub default_mode: String,
+    pub context_token_budget: u32,
+    pub rrf_k: f64,
+    pub recency_half_life_days: f64,
+    pub score_weights: ScoreWeights,
+    pub maturity_weights: MaturityWeights,
+    /// How long a read may take before it fails as `unavailable`.
+    pub call_timeout_ms: u64,
+}
+
+/// `[shards]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardsConfig {
+    /// A shard with no work for this long stops; the next request starts it again.
+    pub idle_stop_secs: u64,
+    /// Restarts allowed within `restart_window_secs` before a failing shard is left down.
+    pub max_restarts: u32,
+    pub restart_window_secs: u64,
+    /// How long a write may take before it fails as `unavailable`.
+    pub call_timeout_ms: u64,
+    /// How often a shard writes the reference-count bumps of reads, batched.
+    pub touch_flush_ms: u64,
+}
+
+/// `[indexer]`: the worker that embeds rows stored without an embedding.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexerConfig {
+    /// Rows embedded per round trip.
+    pub batch_size: u32,
+    /// How often it looks for rows to embed when not told about new ones.
+    pub poll_interval_ms: u64,
+}
+
+/// Everything the engine needs.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub limits: Limits,
+    pub episodes: EpisodesConfig,
+    pub facts: FactsConfig,
+    pub rules: RulesConfig,
+    pub retrieval: RetrievalConfig,
+    pub shards: ShardsConfig,
+    pub embedder: EmbedderConfig,
+    pub indexer: IndexerConfig,
+}
+
+impl EngineConfig {
+    /// Every value that makes no sense, as `key: problem` lines.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut check = |ok: bool, key: &str, why: &str| {
+            if !ok {
+                out.push(format!("{key}: {why}"));
+            }
+        };
+        let unit = |x: f64| (0.0..=1.0).contains(&x);
+        check(
+            self.episodes.default_ttl_days > 0.0,
+            "episodes.default_ttl_days",
+            "must be greater than 0",
+        );
+        check(
+            self.episodes.max_entries > 0,
+            "episodes.max_entries",
+            "must be at least 1",
+        );
+        let f = &self.facts;
+        check(
+            unit(f.retrieval_confidence_threshold),
+            "facts.retrieval_confidence_threshold",
+            "must be between 0 and 1",
+        );
+        check(
+            unit(f.expiry_confidence_threshold)
+                && f.expiry_confidence_threshold <= f.retrieval_confidence_threshold,
+            "facts.expiry_confidence_threshold",
+            "must be between 0 and facts.retrieval_confidence_threshold",
+        );
+        let r = &self.rules;
+        for (key, p) in [
+            ("rules.promote_to_established", &r.promote_to_established),
+            ("rules.promote_to_proven", &r.promote_to_proven),
+        ] {
+            check(
+                unit(p.min_effectiveness),
+                key,
+                "min_effectiveness must be between 0 and 1",
+            );
+            check(
+                p.min_age_days >= 0.0,
+                key,
+                "min_age_days must not be negative",
+            );
+        }
+        check(
+            r.promote_to_proven.min_successes >= r.promote_to_established.min_successes,
+            "rules.promote_to_proven.min_successes",
+            "must be at least rules.promote_to_established.min_successes",
+        );
+        check(
+            unit(r.harmful_to_antipattern.max_effectiveness),
+            "rules.harmful_to_antipattern.max_effectiveness",
+            "must be between 0 and 1",
+        );
+        let q = &self.retrieval;
+        check(q.workers > 0, "retrieval.workers", "must be at least 1");
+        check(
+            q.default_limit > 0 && q.default_limit <= q.max_limit,
+            "retrieval.default_limit",
+            "must be between 1 and retrieval.max_limit",
+        );
+        check(
+            matches!(q.default_mode.as_str(), "hybrid" | "semantic" | "keyword"),
+            "retrieval.default_mode",
+            "must be hybrid, semantic or keyword",
+        );
+        check(
+            q.context_token_budget > 0,
+            "retrieval.context_token_budget",
+            "must be at least 1",
+        );
+        check(q.rrf_k > 0.0, "retrieval.rrf_k", "must be greater than 0");
+        check(
+            q.recency_half_life_days > 0.0,
+            "retrieval.recency_half_life_days",
+            "must be greater than 0",
+        );
+        let w = &q.score_weights;
+        let weights = [w.relevance, w.importance, w.recency, w.confidence];
+        check(
+            weights.iter().all(|x| *x >= 0.0) && weights.iter().sum::<f64>() > 0.0,
+            "retrieval.score_weights",
+            "must be non-negative and not all zero",
+        );
+        let m = &q.maturity_weights;
+        check(
+            [m.candidate, m.established, m.proven]
+                .iter()
+                .all(|x| *x >= 0.0),
+            "retrieval.maturity_weights",
+            "must be non-negative",
+        );
+        check(
+            q.call_timeout_ms > 0,
+            "retrieval.call_timeout_ms",
+            "must be at least 1",
+        );
+        let s = &self.shards;
+        check(
+            s.idle_stop_secs > 0,
+            "shards.idle_stop_secs",
+            "must be at least 1",
+        );
+        check(
+            s.restart_window_secs > 0,
+            "shards.restart_window_secs",
+            "must be at least 1",
+        );
+        check(
+            s.call_timeout_ms > 0,
+            "shards.call_timeout_ms",
+            "must be at least 1",
+        );
+        check(
+            s.touch_flush_ms > 0,
+            "shards.touch_flush_ms",
+            "must be at least 1",
+        );
+        let e = &self.embedder;
+        check(e.workers > 0, "embedder.workers", "must be at least 1");
+        check(
+            e.intra_threads > 0,
+            "embedder.intra_threads",
+            "must be at least 1",
+        );
+        check(e.max_batch > 0, "embedder.max_batch", "must be at least 1");
+        check(
+            e.max_queue >= e.max_batch,
+            "embedder.max_queue",
+            "must be at least embedder.max_batch",
+        );
+        check(
+            (1..=512).contains(&e.max_tokens),
+            "embedder.max_tokens",
+            "must be between 1 and 512 (the model's positions)",
+        );
+        check(
+            self.indexer.batch_size > 0,
+            "indexer.batch_size",
+            "must be at least 1",
+        );
+        check(
+            self.indexer.poll_interval_ms > 0,
+            "indexer.poll_interval_ms",
+            "must be at least 1",
+        );
+        let l = &self.limits;
+        check(
+            l.max_content_bytes > 0,
+            "limits.max_content_bytes",
+            "must be at least 1",
+        );
+        out
+    }
+}

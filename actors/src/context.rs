@@ -1,0 +1,111 @@
+//! What every actor of the tree shares: the store, the clock, the configuration, the actor
+//! directory, and the current mailboxes of the singleton actors (which change when the
+//! supervisor restarts one).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use dashmap::DashMap;
+use ractor::Message;
+
+use crate::actor_directory::ActorDirectory;
+use crate::clock::SharedClock;
+use crate::config::EngineConfig;
+use crate::domain::shard_key::ShardKey;
+use crate::embedder_pool::EmbedderMsg;
+use crate::error::{MemoryError, MemoryResult};
+use crate::indexer::IndexerMsg;
+use crate::mailbox::Mailbox;
+use crate::retrieval::RetrievalMsg;
+use crate::shard::ShardMsg;
+use crate::store::Store;
+
+/// The current mailbox of a supervised singleton, replaced when it restarts.
+pub struct Slot<M: Message> {
+    // A lock rather than a channel: reads vastly outnumber the rare restarts.
+    current: RwLock<Option<Mailbox<M>>>,
+    name: &'static str,
+}
+
+impl<M: Message> std::fmt::Debug for Slot<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("name", &self.name)
+            .field("up", &self.is_up())
+            .finish()
+    }
+}
+
+impl<M: Message> Slot<M> {
+    pub fn new(name: &'static str) -> Self {
+        Slot {
+            current: RwLock::new(None),
+            name,
+        }
+    }
+
+    pub fn get(&self) -> MemoryResult<Mailbox<M>> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                MemoryError::unavailable("actor_down", format!("the {} is not running", self.name))
+            })
+    }
+
+    pub fn set(&self, mailbox: Option<Mailbox<M>>) {
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = mailbox;
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+}
+
+/// Shared state of the actor tree.
+#[derive(Debug)]
+pub struct EngineContext {
+    pub store: Store,
+    pub clock: SharedClock,
+    pub config: EngineConfig,
+    pub directory: ActorDirectory,
+    /// Live shards. Written only by the supervisor, read by everyone.
+    pub shards: DashMap<ShardKey, Mailbox<ShardMsg>>,
+    pub embedder: Slot<EmbedderMsg>,
+    pub indexer: Slot<IndexerMsg>,
+    pub retrieval: RwLock<Vec<Mailbox<RetrievalMsg>>>,
+    /// Whether a `Kick` is already waiting in the indexer's mailbox.
+    pub kick_pending: Arc<AtomicBool>,
+}
+
+impl EngineContext {
+    pub fn new(store: Store, clock: SharedClock, config: EngineConfig) -> Self {
+        EngineContext {
+            store,
+            clock,
+            config,
+            directory: ActorDirectory::default(),
+            shards: DashMap::new(),
+            embedder: Slot::new("embedder pool"),
+            indexer: Slot::new("indexer"),
+            retrieval: RwLock::new(Vec::new()),
+            kick_pending: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Tells the indexer that rows without an embedding were committed.
+    pub fn kick_indexer(&self) {
+        if self.kick_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match self.indexer.get() {
+            Ok(indexer) if indexer.tell(IndexerMsg::Kick) => {}
+            // No indexer to tell: its poll will find the rows once it is back.
+            _ => self.kick_pending.store(false, Ordering::Release),
+        }
+    }
+}

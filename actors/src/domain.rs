@@ -1,0 +1,81 @@
+//! The memory domain: validated types, states and pure rules. No IO lives here.
+
+pub mod caller;
+pub mod consolidation_status;
+pub mod decay;
+pub mod episode;
+pub mod event;
+pub mod fact;
+pub mod maturity;
+pub mod memory_type;
+pub mod permanence;
+pub mod record;
+pub mod relation;
+pub mod request_context;
+pub mod rule;
+pub mod shard_key;
+pub mod text;
+pub mod validity;
+
+/// Declares a closed set of lowercase string values stored in TEXT columns: serde, schema,
+/// `as_str`, `FromStr` (with the canonical list in the error) and `TryFrom<String>` for sqlx.
+macro_rules! string_enum {
+    (
+        $(#[$meta:meta])*
+        $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord,
+                 serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::error::MemoryError;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    _ => $name::parse_alias(s).ok_or_else(|| {
+                        $crate::error::MemoryError::invalid_input(
+                            "unknown_value",
+                            format!(
+                                "unknown {} `{}`, expected one of: {}",
+                                stringify!($name),
+                                s,
+                                [$($text),+].join(", ")
+                            ),
+                        )
+                    }),
+                }
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = $crate::error::MemoryError;
+
+            fn try_from(s: String) -> Result<Self, Self::Error> {
+                s.parse()
+            }
+        }
+    };
+}
+pub(crate) use string_enum;

@@ -1,0 +1,106 @@
+//! Episodes: raw, short-lived observations of what happened in a session (memory_butler.md §5.1).
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::caller::Caller;
+use super::consolidation_status::ConsolidationStatus;
+use super::text::{
+    Limits, check_content, check_identifier_text, check_importance, check_metadata, check_name,
+};
+use crate::error::{MemoryError, MemoryResult};
+
+/// A stored episode, by its schema names.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct Episode {
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub butler: String,
+    pub session_id: Option<String>,
+    pub content: String,
+    pub importance: f64,
+    pub reference_count: i32,
+    #[sqlx(try_from = "String")]
+    pub consolidation_status: ConsolidationStatus,
+    /// Compatibility projection of `consolidation_status = 'consolidated'`.
+    pub consolidated: bool,
+    pub consolidation_attempts: i32,
+    pub last_consolidation_error: Option<String>,
+    pub next_consolidation_retry_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub last_referenced_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub forgotten_at: Option<DateTime<Utc>>,
+    pub metadata: Value,
+    /// The model that embedded this row; `None` until it is embedded.
+    pub embedding_model: Option<String>,
+    pub request_id: Option<String>,
+}
+
+/// What a caller asks to store, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct EpisodeInput {
+    pub butler: String,
+    pub session_id: Option<String>,
+    pub content: String,
+    pub importance: Option<f64>,
+    pub metadata: Option<Value>,
+    /// Overrides the configured time to live, in days.
+    pub ttl_days: Option<f64>,
+}
+
+/// A validated episode, ready for its shard to write.
+#[derive(Debug, Clone)]
+pub struct NewEpisode {
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub butler: String,
+    pub session_id: Option<String>,
+    pub content: String,
+    pub importance: f64,
+    pub metadata: Value,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Longest time to live a caller may ask for.
+const MAX_TTL_DAYS: f64 = 3650.0;
+
+impl EpisodeInput {
+    /// Validates the input for `caller` at time `now`.
+    pub fn validate(
+        self,
+        caller: &Caller,
+        limits: &Limits,
+        default_ttl_days: f64,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<NewEpisode> {
+        check_name("butler", &self.butler)?;
+        let butler = caller
+            .acting_butler(Some(&self.butler))?
+            .unwrap_or(self.butler);
+        if let Some(session) = &self.session_id {
+            check_identifier_text("session_id", session)?;
+        }
+        let ttl_days = self.ttl_days.unwrap_or(default_ttl_days);
+        if !(ttl_days.is_finite() && ttl_days > 0.0 && ttl_days <= MAX_TTL_DAYS) {
+            return Err(MemoryError::invalid_input(
+                "invalid_ttl",
+                format!("`ttl_days` must be greater than 0 and at most {MAX_TTL_DAYS}"),
+            ));
+        }
+        Ok(NewEpisode {
+            id: Uuid::now_v7(),
+            tenant_id: caller.tenant_id.clone(),
+            butler,
+            session_id: self.session_id,
+            content: check_content("content", &self.content, limits)?,
+            importance: check_importance(self.importance)?,
+            metadata: check_metadata(self.metadata, limits)?,
+            created_at: now,
+            expires_at: now + Duration::milliseconds((ttl_days * 86_400_000.0) as i64),
+        })
+    }
+}

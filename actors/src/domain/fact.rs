@@ -1,0 +1,167 @@
+//! Facts: durable knowledge in subject-predicate-content form with decaying confidence
+//! (memory_butler.md §5.2). One live fact per `(tenant, scope, subject, predicate)`.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::caller::{Caller, GLOBAL_SCOPE};
+use super::decay::effective_confidence;
+use super::permanence::Permanence;
+use super::relation::LinkTarget;
+use super::text::{
+    Limits, check_confidence, check_content, check_importance, check_metadata, check_name,
+    check_tags, normalize_key,
+};
+use super::validity::Validity;
+use crate::error::{MemoryError, MemoryResult};
+
+/// A stored fact, by its schema names.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct Fact {
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub subject: String,
+    pub predicate: String,
+    pub content: String,
+    pub scope: String,
+    #[sqlx(try_from = "String")]
+    pub validity: Validity,
+    pub confidence: f64,
+    /// `confidence` decayed to the time of the response; not stored.
+    #[sqlx(skip)]
+    pub effective_confidence: f64,
+    pub decay_rate: f64,
+    #[sqlx(try_from = "String")]
+    pub permanence: Permanence,
+    pub importance: f64,
+    pub source_butler: Option<String>,
+    pub source_episode_id: Option<Uuid>,
+    pub supersedes_id: Option<Uuid>,
+    pub reference_count: i32,
+    pub created_at: DateTime<Utc>,
+    pub last_confirmed_at: DateTime<Utc>,
+    pub last_referenced_at: DateTime<Utc>,
+    pub retracted_at: Option<DateTime<Utc>>,
+    pub tags: Value,
+    pub metadata: Value,
+    pub embedding_model: Option<String>,
+    pub request_id: Option<String>,
+}
+
+impl Fact {
+    /// Fills in the time-dependent fields for a response at `now`.
+    pub fn at(mut self, now: DateTime<Utc>) -> Self {
+        self.effective_confidence = effective_confidence(
+            self.confidence,
+            self.decay_rate,
+            self.last_confirmed_at,
+            now,
+        );
+        self
+    }
+}
+
+/// What a caller asks to store, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct FactInput {
+    pub subject: String,
+    pub predicate: String,
+    pub content: String,
+    pub importance: Option<f64>,
+    pub permanence: Option<Permanence>,
+    pub scope: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub metadata: Option<Value>,
+    pub links: Vec<LinkTarget>,
+    /// The butler the fact is attributed to (its shard); defaults to the key's butler.
+    pub butler: Option<String>,
+    pub confidence: Option<f64>,
+    pub source_episode_id: Option<Uuid>,
+}
+
+/// A validated fact, ready for its shard to write.
+#[derive(Debug, Clone)]
+pub struct NewFact {
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub subject: String,
+    pub predicate: String,
+    pub content: String,
+    pub scope: String,
+    pub confidence: f64,
+    pub decay_rate: f64,
+    pub permanence: Permanence,
+    pub importance: f64,
+    pub source_butler: Option<String>,
+    pub source_episode_id: Option<Uuid>,
+    pub tags: Vec<String>,
+    pub metadata: Value,
+    pub links: Vec<LinkTarget>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What storing a fact did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FactOutcome {
+    /// No live fact had this subject and predicate in this scope.
+    Created,
+    /// The live fact with this subject and predicate was superseded by the new one.
+    Superseded,
+    /// The live fact already said exactly this; it was confirmed instead of duplicated.
+    Confirmed,
+}
+
+/// The result of storing a fact.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredFact {
+    pub fact: Fact,
+    pub outcome: FactOutcome,
+    /// The fact that was live before, in its new state, when one was superseded.
+    pub superseded: Option<Fact>,
+}
+
+impl FactInput {
+    /// Validates the input for `caller` at time `now`.
+    pub fn validate(
+        self,
+        caller: &Caller,
+        limits: &Limits,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<NewFact> {
+        if let Some(butler) = &self.butler {
+            check_name("butler", butler)?;
+        }
+        let source_butler = caller.acting_butler(self.butler.as_deref())?;
+        let scope = self.scope.unwrap_or_else(|| GLOBAL_SCOPE.to_owned());
+        check_name("scope", &scope)?;
+        caller.check_scope(&scope, source_butler.as_deref())?;
+        if self.links.len() > limits.max_links {
+            return Err(MemoryError::invalid_input(
+                "too_many_links",
+                format!("at most {} links are allowed", limits.max_links),
+            ));
+        }
+        let permanence = self.permanence.unwrap_or_default();
+        Ok(NewFact {
+            id: Uuid::now_v7(),
+            tenant_id: caller.tenant_id.clone(),
+            subject: normalize_key("subject", &self.subject, limits)?,
+            predicate: normalize_key("predicate", &self.predicate, limits)?,
+            content: check_content("content", &self.content, limits)?,
+            scope,
+            confidence: check_confidence(self.confidence, 1.0)?,
+            decay_rate: permanence.decay_rate(),
+            permanence,
+            importance: check_importance(self.importance)?,
+            source_butler,
+            source_episode_id: self.source_episode_id,
+            tags: check_tags(self.tags.unwrap_or_default(), limits)?,
+            metadata: check_metadata(self.metadata, limits)?,
+            links: self.links,
+            created_at: now,
+        })
+    }
+}

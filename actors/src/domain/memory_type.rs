@@ -1,0 +1,25 @@
+//! The three memory classes: episodes (what happened), facts (what is true), rules (how to behave).
+
+super::string_enum! {
+    /// Which table a memory lives in.
+    MemoryType {
+        Episode => "episode",
+        Fact => "fact",
+        Rule => "rule",
+    }
+}
+
+impl MemoryType {
+    fn parse_alias(_: &str) -> Option<Self> {
+        None
+    }
+
+    /// The table that holds this type. Only `store/` interpolates it into SQL.
+    pub fn table(self) -> &'static str {
+        match self {
+            MemoryType::Episode => "episodes",
+            MemoryType::Fact => "facts",
+            MemoryType::Rule => "rules",
+        }
+    }
+}

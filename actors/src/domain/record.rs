@@ -1,0 +1,43 @@
+//! Any one memory, tagged with its `type`, as returned by `memory_get` and the store tools.
+
+use serde::Serialize;
+
+use super::episode::Episode;
+use super::fact::Fact;
+use super::memory_type::MemoryType;
+use super::relation::Link;
+use super::rule::Rule;
+
+/// A memory of any type. Serialises with `"type": "episode" | "fact" | "rule"` first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum MemoryRecord {
+    Episode(Episode),
+    Fact(Fact),
+    Rule(Rule),
+}
+
+impl MemoryRecord {
+    pub fn memory_type(&self) -> MemoryType {
+        match self {
+            MemoryRecord::Episode(_) => MemoryType::Episode,
+            MemoryRecord::Fact(_) => MemoryType::Fact,
+            MemoryRecord::Rule(_) => MemoryType::Rule,
+        }
+    }
+}
+
+/// A record with the provenance links that point out of it and into it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordWithLinks {
+    #[serde(flatten)]
+    pub record: MemoryRecord,
+    pub links: Links,
+}
+
+/// Both directions of a record's links.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Links {
+    pub outbound: Vec<Link>,
+    pub inbound: Vec<Link>,
+}

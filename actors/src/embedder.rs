@@ -1,0 +1,72 @@
+//! Text embeddings. Everything that touches ONNX Runtime lives under this module, behind the
+//! [`Embedder`] trait; the rest of the engine sees vectors only.
+
+pub mod hashing;
+pub mod minilm;
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// Dimensions of every stored embedding (the `vector(384)` columns).
+pub const DIMENSIONS: usize = 384;
+
+/// What produced an embedding, as recorded in `embedding_versions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    pub name: String,
+    pub sha256: String,
+    pub dimensions: usize,
+    pub pooling: &'static str,
+}
+
+/// Why texts could not be embedded.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EmbedError {
+    #[error("the embedding model could not be loaded: {0}")]
+    Load(String),
+    #[error("inference failed: {0}")]
+    Inference(String),
+}
+
+/// Turns texts into unit-length vectors of [`DIMENSIONS`] floats. Implementations are
+/// CPU-bound and synchronous: callers run them on a blocking thread. `&mut self` because an
+/// ONNX Runtime session runs one batch at a time; a pool holds one embedder per worker.
+pub trait Embedder: Send + 'static {
+    fn info(&self) -> &ModelInfo;
+    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// `[embedder]` configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedderConfig {
+    /// The ONNX Runtime shared library (`libonnxruntime.so`).
+    pub onnxruntime_path: PathBuf,
+    /// The all-MiniLM-L6-v2 ONNX model.
+    pub model_path: PathBuf,
+    /// Its `tokenizer.json`.
+    pub tokenizer_path: PathBuf,
+    /// Name recorded in `embedding_versions`.
+    pub model_name: String,
+    /// sha256 of the model file, recorded in `embedding_versions` (the set-up step verifies it).
+    pub model_sha256: String,
+    /// Parallel inference workers, each with its own session.
+    pub workers: usize,
+    /// ONNX Runtime intra-op threads per worker.
+    pub intra_threads: usize,
+    /// Most texts in one inference batch.
+    pub max_batch: usize,
+    /// How long a lone request waits for others to share its batch, in milliseconds.
+    pub max_wait_ms: u64,
+    /// Most texts waiting for a worker; beyond it requests are refused as `overloaded`.
+    pub max_queue: usize,
+    /// Longest input in tokens; longer texts are truncated, as sentence-transformers does.
+    pub max_tokens: usize,
+}
+
+/// The text a memory is embedded as. Facts carry their subject and predicate so that a
+/// question about "diet" finds `user / dietary_restriction: lactose intolerant`.
+pub fn fact_text(subject: &str, predicate: &str, content: &str) -> String {
+    format!("{subject} {}: {content}", predicate.replace('_', " "))
+}

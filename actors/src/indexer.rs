@@ -1,0 +1,153 @@
+//! The indexer actor: embeds rows that were committed without an embedding.
+//!
+//! Writes are acknowledged once committed, before they are embedded (the embedder manages a
+//! few hundred texts per second; the write path must not wait for it). Until the indexer
+//! gets to a row, keyword search finds it. Supervised by the root supervisor; one indexer
+//! per engine, so no row is embedded twice. It is told about new rows (`Kick`, coalesced),
+//! and also polls, so rows left by a crash or an embedder outage are picked up again.
+//! `Flush` answers once the backlog is empty: tests and shutdown use it instead of sleeping.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use crate::actor_directory::ActorInfo;
+use crate::context::EngineContext;
+use crate::domain::memory_type::MemoryType;
+use crate::embedder_pool::EmbedderMsg;
+use crate::error::MemoryResult;
+
+/// How long one embedding batch may take before the indexer gives up on it for now.
+const EMBED_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct Indexer;
+
+pub struct IndexerArgs {
+    pub ctx: Arc<EngineContext>,
+    pub version_id: i16,
+    pub info: Arc<ActorInfo>,
+    /// Set by senders of `Kick` so that a burst of writes queues one kick, not thousands.
+    pub kick_pending: Arc<AtomicBool>,
+}
+
+pub enum IndexerMsg {
+    /// New rows without an embedding were committed.
+    Kick,
+    /// Periodic look for work (and backlog metrics).
+    Tick,
+    /// Answer once every row has an embedding.
+    Flush {
+        reply: RpcReplyPort<MemoryResult<()>>,
+    },
+}
+
+pub struct IndexerState {
+    ctx: Arc<EngineContext>,
+    version_id: i16,
+    info: Arc<ActorInfo>,
+    kick_pending: Arc<AtomicBool>,
+}
+
+impl Actor for Indexer {
+    type Msg = IndexerMsg;
+    type State = IndexerState;
+    type Arguments = IndexerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: IndexerArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let period = Duration::from_millis(args.ctx.config.indexer.poll_interval_ms);
+        myself.send_interval(period, || IndexerMsg::Tick);
+        // Rows left by an earlier run are work to do now.
+        myself.cast(IndexerMsg::Tick)?;
+        args.info.started();
+        Ok(IndexerState {
+            ctx: args.ctx,
+            version_id: args.version_id,
+            info: args.info,
+            kick_pending: args.kick_pending,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.info.begin();
+        match message {
+            IndexerMsg::Kick => {
+                state.kick_pending.store(false, Ordering::Release);
+                if let Err(e) = state.drain().await {
+                    tracing::warn!(error = %e, "indexing deferred; will retry");
+                }
+            }
+            IndexerMsg::Tick => {
+                if let Err(e) = state.drain().await {
+                    tracing::warn!(error = %e, "indexing deferred; will retry");
+                }
+                if let Ok((depth, oldest)) = state.ctx.store.embedding_backlog().await {
+                    metrics::gauge!("butler_memory_embedding_backlog").set(depth as f64);
+                    let age = oldest
+                        .map(|t| (state.ctx.clock.now() - t).num_milliseconds() as f64 / 1000.0)
+                        .unwrap_or(0.0);
+                    metrics::gauge!("butler_memory_embedding_backlog_age_seconds")
+                        .set(age.max(0.0));
+                }
+            }
+            IndexerMsg::Flush { reply } => {
+                let _ = reply.send(state.drain().await.map(|_| ()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl IndexerState {
+    /// Embeds batches until no row is left without an embedding. Returns how many it embedded.
+    async fn drain(&mut self) -> MemoryResult<u64> {
+        let mut total = 0;
+        loop {
+            let mut round = 0;
+            for memory_type in [MemoryType::Fact, MemoryType::Rule, MemoryType::Episode] {
+                round += self.embed_batch(memory_type).await?;
+            }
+            total += round;
+            if round == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn embed_batch(&mut self, memory_type: MemoryType) -> MemoryResult<u64> {
+        let store = &self.ctx.store;
+        let rows = store
+            .unembedded(memory_type, i64::from(self.ctx.config.indexer.batch_size))
+            .await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let (ids, texts): (Vec<_>, Vec<_>) = rows.into_iter().map(|r| (r.id, r.text)).unzip();
+        let embedder = self.ctx.embedder.get()?;
+        let vectors = embedder
+            .ask(
+                |reply| EmbedderMsg::Embed { texts, reply },
+                EMBED_TIMEOUT,
+                "the embedder pool",
+            )
+            .await??;
+        let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
+        let updated = store
+            .set_embeddings(memory_type, self.version_id, &ids, vectors)
+            .await?;
+        metrics::counter!("butler_memory_indexed_total", "type" => memory_type.as_str())
+            .increment(updated);
+        // A row whose embedding was set by someone else still counts as done.
+        Ok(ids.len() as u64)
+    }
+}

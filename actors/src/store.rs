@@ -1,0 +1,168 @@
+//! Storage: every SQL statement of the engine lives under this module. PostgreSQL with
+//! pgvector is the system of record; the pool is the only way in.
+
+pub mod columns;
+pub mod embedded_postgres;
+pub mod embedding_backlog;
+pub mod embedding_versions;
+pub mod episodes;
+pub mod events;
+pub mod facts;
+pub mod links;
+pub mod records;
+pub mod references;
+pub mod rules;
+pub mod stats;
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use crate::error::{MemoryError, MemoryResult};
+
+/// The migrations under `migrations/`, compiled into the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// Oldest pgvector with everything the schema uses (HNSW, iterative index scans).
+pub const MIN_PGVECTOR: (u32, u32, u32) = (0, 8, 0);
+
+/// `[database]` configuration: how the service uses its connection pool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// Upper bound on open connections.
+    pub max_connections: u32,
+    /// Connections kept open while idle.
+    pub min_connections: u32,
+    /// How long a request waits for a free connection before failing as `unavailable`.
+    pub acquire_timeout_ms: u64,
+    /// Server-side limit on any one statement.
+    pub statement_timeout_ms: u64,
+}
+
+/// Why the database cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreStartError {
+    #[error("cannot connect to the database: {0}")]
+    Connect(#[source] sqlx::Error),
+    #[error(
+        "pgvector is not installed on this PostgreSQL server (needs {}.{}.{} or newer: https://github.com/pgvector/pgvector)",
+        MIN_PGVECTOR.0, MIN_PGVECTOR.1, MIN_PGVECTOR.2
+    )]
+    PgvectorMissing,
+    #[error(
+        "pgvector {found} is too old (needs {}.{}.{} or newer)",
+        MIN_PGVECTOR.0, MIN_PGVECTOR.1, MIN_PGVECTOR.2
+    )]
+    PgvectorTooOld { found: String },
+    #[error("migrations failed: {0}")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error("checking the database failed: {0}")]
+    Check(#[source] sqlx::Error),
+}
+
+/// The system of record.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: PgPool,
+}
+
+impl Store {
+    /// Opens a pool on `options` (lazily: the first connection is made by the first query).
+    pub fn open(options: PgConnectOptions, config: &DatabaseConfig) -> Store {
+        let options = options.options([(
+            "statement_timeout",
+            format!("{}ms", config.statement_timeout_ms),
+        )]);
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections)
+            .min_connections(config.min_connections)
+            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
+            .connect_lazy_with(options);
+        Store { pool }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Checks pgvector, then applies pending migrations (forward-only).
+    pub async fn prepare(&self) -> Result<(), StoreStartError> {
+        self.check_pgvector().await?;
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(StoreStartError::Migrate)
+    }
+
+    /// Fails with one clear line unless pgvector is installed (or installable) and recent.
+    async fn check_pgvector(&self) -> Result<(), StoreStartError> {
+        let version: Option<String> = sqlx::query_scalar(
+            "SELECT COALESCE(
+                 (SELECT extversion FROM pg_extension WHERE extname = 'vector'),
+                 (SELECT default_version FROM pg_available_extensions WHERE name = 'vector'))",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| match e {
+            sqlx::Error::Database(_) => StoreStartError::Check(e),
+            other => StoreStartError::Connect(other),
+        })?;
+        let found = version.ok_or(StoreStartError::PgvectorMissing)?;
+        if parse_version(&found) < MIN_PGVECTOR {
+            return Err(StoreStartError::PgvectorTooOld { found });
+        }
+        Ok(())
+    }
+
+    /// A cheap round trip, for readiness.
+    pub async fn ping(&self) -> MemoryResult<()> {
+        sqlx::query_scalar::<_, i32>("SELECT 1")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether every migration compiled into this binary has been applied.
+    pub async fn migrations_applied(&self) -> MemoryResult<bool> {
+        let applied: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(applied as usize >= MIGRATOR.iter().count())
+    }
+
+    /// Begins a transaction.
+    pub async fn begin(&self) -> MemoryResult<sqlx::Transaction<'static, sqlx::Postgres>> {
+        self.pool.begin().await.map_err(MemoryError::from)
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn parse_version(text: &str) -> (u32, u32, u32) {
+    let mut parts = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare_numerically() {
+        assert_eq!(parse_version("0.8.6"), (0, 8, 6));
+        assert!(parse_version("0.10.0") > MIN_PGVECTOR);
+        assert!(parse_version("0.7.4") < MIN_PGVECTOR);
+    }
+}

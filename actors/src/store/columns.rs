@@ -1,0 +1,38 @@
+//! The column lists that map rows onto the domain records, shared by SELECT and RETURNING
+//! so every query produces the same shape.
+
+/// Columns of `domain::episode::Episode`.
+macro_rules! episode_columns {
+    () => {
+        "id, tenant_id, butler, session_id, content, importance, reference_count, \
+         consolidation_status, consolidated, consolidation_attempts, last_consolidation_error, \
+         next_consolidation_retry_at, created_at, last_referenced_at, expires_at, forgotten_at, \
+         metadata, (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
+         request_id"
+    };
+}
+
+/// Columns of `domain::fact::Fact`.
+macro_rules! fact_columns {
+    () => {
+        "id, tenant_id, subject, predicate, content, scope, validity, confidence, decay_rate, \
+         permanence, importance, source_butler, source_episode_id, supersedes_id, reference_count, \
+         created_at, last_confirmed_at, last_referenced_at, retracted_at, tags, metadata, \
+         (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
+         request_id"
+    };
+}
+
+/// Columns of `domain::rule::Rule`.
+macro_rules! rule_columns {
+    () => {
+        "id, tenant_id, content, original_content, scope, maturity, validity, confidence, decay_rate, \
+         permanence, importance, effectiveness_score, applied_count, success_count, harmful_count, \
+         source_butler, source_episode_id, reference_count, created_at, last_applied_at, \
+         last_evaluated_at, last_confirmed_at, last_referenced_at, retracted_at, tags, metadata, \
+         (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
+         request_id"
+    };
+}
+
+pub(crate) use {episode_columns, fact_columns, rule_columns};

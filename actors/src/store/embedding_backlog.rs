@@ -1,0 +1,82 @@
+//! The embedding backlog: rows committed without an embedding. It is durable by
+//! construction (it is the rows themselves), so a crash loses nothing: the indexer simply
+//! finds the same rows again.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::domain::memory_type::MemoryType;
+use crate::error::MemoryResult;
+
+use super::Store;
+
+/// A row waiting for its embedding.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Unembedded {
+    pub id: Uuid,
+    pub text: String,
+}
+
+impl Store {
+    /// The oldest rows of `memory_type` without an embedding, with the text to embed.
+    pub async fn unembedded(
+        &self,
+        memory_type: MemoryType,
+        limit: i64,
+    ) -> MemoryResult<Vec<Unembedded>> {
+        let sql = match memory_type {
+            MemoryType::Episode => {
+                "SELECT id, content AS text FROM episodes WHERE embedding IS NULL
+                 ORDER BY created_at, id LIMIT $1"
+            }
+            // Must match `embedder::fact_text`.
+            MemoryType::Fact => {
+                "SELECT id, subject || ' ' || replace(predicate, '_', ' ') || ': ' || content AS text
+                 FROM facts WHERE embedding IS NULL ORDER BY created_at, id LIMIT $1"
+            }
+            MemoryType::Rule => {
+                "SELECT id, content AS text FROM rules WHERE embedding IS NULL
+                 ORDER BY created_at, id LIMIT $1"
+            }
+        };
+        Ok(sqlx::query_as(sql)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?)
+    }
+
+    /// Stores embeddings for rows that still have none, in one statement.
+    pub async fn set_embeddings(
+        &self,
+        memory_type: MemoryType,
+        version_id: i16,
+        ids: &[Uuid],
+        vectors: Vec<pgvector::Vector>,
+    ) -> MemoryResult<u64> {
+        let sql = format!(
+            "UPDATE {} AS t SET embedding = v.embedding, embedding_version_id = $1
+             FROM unnest($2::uuid[], $3::vector[]) AS v(id, embedding)
+             WHERE t.id = v.id AND t.embedding IS NULL",
+            memory_type.table()
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(version_id)
+            .bind(ids)
+            .bind(vectors)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// How many rows wait for an embedding, and since when.
+    pub async fn embedding_backlog(&self) -> MemoryResult<(i64, Option<DateTime<Utc>>)> {
+        Ok(sqlx::query_as(
+            "SELECT sum(n)::bigint, min(oldest) FROM (
+                 SELECT count(*) AS n, min(created_at) AS oldest FROM episodes WHERE embedding IS NULL
+                 UNION ALL SELECT count(*), min(created_at) FROM facts WHERE embedding IS NULL
+                 UNION ALL SELECT count(*), min(created_at) FROM rules WHERE embedding IS NULL) b",
+        )
+        .fetch_one(self.pool())
+        .await?)
+    }
+}

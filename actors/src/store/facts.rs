@@ -1,0 +1,199 @@
+//! Writing facts, with supersession: one live fact per `(tenant, scope, subject, predicate)`.
+//!
+//! Concurrent writers of the same key may come from different shards (two butlers writing
+//! a `global` fact), so shard ordering alone cannot serialise them. A transaction-scoped
+//! advisory lock on the key does: the second writer waits, then finds the first writer's
+//! fact live and supersedes it. The partial unique index `facts_one_live` backs this up.
+
+use serde_json::json;
+use sqlx::PgConnection;
+
+use crate::domain::event::{EventType, NewEvent};
+use crate::domain::fact::{Fact, FactOutcome, NewFact, StoredFact};
+use crate::domain::memory_type::MemoryType;
+use crate::domain::relation::Relation;
+use crate::domain::request_context::Lineage;
+use crate::error::MemoryResult;
+
+use super::columns::fact_columns;
+use super::episodes::Embedded;
+use super::{events, links};
+
+/// Stores a fact: supersedes the live fact with the same key, or confirms it when it
+/// already says exactly the same thing.
+pub async fn insert_superseding(
+    conn: &mut PgConnection,
+    fact: &NewFact,
+    embedding: Option<&Embedded>,
+    actor: &str,
+    lineage: &Lineage,
+) -> MemoryResult<StoredFact> {
+    let key = format!(
+        "fact\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
+        fact.tenant_id, fact.scope, fact.subject, fact.predicate
+    );
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(&key)
+        .execute(&mut *conn)
+        .await?;
+
+    let live: Option<Fact> = sqlx::query_as(concat!(
+        "SELECT ",
+        fact_columns!(),
+        " FROM facts
+         WHERE tenant_id = $1 AND scope = $2 AND subject = $3 AND predicate = $4
+           AND validity IN ('active', 'fading')
+         FOR UPDATE"
+    ))
+    .bind(&fact.tenant_id)
+    .bind(&fact.scope)
+    .bind(&fact.subject)
+    .bind(&fact.predicate)
+    .fetch_optional(&mut *conn)
+    .await?;
+
+    let event = |event_type, entity_id, payload| NewEvent {
+        tenant_id: fact.tenant_id.clone(),
+        event_type,
+        entity_type: MemoryType::Fact,
+        entity_id,
+        actor: actor.to_owned(),
+        lineage: lineage.clone(),
+        payload,
+    };
+
+    if let Some(old) = &live
+        && old.content == fact.content
+        && old.permanence == fact.permanence
+    {
+        // Saying the same thing again confirms it; a duplicate would only dilute retrieval.
+        let confirmed: Fact = sqlx::query_as(concat!(
+            "UPDATE facts SET validity = 'active', last_confirmed_at = $2,
+                              confidence = GREATEST(confidence, $3)
+             WHERE id = $1 RETURNING ",
+            fact_columns!()
+        ))
+        .bind(old.id)
+        .bind(fact.created_at)
+        .bind(fact.confidence)
+        .fetch_one(&mut *conn)
+        .await?;
+        events::append(
+            conn,
+            &event(
+                EventType::FactConfirmed,
+                confirmed.id,
+                json!({ "before": old, "after": confirmed, "reason": "restated" }),
+            ),
+            fact.created_at,
+        )
+        .await?;
+        return Ok(StoredFact {
+            fact: confirmed,
+            outcome: FactOutcome::Confirmed,
+            superseded: None,
+        });
+    }
+
+    let superseded = match &live {
+        Some(old) => {
+            let after: Fact = sqlx::query_as(concat!(
+                "UPDATE facts SET validity = 'superseded' WHERE id = $1 RETURNING ",
+                fact_columns!()
+            ))
+            .bind(old.id)
+            .fetch_one(&mut *conn)
+            .await?;
+            events::append(
+                conn,
+                &event(
+                    EventType::FactSuperseded,
+                    old.id,
+                    json!({ "before": old, "after": after, "superseded_by": fact.id }),
+                ),
+                fact.created_at,
+            )
+            .await?;
+            Some(after)
+        }
+        None => None,
+    };
+
+    let stored: Fact = sqlx::query_as(concat!(
+        "INSERT INTO facts
+             (id, tenant_id, subject, predicate, content, embedding, embedding_version_id,
+              importance, confidence, decay_rate, permanence, scope, validity, source_butler,
+              source_episode_id, supersedes_id, created_at, last_confirmed_at, last_referenced_at,
+              tags, metadata, request_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $14, $15,
+                 $16, $16, $16, $17, $18, $19)
+         RETURNING ",
+        fact_columns!()
+    ))
+    .bind(fact.id)
+    .bind(&fact.tenant_id)
+    .bind(&fact.subject)
+    .bind(&fact.predicate)
+    .bind(&fact.content)
+    .bind(embedding.map(|e| &e.vector))
+    .bind(embedding.map(|e| e.version_id))
+    .bind(fact.importance)
+    .bind(fact.confidence)
+    .bind(fact.decay_rate)
+    .bind(fact.permanence.as_str())
+    .bind(&fact.scope)
+    .bind(&fact.source_butler)
+    .bind(fact.source_episode_id)
+    .bind(superseded.as_ref().map(|old| old.id))
+    .bind(fact.created_at)
+    .bind(json!(fact.tags))
+    .bind(&fact.metadata)
+    .bind(&lineage.request_id)
+    .fetch_one(&mut *conn)
+    .await?;
+
+    let mut written = Vec::new();
+    if let Some(old) = &superseded {
+        written.push(
+            links::insert(
+                conn,
+                &fact.tenant_id,
+                (MemoryType::Fact, stored.id),
+                (MemoryType::Fact, old.id),
+                Relation::Supersedes,
+                fact.created_at,
+            )
+            .await?,
+        );
+    }
+    written.extend(
+        links::insert_requested(
+            conn,
+            &fact.tenant_id,
+            (MemoryType::Fact, stored.id),
+            &fact.links,
+            fact.created_at,
+        )
+        .await?,
+    );
+    events::append(
+        conn,
+        &event(
+            EventType::FactCreated,
+            stored.id,
+            json!({ "before": null, "after": stored, "links": written }),
+        ),
+        fact.created_at,
+    )
+    .await?;
+
+    Ok(StoredFact {
+        fact: stored,
+        outcome: if superseded.is_some() {
+            FactOutcome::Superseded
+        } else {
+            FactOutcome::Created
+        },
+        superseded,
+    })
+}

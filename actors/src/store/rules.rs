@@ -1,0 +1,75 @@
+//! Writing rules. New rules start as `candidate` with the baseline confidence.
+
+use serde_json::json;
+use sqlx::PgConnection;
+
+use crate::domain::event::{EventType, NewEvent};
+use crate::domain::memory_type::MemoryType;
+use crate::domain::request_context::Lineage;
+use crate::domain::rule::{NewRule, Rule};
+use crate::error::MemoryResult;
+
+use super::columns::rule_columns;
+use super::episodes::Embedded;
+use super::{events, links};
+
+/// Inserts a rule, its requested links and its `rule_created` event.
+pub async fn insert(
+    conn: &mut PgConnection,
+    rule: &NewRule,
+    embedding: Option<&Embedded>,
+    actor: &str,
+    lineage: &Lineage,
+) -> MemoryResult<Rule> {
+    let stored: Rule = sqlx::query_as(concat!(
+        "INSERT INTO rules
+             (id, tenant_id, content, embedding, embedding_version_id, scope, maturity, validity,
+              importance, confidence, decay_rate, permanence, source_butler, source_episode_id,
+              created_at, last_confirmed_at, last_referenced_at, tags, metadata, request_id)
+         VALUES ($1, $2, $3, $4, $5, $6, 'candidate', 'active', $7, $8, $9, $10, $11, $12,
+                 $13, $13, $13, $14, $15, $16)
+         RETURNING ",
+        rule_columns!()
+    ))
+    .bind(rule.id)
+    .bind(&rule.tenant_id)
+    .bind(&rule.content)
+    .bind(embedding.map(|e| &e.vector))
+    .bind(embedding.map(|e| e.version_id))
+    .bind(&rule.scope)
+    .bind(rule.importance)
+    .bind(rule.confidence)
+    .bind(rule.decay_rate)
+    .bind(rule.permanence.as_str())
+    .bind(&rule.source_butler)
+    .bind(rule.source_episode_id)
+    .bind(rule.created_at)
+    .bind(json!(rule.tags))
+    .bind(&rule.metadata)
+    .bind(&lineage.request_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let written = links::insert_requested(
+        conn,
+        &rule.tenant_id,
+        (MemoryType::Rule, stored.id),
+        &rule.links,
+        rule.created_at,
+    )
+    .await?;
+    events::append(
+        conn,
+        &NewEvent {
+            tenant_id: rule.tenant_id.clone(),
+            event_type: EventType::RuleCreated,
+            entity_type: MemoryType::Rule,
+            entity_id: stored.id,
+            actor: actor.to_owned(),
+            lineage: lineage.clone(),
+            payload: json!({ "before": null, "after": stored, "links": written }),
+        },
+        rule.created_at,
+    )
+    .await?;
+    Ok(stored)
+}

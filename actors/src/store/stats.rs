@@ -1,0 +1,223 @@
+//! Counts and health indicators for `memory_stats`: one grouped query per table, so the cost
+//! does not grow with the number of states.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::error::MemoryResult;
+
+use super::Store;
+
+/// Which part of a tenant's memory to count.
+#[derive(Debug, Clone, Default)]
+pub struct StatsFilter {
+    pub tenant_id: String,
+    /// Fact and rule scopes to count; `None` counts every scope.
+    pub scopes: Option<Vec<String>>,
+    /// Butlers whose episodes to count; `None` counts every butler.
+    pub butlers: Option<Vec<String>>,
+}
+
+/// Counts by dimension and value, e.g. `{"validity": {"active": 3}}`.
+pub type Breakdown = BTreeMap<String, BTreeMap<String, i64>>;
+
+/// Episode counts and the consolidation backlog.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpisodeStats {
+    pub total: i64,
+    pub breakdown: Breakdown,
+    pub forgotten: i64,
+    /// Past `expires_at` but not yet deleted by cleanup.
+    pub expired: i64,
+    /// Not yet embedded (found by keyword search only until they are).
+    pub unembedded: i64,
+    pub backlog: Backlog,
+}
+
+/// Unconsolidated episodes waiting for consolidation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Backlog {
+    pub size: i64,
+    pub oldest_created_at: Option<DateTime<Utc>>,
+    pub oldest_age_seconds: Option<f64>,
+}
+
+/// Fact or rule counts, by state and by band.
+#[derive(Debug, Clone, Serialize)]
+pub struct KnowledgeStats {
+    pub total: i64,
+    pub breakdown: Breakdown,
+}
+
+#[derive(sqlx::FromRow)]
+struct Count {
+    dim: String,
+    key: String,
+    n: i64,
+}
+
+fn fold(rows: Vec<Count>) -> (i64, Breakdown) {
+    let mut breakdown = Breakdown::new();
+    let mut total = 0;
+    for row in rows {
+        if row.dim == "total" {
+            total = row.n;
+        } else {
+            breakdown.entry(row.dim).or_default().insert(row.key, row.n);
+        }
+    }
+    (total, breakdown)
+}
+
+/// The effective-confidence expression of memory_butler.md §6.2, evaluated at `$2`.
+macro_rules! effective_confidence_sql {
+    () => {
+        "confidence * exp(-decay_rate * GREATEST(0, extract(epoch FROM ($2::timestamptz - last_confirmed_at)) / 86400.0))"
+    };
+}
+
+/// Bands of effective confidence, named by their bounds (dashboard colours: `>= 0.8`
+/// green, `0.5-0.8` yellow, below red; `< 0.2` fades, `< 0.05` expires).
+macro_rules! confidence_band_sql {
+    () => {
+        "CASE WHEN eff < 0.05 THEN 'below_0.05' WHEN eff < 0.2 THEN '0.05_to_0.2'
+              WHEN eff < 0.5 THEN '0.2_to_0.5' WHEN eff < 0.8 THEN '0.5_to_0.8' ELSE '0.8_and_above' END"
+    };
+}
+
+impl Store {
+    pub async fn episode_stats(
+        &self,
+        filter: &StatsFilter,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<EpisodeStats> {
+        let rows: Vec<Count> = sqlx::query_as(
+            "WITH e AS (
+                 SELECT consolidation_status, forgotten_at, expires_at, embedding IS NULL AS unembedded, created_at
+                 FROM episodes
+                 WHERE tenant_id = $1 AND ($3::text[] IS NULL OR butler = ANY($3)))
+             SELECT 'total' AS dim, '' AS key, count(*) AS n FROM e
+             UNION ALL SELECT 'consolidation_status', consolidation_status, count(*) FROM e GROUP BY 2
+             UNION ALL SELECT 'flag', 'forgotten', count(*) FROM e WHERE forgotten_at IS NOT NULL
+             UNION ALL SELECT 'flag', 'expired', count(*) FROM e WHERE expires_at <= $2
+             UNION ALL SELECT 'flag', 'unembedded', count(*) FROM e WHERE unembedded",
+        )
+        .bind(&filter.tenant_id)
+        .bind(now)
+        .bind(&filter.butlers)
+        .fetch_all(self.pool())
+        .await?;
+        let (total, mut breakdown) = fold(rows);
+        let flags = breakdown.remove("flag").unwrap_or_default();
+        let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT min(created_at) FROM episodes
+             WHERE tenant_id = $1 AND ($2::text[] IS NULL OR butler = ANY($2))
+               AND consolidation_status = 'pending' AND forgotten_at IS NULL",
+        )
+        .bind(&filter.tenant_id)
+        .bind(&filter.butlers)
+        .fetch_one(self.pool())
+        .await?;
+        let pending = breakdown
+            .get("consolidation_status")
+            .and_then(|m| m.get("pending"))
+            .copied()
+            .unwrap_or(0);
+        Ok(EpisodeStats {
+            total,
+            forgotten: flags.get("forgotten").copied().unwrap_or(0),
+            expired: flags.get("expired").copied().unwrap_or(0),
+            unembedded: flags.get("unembedded").copied().unwrap_or(0),
+            breakdown,
+            backlog: Backlog {
+                size: pending,
+                oldest_created_at: oldest,
+                oldest_age_seconds: oldest
+                    .map(|t| ((now - t).num_milliseconds() as f64 / 1000.0).max(0.0)),
+            },
+        })
+    }
+
+    pub async fn fact_stats(
+        &self,
+        filter: &StatsFilter,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<KnowledgeStats> {
+        let rows: Vec<Count> = sqlx::query_as(concat!(
+            "WITH f AS (
+                 SELECT validity, permanence,
+                        CASE WHEN validity IN ('active', 'fading') THEN ",
+            effective_confidence_sql!(),
+            " END AS eff
+                 FROM facts
+                 WHERE tenant_id = $1 AND ($3::text[] IS NULL OR scope = ANY($3)))
+             SELECT 'total' AS dim, '' AS key, count(*) AS n FROM f
+             UNION ALL SELECT 'validity', validity, count(*) FROM f GROUP BY 2
+             UNION ALL SELECT 'permanence', permanence, count(*) FROM f WHERE eff IS NOT NULL GROUP BY 2
+             UNION ALL SELECT 'effective_confidence', ",
+            confidence_band_sql!(),
+            ", count(*) FROM f WHERE eff IS NOT NULL GROUP BY 2"
+        ))
+        .bind(&filter.tenant_id)
+        .bind(now)
+        .bind(&filter.scopes)
+        .fetch_all(self.pool())
+        .await?;
+        let (total, breakdown) = fold(rows);
+        Ok(KnowledgeStats { total, breakdown })
+    }
+
+    pub async fn rule_stats(
+        &self,
+        filter: &StatsFilter,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<KnowledgeStats> {
+        let rows: Vec<Count> = sqlx::query_as(concat!(
+            "WITH r AS (
+                 SELECT validity, maturity, effectiveness_score, applied_count,
+                        CASE WHEN validity IN ('active', 'fading') THEN ",
+            effective_confidence_sql!(),
+            " END AS eff
+                 FROM rules
+                 WHERE tenant_id = $1 AND ($3::text[] IS NULL OR scope = ANY($3)))
+             SELECT 'total' AS dim, '' AS key, count(*) AS n FROM r
+             UNION ALL SELECT 'validity', validity, count(*) FROM r GROUP BY 2
+             UNION ALL SELECT 'maturity', maturity, count(*) FROM r WHERE eff IS NOT NULL GROUP BY 2
+             UNION ALL SELECT 'effective_confidence', ",
+            confidence_band_sql!(),
+            ", count(*) FROM r WHERE eff IS NOT NULL GROUP BY 2
+             UNION ALL SELECT 'effectiveness',
+                    CASE WHEN applied_count = 0 THEN 'unrated' WHEN effectiveness_score < 0.3 THEN 'below_0.3'
+                         WHEN effectiveness_score < 0.6 THEN '0.3_to_0.6' WHEN effectiveness_score < 0.8 THEN '0.6_to_0.8'
+                         ELSE '0.8_and_above' END, count(*)
+                    FROM r WHERE eff IS NOT NULL GROUP BY 2"
+        ))
+        .bind(&filter.tenant_id)
+        .bind(now)
+        .bind(&filter.scopes)
+        .fetch_all(self.pool())
+        .await?;
+        let (total, breakdown) = fold(rows);
+        Ok(KnowledgeStats { total, breakdown })
+    }
+
+    /// When each lifecycle job last finished for the filtered shards.
+    pub async fn last_runs(
+        &self,
+        filter: &StatsFilter,
+    ) -> MemoryResult<BTreeMap<String, Option<DateTime<Utc>>>> {
+        let rows: Vec<(String, Option<DateTime<Utc>>)> = sqlx::query_as(
+            "SELECT k.kind, (SELECT max(finished_at) FROM lifecycle_runs r
+                             WHERE r.tenant_id = $1 AND r.kind = k.kind
+                               AND ($2::text[] IS NULL OR r.butler = ANY($2)))
+             FROM unnest(ARRAY['decay_sweep', 'episode_cleanup', 'consolidation']) AS k(kind)",
+        )
+        .bind(&filter.tenant_id)
+        .bind(&filter.butlers)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows.into_iter().collect())
+    }
+}

@@ -1,0 +1,2 @@
+-- pgvector provides the vector type and the HNSW index used for semantic retrieval.
+CREATE EXTENSION IF NOT EXISTS vector;

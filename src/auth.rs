@@ -1,0 +1,265 @@
+//! API keys: every `/mcp` request carries `Authorization: Bearer <key>`; the key alone
+//! decides the tenant, the role and (optionally) the butler of the caller.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use butler_memory_actors::domain::caller::{Caller, Role};
+use butler_memory_actors::domain::text::check_name;
+use serde::Deserialize;
+
+use crate::config::Secret;
+
+/// Shortest key accepted: anything shorter is guessable.
+pub const MIN_KEY_CHARS: usize = 16;
+
+/// Tenant of the bootstrap admin key.
+pub const BOOTSTRAP_TENANT: &str = "default";
+
+/// `[auth]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    pub keys: Vec<KeyConfig>,
+    pub bootstrap_admin_key: bool,
+}
+
+/// One `[[auth.keys]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyConfig {
+    /// Label in the audit stream and logs; defaults to the role and butler or tenant.
+    #[serde(default)]
+    pub name: Option<String>,
+    pub key: Secret,
+    #[serde(default)]
+    pub tenant: Option<String>,
+    pub role: Role,
+    #[serde(default)]
+    pub butler: Option<String>,
+}
+
+impl AuthConfig {
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, k) in self.keys.iter().enumerate() {
+            let at = format!("auth.keys[{i}]");
+            if k.key.expose().chars().count() < MIN_KEY_CHARS {
+                out.push(format!(
+                    "{at}.key: must be at least {MIN_KEY_CHARS} characters"
+                ));
+            }
+            if !seen.insert(k.key.expose().to_owned()) {
+                out.push(format!("{at}.key: the same key is configured twice"));
+            }
+            match (&k.tenant, k.role) {
+                (None, Role::Butler | Role::Admin) => out.push(format!(
+                    "{at}.tenant: required for {} keys",
+                    k.role.as_str()
+                )),
+                (Some(t), _) => {
+                    if let Err(e) = check_name("tenant", t) {
+                        out.push(format!("{at}.tenant: {}", e.message));
+                    }
+                }
+                (None, Role::Operator) => {}
+            }
+            if let Some(b) = &k.butler {
+                if let Err(e) = check_name("butler", b) {
+                    out.push(format!("{at}.butler: {}", e.message));
+                }
+                if k.role != Role::Butler {
+                    out.push(format!(
+                        "{at}.butler: only butler keys are bound to a butler"
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Resolves keys to callers.
+#[derive(Debug, Clone, Default)]
+pub struct Authenticator {
+    keys: Arc<HashMap<String, Caller>>,
+}
+
+impl Authenticator {
+    pub fn new(keys: &[KeyConfig]) -> Self {
+        let keys = keys
+            .iter()
+            .map(|k| {
+                let name = k.name.clone().unwrap_or_else(|| {
+                    k.butler
+                        .clone()
+                        .or_else(|| k.tenant.clone())
+                        .unwrap_or_else(|| "all".into())
+                });
+                let caller = Caller {
+                    // Operators see no tenant's content; their tenant is never used for data.
+                    tenant_id: k.tenant.clone().unwrap_or_default(),
+                    role: k.role,
+                    butler: k.butler.clone(),
+                    key_name: name,
+                };
+                (k.key.expose().to_owned(), caller)
+            })
+            .collect();
+        Authenticator {
+            keys: Arc::new(keys),
+        }
+    }
+
+    /// The caller a bearer token belongs to.
+    pub fn caller(&self, authorization: Option<&str>) -> Option<Caller> {
+        let token = authorization?.strip_prefix("Bearer ")?.trim();
+        self.keys.get(token).cloned()
+    }
+}
+
+/// Returns the key configuration to use: the configured keys, or when there are none (and
+/// bootstrapping is on) an admin key for tenant `default`, created once in `data_dir`.
+pub fn effective_keys(config: &AuthConfig, data_dir: &Path) -> std::io::Result<Vec<KeyConfig>> {
+    if !config.keys.is_empty() || !config.bootstrap_admin_key {
+        return Ok(config.keys.clone());
+    }
+    let path = data_dir.join("bootstrap-admin.key");
+    let key = match std::fs::read_to_string(&path) {
+        Ok(text) if text.trim().chars().count() >= MIN_KEY_CHARS => text.trim().to_owned(),
+        _ => {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::create_dir_all(data_dir)?;
+            let key = format!(
+                "bm_{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            );
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .mode(0o600)
+                .open(&path)?;
+            writeln!(file, "{key}")?;
+            key
+        }
+    };
+    tracing::warn!(
+        path = %path.display(),
+        "no [[auth.keys]] configured: using the bootstrap admin key for tenant `{BOOTSTRAP_TENANT}` stored in this file"
+    );
+    Ok(vec![KeyConfig {
+        name: Some("bootstrap-admin".into()),
+        key: Secret::new(key),
+        tenant: Some(BOOTSTRAP_TENANT.into()),
+        role: Role::Admin,
+        butler: None,
+    }])
+}
+
+/// Middleware: refuses requests without a known key (401) and attaches the [`Caller`].
+pub async fn require_key(
+    State(auth): State<Authenticator>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match auth.caller(header) {
+        Some(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        None => unauthorized(),
+    }
+}
+
+/// The 401 answer: a JSON body in the service's error shape and a bearer challenge.
+pub fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        axum::Json(serde_json::json!({
+            "class": "forbidden",
+            "code": "unauthenticated",
+            "message": "missing or unknown API key: send `Authorization: Bearer <key>`",
+        })),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(key: &str, role: Role, tenant: Option<&str>, butler: Option<&str>) -> KeyConfig {
+        KeyConfig {
+            name: None,
+            key: Secret::new(key),
+            tenant: tenant.map(str::to_owned),
+            role,
+            butler: butler.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn bearer_tokens_resolve_to_their_caller() {
+        let auth = Authenticator::new(&[key(
+            "k".repeat(20).as_str(),
+            Role::Butler,
+            Some("t1"),
+            Some("health"),
+        )]);
+        let caller = auth
+            .caller(Some(&format!("Bearer {}", "k".repeat(20))))
+            .unwrap();
+        assert_eq!(caller.tenant_id, "t1");
+        assert_eq!(caller.butler.as_deref(), Some("health"));
+        assert!(auth.caller(Some("Bearer nope")).is_none());
+        assert!(auth.caller(Some(&"k".repeat(20))).is_none());
+        assert!(auth.caller(None).is_none());
+    }
+
+    #[test]
+    fn weak_duplicate_or_incomplete_keys_are_refused() {
+        let config = AuthConfig {
+            keys: vec![
+                key("short", Role::Butler, Some("t"), None),
+                key(&"a".repeat(16), Role::Admin, None, None),
+                key(&"a".repeat(16), Role::Admin, Some("t"), Some("health")),
+            ],
+            bootstrap_admin_key: true,
+        };
+        let problems = config.problems().join("\n");
+        assert!(problems.contains("auth.keys[0].key"), "{problems}");
+        assert!(problems.contains("auth.keys[1].tenant"), "{problems}");
+        assert!(
+            problems.contains("auth.keys[2].key: the same key"),
+            "{problems}"
+        );
+        assert!(problems.contains("auth.keys[2].butler"), "{problems}");
+    }
+
+    #[test]
+    fn bootstrap_key_is_created_once_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = AuthConfig {
+            keys: vec![],
+            bootstrap_admin_key: true,
+        };
+        let first = effective_keys(&config, dir.path()).unwrap();
+        let second = effective_keys(&config, dir.path()).unwrap();
+        assert_eq!(first[0].key.expose(), second[0].key.expose());
+        assert_eq!(first[0].role, Role::Admin);
+    }
+}

@@ -1,0 +1,49 @@
+//! `/actors`: the live actor tree. Needs an operator key (everything) or an admin key (the
+//! shared actors and its own tenant's shards): tenant ids are not public.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use butler_memory_actors::actor_directory::ActorKind;
+use butler_memory_actors::domain::caller::Role;
+use serde_json::json;
+
+use crate::auth::unauthorized;
+use crate::startup::AppState;
+
+pub async fn actors(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let Some(caller) = state.auth.caller(authorization) else {
+        return unauthorized();
+    };
+    let own_prefix = format!("{}/", caller.tenant_id);
+    let visible = |kind: ActorKind, key: &str| match caller.role {
+        Role::Operator => true,
+        Role::Admin => kind != ActorKind::Shard || key.starts_with(&own_prefix),
+        Role::Butler => false,
+    };
+    if caller.role == Role::Butler {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(json!({
+                "class": "forbidden",
+                "code": "operator_only",
+                "message": "/actors needs an operator or admin key",
+            })),
+        )
+            .into_response();
+    }
+    let actors: Vec<_> = state
+        .engine
+        .actors()
+        .into_iter()
+        .filter(|a| visible(a.kind, &a.key))
+        .collect();
+    let shards = actors.iter().filter(|a| a.kind == ActorKind::Shard).count();
+    Json(json!({ "shards": shards, "actors": actors })).into_response()
+}

@@ -1,0 +1,48 @@
+//! `/healthz` (the process is alive) and `/readyz` (the database answers, migrations are
+//! applied, the embedder is loaded). Neither needs a key (DECISIONS.md #12).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::startup::AppState;
+
+pub async fn healthz() -> Response {
+    (StatusCode::OK, Json(json!({ "status": "alive" }))).into_response()
+}
+
+pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let readiness = state.engine.readiness().await;
+    let part = |r: &Result<(), String>| match r {
+        Ok(()) => json!({ "ok": true }),
+        Err(e) => json!({ "ok": false, "error": e }),
+    };
+    let failing: Vec<&str> = [
+        ("database", &readiness.database),
+        ("migrations", &readiness.migrations),
+        ("embedder", &readiness.embedder),
+    ]
+    .into_iter()
+    .filter(|(_, r)| r.is_err())
+    .map(|(name, _)| name)
+    .collect();
+    let body = json!({
+        "status": if failing.is_empty() { "ready" } else { "not_ready" },
+        "failing": failing,
+        "checks": {
+            "database": part(&readiness.database),
+            "migrations": part(&readiness.migrations),
+            "embedder": part(&readiness.embedder),
+        },
+    });
+    let status = if readiness.is_ready() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}

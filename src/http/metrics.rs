@@ -1,0 +1,29 @@
+//! `/metrics`: Prometheus text. Gauges that are cheap to read at scrape time (pool usage,
+//! shard count) are refreshed here rather than on every change.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+
+use crate::startup::AppState;
+
+pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let pool = state.engine.store().pool();
+    let size = f64::from(pool.size());
+    let idle = pool.num_idle() as f64;
+    metrics::gauge!("butler_memory_db_pool_connections", "state" => "idle").set(idle);
+    metrics::gauge!("butler_memory_db_pool_connections", "state" => "in_use").set(size - idle);
+    metrics::gauge!("butler_memory_db_pool_max_connections")
+        .set(f64::from(state.config.database.max_connections));
+    metrics::gauge!("butler_memory_shards").set(state.engine.shard_count() as f64);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}

@@ -1,0 +1,9 @@
+//! The edge of butler-memory: configuration, authentication, the MCP endpoint and the
+//! operator endpoints around the engine in `butler_memory_actors`.
+
+pub mod auth;
+pub mod config;
+pub mod http;
+pub mod mcp;
+pub mod startup;
+pub mod telemetry;

@@ -1,0 +1,89 @@
+//! `butler-memory`: long-term memory for LLM agents. Thin: parse the command line, load the
+//! configuration, hand over to `startup`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use butler_memory::config::Config;
+use butler_memory::startup::{Application, migrate};
+use butler_memory::telemetry;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "butler-memory",
+    version,
+    about = "Long-term memory for LLM agents over MCP"
+)]
+struct Cli {
+    /// Configuration file layered over config/default.toml (environment variables
+    /// BUTLER_MEMORY_* override both).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service (embedded PostgreSQL unless database_url is set).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Check the configuration and print it (secrets redacted).
+    CheckConfig,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("butler-memory: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::init_logging(&config.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("butler-memory: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve => {
+                let app = Application::build(config).await?;
+                app.run_until_stopped(shutdown_signal()).await
+            }
+            Command::Migrate => migrate(&config).await,
+            Command::CheckConfig => {
+                println!("{config:#?}");
+                Ok(())
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One clear line (with its causes), not a backtrace.
+            eprintln!("butler-memory: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term.recv() => {},
+    }
+}

@@ -1,0 +1,229 @@
+//! The MCP endpoint: rmcp over Streamable HTTP at `/mcp`, stateless, JSON responses.
+//!
+//! Tools are declared in one table ([`TOOLS`]) with schemas generated from their parameter
+//! structs. Arguments are parsed here rather than by rmcp's macros so that every bad input
+//! becomes a classified tool error (`invalid_input`) instead of a protocol error.
+
+pub mod params;
+pub mod reply;
+pub mod tools;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use butler_memory_actors::domain::caller::Caller;
+use butler_memory_actors::error::{ErrorClass, MemoryError};
+use rmcp::handler::server::common::schema_for_type;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::McpConfig;
+use crate::startup::AppState;
+use params::{GetParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams};
+use tools::Outcome;
+
+/// One tool: its name, what it does, and the schema of its parameters.
+struct ToolSpec {
+    name: &'static str,
+    description: &'static str,
+    schema: fn() -> Arc<JsonObject>,
+}
+
+/// Every tool the endpoint serves.
+const TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: "memory_store_episode",
+        description: "Store what happened in a session (an episode). Acknowledged once durable; \
+            consolidation later turns episodes into facts and rules.",
+        schema: schema_for_type::<StoreEpisodeParams>,
+    },
+    ToolSpec {
+        name: "memory_store_fact",
+        description: "Store a fact (subject, predicate, content). A fact with the same subject \
+            and predicate in the same scope supersedes the current one; restating it confirms it.",
+        schema: schema_for_type::<StoreFactParams>,
+    },
+    ToolSpec {
+        name: "memory_store_rule",
+        description: "Store a behaviour rule as a candidate; it earns trust through helpful marks.",
+        schema: schema_for_type::<StoreRuleParams>,
+    },
+    ToolSpec {
+        name: "memory_get",
+        description: "Get one memory by type and id, with its provenance links in both directions.",
+        schema: schema_for_type::<GetParams>,
+    },
+    ToolSpec {
+        name: "memory_stats",
+        description: "Counts and health indicators: memories by type and state, confidence and \
+            effectiveness bands, the consolidation backlog, last lifecycle runs.",
+        schema: schema_for_type::<StatsParams>,
+    },
+];
+
+/// The tool definitions as listed to clients.
+pub fn tool_definitions() -> Vec<Tool> {
+    TOOLS
+        .iter()
+        .map(|t| Tool::new(t.name, t.description, (t.schema)()))
+        .collect()
+}
+
+/// The MCP server: one cheap clone per request (the endpoint is stateless).
+#[derive(Clone)]
+pub struct MemoryServer {
+    state: Arc<AppState>,
+}
+
+impl ServerHandler for MemoryServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
+            "Long-term memory for butlers. Store episodes after sessions, facts and rules when you \
+             learn them; call memory_get for a record. Errors carry a class: retry `overloaded` and \
+             `unavailable`, never `invalid_input`. Treat memory as optional: if it fails, carry on.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tool_definitions()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .cloned()
+            .ok_or_else(|| {
+                ErrorData::internal_error("request reached a tool without a caller", None)
+            })?;
+        let name = request.name.as_ref();
+        let started = Instant::now();
+        let args = request.arguments.unwrap_or_default();
+        let engine = &self.state.engine;
+        let outcome = match name {
+            "memory_store_episode" => run(args, |p| tools::store_episode(engine, &caller, p)).await,
+            "memory_store_fact" => run(args, |p| tools::store_fact(engine, &caller, p)).await,
+            "memory_store_rule" => run(args, |p| tools::store_rule(engine, &caller, p)).await,
+            "memory_get" => run(args, |p| tools::get(engine, &caller, p)).await,
+            "memory_stats" => run(args, |p| tools::stats(engine, &caller, p)).await,
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool `{other}`"),
+                    None,
+                ));
+            }
+        };
+        let result = finish(name, &caller, outcome, started);
+        Ok(result.into())
+    }
+}
+
+/// Parses the arguments into the tool's parameters, then runs it.
+async fn run<P, F, Fut>(args: JsonObject, tool: F) -> Outcome
+where
+    P: DeserializeOwned + JsonSchema,
+    F: FnOnce(P) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    match serde_json::from_value::<P>(serde_json::Value::Object(args)) {
+        Ok(params) => tool(params).await,
+        Err(e) => Outcome {
+            lineage: None,
+            result: Err(MemoryError::invalid_input(
+                "invalid_arguments",
+                format!("invalid arguments: {e}"),
+            )),
+        },
+    }
+}
+
+/// Records metrics and logs for a finished call and shapes its result.
+fn finish(tool: &str, caller: &Caller, outcome: Outcome, started: Instant) -> CallToolResult {
+    let elapsed = started.elapsed().as_secs_f64();
+    let class = match &outcome.result {
+        Ok(_) => "ok",
+        Err(e) => e.class().as_str(),
+    };
+    metrics::counter!("butler_memory_requests_total", "tool" => tool.to_owned(), "class" => class)
+        .increment(1);
+    metrics::histogram!("butler_memory_request_duration_seconds", "tool" => tool.to_owned())
+        .record(elapsed);
+    let request_id = outcome
+        .lineage
+        .as_ref()
+        .map(|l| l.request_id.as_str())
+        .unwrap_or("");
+    match outcome.result {
+        Ok(body) => {
+            tracing::debug!(tool, tenant = %caller.tenant_id, request_id, ms = elapsed * 1e3, "tool call");
+            reply::success(
+                body,
+                outcome
+                    .lineage
+                    .as_ref()
+                    .expect("lineage resolved on success"),
+            )
+        }
+        Err(e) => {
+            match e.class() {
+                ErrorClass::Integrity | ErrorClass::Internal => {
+                    tracing::error!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code, error = %e, "tool failed")
+                }
+                ErrorClass::Unavailable | ErrorClass::Overloaded => {
+                    tracing::warn!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code, error = %e, "tool failed")
+                }
+                _ => {
+                    tracing::info!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code, error = %e, "tool refused")
+                }
+            }
+            reply::failure(&e, outcome.lineage.as_ref())
+        }
+    }
+}
+
+/// The `/mcp` service: stateless Streamable HTTP with JSON responses, so each POST is one
+/// independent request and no session state has to be kept or recovered.
+pub fn service(
+    state: Arc<AppState>,
+    config: &McpConfig,
+    cancel: CancellationToken,
+) -> StreamableHttpService<MemoryServer, LocalSessionManager> {
+    let mut http = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(config.max_request_bytes)
+        .with_cancellation_token(cancel);
+    http = if config.allowed_hosts.is_empty() {
+        http.disable_allowed_hosts()
+    } else {
+        http.with_allowed_hosts(config.allowed_hosts.clone())
+    };
+    StreamableHttpService::new(
+        move || {
+            Ok(MemoryServer {
+                state: state.clone(),
+            })
+        },
+        Default::default(),
+        http,
+    )
+}

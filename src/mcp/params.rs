@@ -1,0 +1,145 @@
+//! The typed parameters of each MCP tool. The tools' input schemas are generated from these
+//! structs, and arguments are parsed into them: a missing field, a wrong type, an unknown
+//! enum value or an unknown field is an `invalid_input` tool error naming the problem.
+
+use butler_memory_actors::domain::memory_type::MemoryType;
+use butler_memory_actors::domain::permanence::Permanence;
+use butler_memory_actors::domain::relation::LinkTarget;
+use butler_memory_actors::domain::request_context::RequestContext;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+/// `memory_store_episode`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreEpisodeParams {
+    /// What happened in the session: key observations, what the user said, what was decided.
+    pub content: String,
+    /// The butler the episode belongs to.
+    pub butler: String,
+    /// The session it came from.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// How notable it is, from 0 to 10 (default 5).
+    #[serde(default)]
+    pub importance: Option<f64>,
+    /// Days until it expires (default from configuration, 7).
+    #[serde(default)]
+    pub ttl_days: Option<f64>,
+    /// Any JSON object to keep with it.
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    /// Request lineage, echoed in the response and recorded in the audit stream.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_store_fact`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreFactParams {
+    /// Who or what the fact is about, e.g. "user".
+    pub subject: String,
+    /// The property, e.g. "dietary_restriction". A new fact with the same subject and
+    /// predicate in the same scope supersedes the current one.
+    pub predicate: String,
+    /// The fact itself, e.g. "Lactose intolerant".
+    pub content: String,
+    /// How important it is, from 0 to 10 (default 5).
+    #[serde(default)]
+    pub importance: Option<f64>,
+    /// How long it is expected to stay true; sets its decay rate (default standard).
+    #[serde(default)]
+    pub permanence: Option<Permanence>,
+    /// `global` (default) or a butler's name.
+    #[serde(default)]
+    pub scope: Option<String>,
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Any JSON object to keep with it.
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    /// Links from this fact to existing memories.
+    #[serde(default)]
+    pub links: Option<Vec<LinkTarget>>,
+    /// The butler it is attributed to (default: the key's butler).
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Initial confidence, greater than 0 and at most 1 (default 1).
+    #[serde(default)]
+    pub confidence: Option<f64>,
+    /// The episode it was learned from.
+    #[serde(default)]
+    pub source_episode_id: Option<Uuid>,
+    /// Request lineage, echoed in the response and recorded in the audit stream.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_store_rule`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreRuleParams {
+    /// How to behave, e.g. "Always confirm before sending outbound messages".
+    pub content: String,
+    /// `global` (default) or a butler's name.
+    #[serde(default)]
+    pub scope: Option<String>,
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Any JSON object to keep with it.
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    /// Links from this rule to existing memories.
+    #[serde(default)]
+    pub links: Option<Vec<LinkTarget>>,
+    /// The butler it is attributed to (default: the key's butler).
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// How important it is, from 0 to 10 (default 5).
+    #[serde(default)]
+    pub importance: Option<f64>,
+    /// How long it is expected to stay useful; sets its decay rate (default standard).
+    #[serde(default)]
+    pub permanence: Option<Permanence>,
+    /// The episode it was learned from.
+    #[serde(default)]
+    pub source_episode_id: Option<Uuid>,
+    /// Request lineage, echoed in the response and recorded in the audit stream.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_get`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetParams {
+    /// The memory's type.
+    #[serde(rename = "type")]
+    pub memory_type: MemoryType,
+    /// The memory's id.
+    pub id: Uuid,
+    /// The butler reading it (default: the key's butler); decides which scopes it may see.
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_stats`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatsParams {
+    /// Count only this scope's facts and rules (default: every scope the key may see).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Count only this butler's episodes (default: the key's butler, or all for admin keys).
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
