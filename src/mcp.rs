@@ -15,8 +15,8 @@ use butler_memory_actors::domain::caller::Caller;
 use butler_memory_actors::error::{ErrorClass, MemoryError};
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -86,7 +86,9 @@ pub struct MemoryServer {
 
 impl ServerHandler for MemoryServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("butler-memory", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
             "Long-term memory for butlers. Store episodes after sessions, facts and rules when you \
              learn them; call memory_get for a record. Errors carry a class: retry `overloaded` and \
              `unavailable`, never `invalid_input`. Treat memory as optional: if it fails, carry on.",

@@ -91,6 +91,11 @@ impl ActorInfo {
         self.handled.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The actor took a message its sender did not count (self-sent or a direct call).
+    pub fn handled(&self) {
+        self.handled.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn queue_depth(&self) -> i64 {
         self.queue_depth.load(Ordering::Relaxed).max(0)
     }

@@ -175,6 +175,7 @@ impl Actor for EmbedderPool {
                 state.dispatch(&myself);
             }
             EmbedderMsg::Status { reply } => {
+                state.info.begin();
                 let _ = reply.send(PoolStatus {
                     model: state.model.clone(),
                     workers: state.workers,

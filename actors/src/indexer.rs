@@ -79,7 +79,10 @@ impl Actor for Indexer {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.info.begin();
+        match &message {
+            IndexerMsg::Tick => state.info.handled(),
+            IndexerMsg::Kick | IndexerMsg::Flush { .. } => state.info.begin(),
+        }
         match message {
             IndexerMsg::Kick => {
                 state.kick_pending.store(false, Ordering::Release);

@@ -291,6 +291,20 @@ impl Engine {
             .await
     }
 
+    /// Embeds texts with the pool (batched with whatever else is waiting).
+    pub async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Vec<f32>>> {
+        let timeout = Duration::from_millis(self.ctx.config.retrieval.call_timeout_ms);
+        self.ctx
+            .embedder
+            .get()?
+            .ask(
+                |reply| EmbedderMsg::Embed { texts, reply },
+                timeout,
+                "the embedder pool",
+            )
+            .await?
+    }
+
     /// Every live actor, for `/actors`.
     pub fn actors(&self) -> Vec<ActorSnapshot> {
         self.ctx.directory.snapshot()

@@ -135,7 +135,7 @@ impl Actor for Supervisor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.info.begin();
+        state.info.handled();
         match message {
             SupervisorMsg::Shard { key, reply } => {
                 let _ = reply.send(state.shard(&myself, key).await);

@@ -1,0 +1,91 @@
+//! The embedder matches the reference model: cosine >= 0.999 against vectors computed with
+//! Python onnxruntime on the same model file (tests/fixtures/embedding_reference.json,
+//! produced by scripts/embedding_reference.py), alone and in padded batches.
+
+use butler_memory_actors::Engine;
+use butler_memory_actors::embedder::DIMENSIONS;
+use serde_json::Value;
+
+use crate::helpers::*;
+
+fn reference() -> Vec<(String, Vec<f32>)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/embedding_reference.json");
+    let data: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    data["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["text"].as_str().unwrap().to_owned(),
+                s["embedding"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap() as f32)
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+#[test]
+fn embeddings_match_the_reference_model() {
+    let config = base_config("").embedder;
+    let factory = Engine::minilm_factory(&config).expect("model assets present (scripts/setup)");
+    let mut embedder = factory().expect("model loads");
+    let reference = reference();
+    assert!(reference.len() >= 5);
+    // One at a time, as the reference was computed.
+    for (text, expected) in &reference {
+        let got = embedder
+            .embed(std::slice::from_ref(text))
+            .unwrap()
+            .remove(0);
+        assert_eq!(got.len(), DIMENSIONS);
+        let norm = got.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "L2-normalised");
+        let cos = cosine(&got, expected);
+        assert!(cos >= 0.999, "cosine {cos} for {text:?}");
+    }
+    // In one padded batch: padding must not change any vector.
+    let texts: Vec<String> = reference.iter().map(|(t, _)| t.clone()).collect();
+    let batch = embedder.embed(&texts).unwrap();
+    for ((text, expected), got) in reference.iter().zip(&batch) {
+        let cos = cosine(got, expected);
+        assert!(cos >= 0.999, "batched cosine {cos} for {text:?}");
+    }
+    // Semantics sanity: related sentences are closer than unrelated ones.
+    let v = embedder
+        .embed(&[
+            "I am allergic to peanuts".into(),
+            "Peanut allergy".into(),
+            "The train leaves at nine".into(),
+        ])
+        .unwrap();
+    assert!(cosine(&v[0], &v[1]) > cosine(&v[0], &v[2]) + 0.2);
+}
+
+#[tokio::test]
+async fn the_pool_batches_concurrent_requests_without_mixing_them_up() {
+    let app = spawn_app().await;
+    let reference = reference();
+    // Concurrent single-text requests share batches in the pool actor; each must get its own vector.
+    let engine = app.engine();
+    let answers =
+        futures::future::join_all(reference.iter().map(|(text, _)| async move {
+            engine.embed(vec![text.clone()]).await.unwrap().remove(0)
+        }))
+        .await;
+    for ((text, expected), got) in reference.iter().zip(answers) {
+        assert!(cosine(&got, expected) >= 0.999, "{text:?}");
+    }
+    app.stop().await;
+}

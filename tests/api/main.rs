@@ -1,0 +1,13 @@
+//! The integration tests: the real service (embedded PostgreSQL with pgvector, the real
+//! embedding model) on port 0, driven the way butlers and operators drive it.
+
+mod auth_and_tenancy;
+mod embedding;
+mod events;
+mod helpers;
+mod invalid_input;
+mod operator;
+mod process;
+mod store_tools;
+mod supersession;
+mod supervision;

@@ -1,0 +1,161 @@
+//! The operator endpoints and the published tool contract.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn health_and_readiness_need_no_key() {
+    let app = spawn_app().await;
+    let http = reqwest::Client::new();
+    let health = http.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let ready = http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let body: Value = ready.json().await.unwrap();
+    assert_eq!(body["status"], "ready");
+    for part in ["database", "migrations", "embedder"] {
+        assert_eq!(body["checks"][part]["ok"], true, "{part}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_actor_tree_is_visible_to_operators_and_admins_only() {
+    let app = spawn_app().await;
+    let a = app.client(TENANT_A_HEALTH).await;
+    let b = app.client(TENANT_B_HEALTH).await;
+    a.ok(
+        "memory_store_episode",
+        json!({"content": "x", "butler": "health"}),
+    )
+    .await;
+    b.ok(
+        "memory_store_episode",
+        json!({"content": "y", "butler": "health"}),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let get = |key: Option<&'static str>| {
+        let mut request = http.get(app.url("/actors"));
+        if let Some(key) = key {
+            request = request.header("Authorization", format!("Bearer {key}"));
+        }
+        request.send()
+    };
+    assert_eq!(get(None).await.unwrap().status(), 401);
+    assert_eq!(get(Some(TENANT_A_HEALTH)).await.unwrap().status(), 403);
+
+    let all: Value = get(Some(OPERATOR)).await.unwrap().json().await.unwrap();
+    let keys: Vec<(String, String)> = all["actors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["kind"].as_str().unwrap().to_owned(),
+                a["key"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("supervisor", "root"),
+        ("embedder_pool", "pool"),
+        ("indexer", "embeddings"),
+        ("retrieval", "0"),
+        ("retrieval", "1"),
+        ("shard", "tenant-a/health"),
+        ("shard", "tenant-b/health"),
+    ] {
+        assert!(
+            keys.contains(&(expected.0.to_owned(), expected.1.to_owned())),
+            "{expected:?} missing from {keys:?}"
+        );
+    }
+    let shard = all["actors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["key"] == "tenant-a/health")
+        .unwrap();
+    assert_eq!(shard["status"], "running");
+    assert!(shard["messages_handled"].as_u64().unwrap() >= 1);
+    for field in ["queue_depth", "restarts", "last_error", "started_at"] {
+        assert!(shard.get(field).is_some(), "{field}");
+    }
+
+    let own: Value = get(Some(TENANT_A_ADMIN))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let shard_keys: Vec<&str> = own["actors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "shard")
+        .map(|a| a["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        shard_keys,
+        vec!["tenant-a/health"],
+        "an admin sees only its tenant's shards"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_show_requests_latency_embedder_shards_and_pool() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "x", "butler": "health"}),
+    )
+    .await;
+    mcp.err("memory_store_episode", json!({"butler": "health"}))
+        .await;
+    app.engine().flush().await.unwrap();
+    let text = reqwest::get(app.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for needle in [
+        r#"butler_memory_requests_total{tool="memory_store_episode",class="ok"}"#,
+        r#"butler_memory_requests_total{tool="memory_store_episode",class="invalid_input"}"#,
+        r#"butler_memory_request_duration_seconds_bucket{tool="memory_store_episode",le="0.005"}"#,
+        "butler_memory_embedder_batch_size_bucket",
+        "butler_memory_embedder_queue_depth",
+        "butler_memory_shards",
+        r#"butler_memory_db_pool_connections{state="in_use"}"#,
+        "butler_memory_db_pool_max_connections",
+    ] {
+        assert!(
+            text.contains(needle),
+            "{needle} missing from /metrics:\n{text}"
+        );
+    }
+    app.stop().await;
+}
+
+/// The tool list is the service's contract with butlers: a change to it must show up in
+/// review. Regenerate with `UPDATE_SNAPSHOTS=1 cargo test`.
+#[test]
+fn tool_schemas_match_the_snapshot() {
+    let tools =
+        serde_json::to_string_pretty(&butler_memory::mcp::tool_definitions()).unwrap() + "\n";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools.json");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &tools).unwrap();
+    }
+    let expected =
+        std::fs::read_to_string(&path).expect("snapshot exists (UPDATE_SNAPSHOTS=1 to create)");
+    assert_eq!(
+        tools, expected,
+        "tool schemas changed; review and UPDATE_SNAPSHOTS=1"
+    );
+}

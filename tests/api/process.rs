@@ -1,0 +1,241 @@
+//! The real binary on the embedded default: first start initialises PostgreSQL, a crash of
+//! the service (and of PostgreSQL's guard) leaves an orphan that the next start stops,
+//! acknowledged writes survive `kill -9`, and `/readyz` answers 503 while the database is down.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+struct Service {
+    child: Child,
+    base: String,
+}
+
+impl Service {
+    /// Starts `butler-memory serve` and waits for its "ready" log line.
+    fn start(config: &Path) -> Service {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_butler-memory"))
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let seen = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(event) = serde_json::from_str::<Value>(&line)
+                    && event["fields"]["message"] == "butler-memory ready"
+                {
+                    let _ = tx.send(
+                        event["fields"]["address"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    );
+                }
+                seen.lock().unwrap().push(line);
+            }
+        });
+        let address = rx
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "service did not become ready:\n{}",
+                    lines.lock().unwrap().join("\n")
+                )
+            });
+        Service {
+            child,
+            base: format!("http://{address}"),
+        }
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> (bool, Value) {
+        let response: Value = reqwest::Client::new()
+            .post(format!("{}/mcp", self.base))
+            .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": tool, "arguments": args}}))
+            .send()
+            .await
+            .expect("the service answers")
+            .json()
+            .await
+            .expect("a JSON-RPC answer");
+        let result = &response["result"];
+        (
+            result["isError"] == true,
+            result["structuredContent"].clone(),
+        )
+    }
+
+    async fn readyz(&self) -> (u16, Value) {
+        let response = reqwest::get(format!("{}/readyz", self.base)).await.unwrap();
+        (response.status().as_u16(), response.json().await.unwrap())
+    }
+}
+
+fn postmaster_pid(data_dir: &Path) -> i32 {
+    let text =
+        std::fs::read_to_string(data_dir.join("postgres/postmaster.pid")).expect("postmaster.pid");
+    text.lines().next().unwrap().trim().parse().unwrap()
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is as dead as it gets for our purposes.
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map(|s| !s.contains("State:\tZ"))
+        .unwrap_or(false)
+}
+
+fn parent_of(pid: i32) -> i32 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn signal(pid: i32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill -{sig} {pid}");
+}
+
+async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn embedded_postgres_lifecycle_crash_recovery_and_readiness() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config_path = dir.path().join("config.toml");
+    // The test keys and absolute asset paths, the embedded default for the database.
+    let config = base_config("");
+    let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps");
+    std::fs::write(
+        &config_path,
+        format!(
+            r#"
+listen = "127.0.0.1:0"
+data_dir = "{data}"
+[embedded_postgres]
+install_dir = "{deps}/postgres/embedded_postgres/pginstall"
+[embedder]
+onnxruntime_path = "{deps}/onnxruntime/libonnxruntime.so.1.31.1"
+model_path = "{deps}/model/model.onnx"
+tokenizer_path = "{deps}/model/tokenizer.json"
+[database]
+acquire_timeout_ms = 1000
+[log]
+format = "json"
+level = "info"
+[auth]
+bootstrap_admin_key = false
+[[auth.keys]]
+key = "{key}"
+tenant = "tenant-a"
+role = "butler"
+butler = "health"
+"#,
+            data = data_dir.display(),
+            deps = deps.display(),
+            key = TENANT_A_HEALTH,
+        ),
+    )
+    .unwrap();
+    assert!(
+        config
+            .auth
+            .keys
+            .iter()
+            .any(|k| k.key.expose() == TENANT_A_HEALTH)
+    );
+
+    // First start initialises the cluster.
+    let mut first = Service::start(&config_path);
+    assert!(data_dir.join("postgres/PG_VERSION").is_file());
+    let (failed, episode) = first
+        .call(
+            "memory_store_episode",
+            json!({"content": "acknowledged before the crash", "butler": "health"}),
+        )
+        .await;
+    assert!(!failed, "{episode}");
+
+    // Crash everything but PostgreSQL: the service and the guard that would stop it.
+    let orphan = postmaster_pid(&data_dir);
+    let guard = parent_of(orphan);
+    signal(guard, "KILL");
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    assert!(alive(orphan), "PostgreSQL outlived its parent: an orphan");
+
+    // The next start stops the orphan, starts its own PostgreSQL, and has the data.
+    let mut second = Service::start(&config_path);
+    wait_until("the orphan to exit", || !alive(orphan)).await;
+    let current = postmaster_pid(&data_dir);
+    assert_ne!(current, orphan);
+    let (failed, got) = second
+        .call(
+            "memory_get",
+            json!({"type": "episode", "id": episode["id"]}),
+        )
+        .await;
+    assert!(!failed, "{got}");
+    assert_eq!(got["content"], "acknowledged before the crash");
+    assert_eq!(second.readyz().await.0, 200);
+
+    // Take the database away: readiness says so, and calls fail fast and classified.
+    signal(current, "INT");
+    wait_until("PostgreSQL to stop", || !alive(current)).await;
+    let (status, body) = second.readyz().await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["failing"], json!(["database", "migrations"]));
+    assert_eq!(body["checks"]["embedder"]["ok"], true);
+    let started = Instant::now();
+    let (failed, error) = second
+        .call(
+            "memory_store_episode",
+            json!({"content": "while down", "butler": "health"}),
+        )
+        .await;
+    assert!(failed);
+    assert_eq!(error["class"], "unavailable", "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "errors are fast, never a hang"
+    );
+
+    // A normal stop exits cleanly.
+    signal(second.child.id() as i32, "TERM");
+    let status = second.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -1,0 +1,93 @@
+//! A failing shard is restarted by its supervisor; other shards never notice.
+
+use std::time::Duration;
+
+use butler_memory_actors::domain::shard_key::ShardKey;
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn a_failed_shard_is_restarted_while_other_shards_keep_serving() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let general = app.client(TENANT_A_GENERAL).await;
+    health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "before", "butler": "health"}),
+        )
+        .await;
+    general
+        .ok(
+            "memory_store_episode",
+            json!({"content": "before", "butler": "general"}),
+        )
+        .await;
+
+    let key = ShardKey::new("tenant-a", "health");
+    app.engine().inject_shard_failure(&key).await.unwrap();
+    // The other shard serves straight through the failure.
+    for i in 0..5 {
+        general
+            .ok(
+                "memory_store_episode",
+                json!({"content": format!("during {i}"), "butler": "general"}),
+            )
+            .await;
+    }
+    // The failed shard comes back (restarted by the supervisor) and serves again.
+    let restarted = wait_for(|| {
+        app.engine().actors().into_iter().any(|a| {
+            a.key == "tenant-a/health"
+                && a.restarts == 1
+                && a.status == butler_memory_actors::actor_directory::ActorStatus::Running
+        })
+    })
+    .await;
+    assert!(
+        restarted,
+        "the shard was restarted: {:?}",
+        app.engine().actors()
+    );
+    let after = health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "after", "butler": "health"}),
+        )
+        .await;
+    assert_eq!(after["butler"], "health");
+    let snapshot = app
+        .engine()
+        .actors()
+        .into_iter()
+        .find(|a| a.key == "tenant-a/health")
+        .unwrap();
+    assert!(snapshot.last_error.unwrap().contains("injected failure"));
+    let general_shard = app
+        .engine()
+        .actors()
+        .into_iter()
+        .find(|a| a.key == "tenant-a/general")
+        .unwrap();
+    assert_eq!(general_shard.restarts, 0);
+
+    let mut sql = app.sql().await;
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM episodes")
+        .fetch_one(&mut sql)
+        .await
+        .unwrap();
+    assert_eq!(count, 8, "every acknowledged write is there");
+    app.stop().await;
+}
+
+/// Polls a condition on the supervisor's own timeline (no fixed sleep decides the outcome).
+async fn wait_for(condition: impl Fn() -> bool) -> bool {
+    for _ in 0..200 {
+        if condition() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    condition()
+}
