@@ -180,10 +180,9 @@ impl Config {
         if db.acquire_timeout_ms == 0 {
             out.push("database.acquire_timeout_ms: must be at least 1".into());
         }
-        if !self.database_url.is_empty()
-            && !(self.database_url.expose().starts_with("postgres://")
-                || self.database_url.expose().starts_with("postgresql://"))
-        {
+        let url = self.database_url.expose();
+        let postgres_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        if !url.is_empty() && !postgres_url {
             out.push("database_url: must start with postgres:// or postgresql://".into());
         }
         if self.mcp.max_request_bytes < 1024 {
@@ -241,6 +240,10 @@ mod tests {
     }
 
     #[test]
+    #[expect(
+        clippy::result_large_err,
+        reason = "figment's Jail decides the closure's error type"
+    )]
     fn environment_overrides_the_file() {
         figment::Jail::expect_with(|jail| {
             jail.create_file(

@@ -144,7 +144,7 @@ impl FactInput {
                 format!("at most {} links are allowed", limits.max_links),
             ));
         }
-        let permanence = self.permanence.unwrap_or_default();
+        let permanence = self.permanence.unwrap_or(Permanence::DEFAULT);
         Ok(NewFact {
             id: Uuid::now_v7(),
             tenant_id: caller.tenant_id.clone(),

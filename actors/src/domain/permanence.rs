@@ -18,6 +18,9 @@ super::string_enum! {
 }
 
 impl Permanence {
+    /// The permanence of a fact or rule stored without one.
+    pub const DEFAULT: Permanence = Permanence::Standard;
+
     fn parse_alias(_: &str) -> Option<Self> {
         None
     }
@@ -31,12 +34,6 @@ impl Permanence {
             Permanence::Volatile => 0.03,
             Permanence::Ephemeral => 0.1,
         }
-    }
-}
-
-impl Default for Permanence {
-    fn default() -> Self {
-        Permanence::Standard
     }
 }
 

@@ -129,7 +129,7 @@ impl RuleInput {
                 format!("at most {} links are allowed", limits.max_links),
             ));
         }
-        let permanence = self.permanence.unwrap_or_default();
+        let permanence = self.permanence.unwrap_or(Permanence::DEFAULT);
         Ok(NewRule {
             id: Uuid::now_v7(),
             tenant_id: caller.tenant_id.clone(),

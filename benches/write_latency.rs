@@ -1,0 +1,81 @@
+//! Sequential single-episode write latency over MCP, as one butler sees it: N calls of
+//! `memory_store_episode`, one after another, through rmcp's Streamable HTTP client with a
+//! bearer key, against a running service. Prints p50/p95/p99/max and throughput.
+//!
+//!     ./scripts/serve &        # or any running butler-memory
+//!     cargo bench --bench write_latency -- --key "$(cat data/bootstrap-admin.key)" --calls 1000
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+
+#[derive(Parser)]
+struct Args {
+    /// The MCP endpoint.
+    #[arg(long, default_value = "http://127.0.0.1:8150/mcp")]
+    url: String,
+    /// An API key allowed to write as `--butler`.
+    #[arg(long)]
+    key: String,
+    #[arg(long, default_value = "bench")]
+    butler: String,
+    /// Calls to time (after `--warmup` untimed ones).
+    #[arg(long, default_value_t = 1000)]
+    calls: usize,
+    #[arg(long, default_value_t = 50)]
+    warmup: usize,
+    /// Accepted for `cargo bench` compatibility.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(args.url.clone())
+            .auth_header(args.key.clone()),
+    );
+    let client = ClientConfig::default().serve(transport).await?;
+    let mut latencies = Vec::with_capacity(args.calls);
+    let started = Instant::now();
+    for i in 0..args.warmup + args.calls {
+        let arguments = json!({
+            "content": format!("Benchmark episode {i}: the user asked to move the dentist appointment to a morning slot"),
+            "butler": args.butler,
+        });
+        let request = CallToolRequestParams::new("memory_store_episode")
+            .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+        let t = Instant::now();
+        let result = client.call_tool(request).await?;
+        let elapsed = t.elapsed();
+        if result.is_error == Some(true) {
+            anyhow::bail!("call {i} failed: {:?}", result.structured_content);
+        }
+        if i >= args.warmup {
+            latencies.push(elapsed);
+        }
+    }
+    let wall = started.elapsed();
+    latencies.sort();
+    let pct = |p: f64| {
+        latencies[((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1]
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "memory_store_episode x{} sequential: p50 {:.2} ms  p95 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({:.0} calls/s)",
+        latencies.len(),
+        ms(pct(0.50)),
+        ms(pct(0.95)),
+        ms(pct(0.99)),
+        ms(*latencies.last().unwrap()),
+        (args.warmup + args.calls) as f64 / wall.as_secs_f64(),
+    );
+    client.cancel().await?;
+    Ok(())
+}
