@@ -91,3 +91,103 @@ async fn wait_for(condition: impl Fn() -> bool) -> bool {
     }
     condition()
 }
+
+#[tokio::test]
+async fn a_shard_failing_past_its_restart_limit_is_left_down_and_fails_fast() {
+    let app = spawn_app_with("[shards]\nmax_restarts = 1\nrestart_window_secs = 600").await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let general = app.client(TENANT_A_GENERAL).await;
+    health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "before", "butler": "health"}),
+        )
+        .await;
+    let key = ShardKey::new("tenant-a", "health");
+    let shard_is = |status: butler_memory_actors::actor_directory::ActorStatus, restarts: u32| {
+        app.engine()
+            .actors()
+            .into_iter()
+            .any(|a| a.key == "tenant-a/health" && a.status == status && a.restarts == restarts)
+    };
+    app.engine().inject_shard_failure(&key).await.unwrap();
+    assert!(
+        wait_for(|| shard_is(
+            butler_memory_actors::actor_directory::ActorStatus::Running,
+            1
+        ))
+        .await
+    );
+    app.engine().inject_shard_failure(&key).await.unwrap();
+    assert!(
+        wait_for(|| shard_is(
+            butler_memory_actors::actor_directory::ActorStatus::Failed,
+            1
+        ))
+        .await,
+        "{:?}",
+        app.engine().actors()
+    );
+    let err = health
+        .err(
+            "memory_store_episode",
+            json!({"content": "refused", "butler": "health"}),
+        )
+        .await;
+    assert_eq!(err["class"], "unavailable");
+    assert_eq!(err["code"], "shard_failing");
+    general
+        .ok(
+            "memory_store_episode",
+            json!({"content": "fine", "butler": "general"}),
+        )
+        .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_idle_shard_stops_and_starts_again_on_the_next_write() {
+    let app = spawn_app_with("[shards]\nidle_stop_secs = 1\ntouch_flush_ms = 50").await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "one", "butler": "health"}),
+        )
+        .await;
+    let has_shard = || {
+        app.engine()
+            .actors()
+            .into_iter()
+            .any(|a| a.key == "tenant-a/health")
+    };
+    assert!(has_shard());
+    let mut stopped = false;
+    for _ in 0..100 {
+        if !has_shard() {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        stopped,
+        "the idle shard stopped: {:?}",
+        app.engine().actors()
+    );
+    assert_eq!(app.engine().shard_count(), 0);
+    health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "two", "butler": "health"}),
+        )
+        .await;
+    assert!(has_shard(), "started again on demand");
+    let mut sql = app.sql().await;
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM episodes")
+        .fetch_one(&mut sql)
+        .await
+        .unwrap();
+    assert_eq!(count, 2);
+    app.stop().await;
+}

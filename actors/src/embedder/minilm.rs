@@ -90,6 +90,9 @@ impl MiniLm {
             .map_err(|e| load(e.into()))?
             .with_inter_op_spinning(false)
             .map_err(|e| load(e.into()))?
+            // Memory patterns pre-plan buffers for one input shape; ours change every batch.
+            .with_memory_pattern(false)
+            .map_err(|e| load(e.into()))?
             .commit_from_file(&config.model_path)
             .map_err(load)?;
         Ok(MiniLm {
