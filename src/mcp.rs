@@ -166,7 +166,7 @@ fn finish(tool: &str, caller: &Caller, outcome: Outcome, started: Instant) -> Ca
     };
     metrics::counter!("butler_memory_requests_total", "tool" => tool.to_owned(), "class" => class)
         .increment(1);
-    metrics::histogram!("butler_memory_request_duration_seconds", "tool" => tool.to_owned())
+    metrics::histogram!("butler_memory_request_duration_seconds", "tool" => tool.to_owned(), "class" => class)
         .record(elapsed);
     let request_id = outcome
         .lineage

@@ -380,10 +380,11 @@ impl Engine {
             .await?
     }
 
-    /// Makes a shard fail as a crash would, to exercise supervision. For tests and drills.
-    pub async fn inject_shard_failure(&self, key: &ShardKey) -> MemoryResult<()> {
+    /// Makes a shard fail as a crash would (returning an error, or panicking), to exercise
+    /// supervision. For tests and drills.
+    pub async fn inject_shard_failure(&self, key: &ShardKey, panic: bool) -> MemoryResult<()> {
         let shard = self.shard(key).await?;
-        if shard.tell(ShardMsg::InjectFailure) {
+        if shard.tell(ShardMsg::InjectFailure { panic }) {
             Ok(())
         } else {
             Err(MemoryError::unavailable(

@@ -69,8 +69,9 @@ pub enum ShardMsg {
     },
     /// Periodic: write pending touches; stop if idle.
     Tick,
-    /// Fail on purpose, as a crash would: exercises supervision (tests and drills only).
-    InjectFailure,
+    /// Fail on purpose, as a crash would (an error, or a panic): exercises supervision
+    /// (tests and drills only).
+    InjectFailure { panic: bool },
 }
 
 pub struct ShardState {
@@ -172,8 +173,12 @@ impl Actor for Shard {
                     state.last_work = Instant::now();
                 }
             }
-            ShardMsg::InjectFailure => {
-                return Err(format!("injected failure in shard {}", state.key).into());
+            ShardMsg::InjectFailure { panic } => {
+                let message = format!("injected failure in shard {}", state.key);
+                if panic {
+                    panic!("{message}");
+                }
+                return Err(message.into());
             }
         }
         Ok(())

@@ -126,7 +126,7 @@ async fn metrics_show_requests_latency_embedder_shards_and_pool() {
     for needle in [
         r#"butler_memory_requests_total{tool="memory_store_episode",class="ok"}"#,
         r#"butler_memory_requests_total{tool="memory_store_episode",class="invalid_input"}"#,
-        r#"butler_memory_request_duration_seconds_bucket{tool="memory_store_episode",le="0.005"}"#,
+        r#"butler_memory_request_duration_seconds_bucket{tool="memory_store_episode",class="ok",le="0.005"}"#,
         "butler_memory_embedder_batch_size_bucket",
         "butler_memory_embedder_queue_depth",
         "butler_memory_shards",

@@ -26,7 +26,8 @@ async fn a_failed_shard_is_restarted_while_other_shards_keep_serving() {
         .await;
 
     let key = ShardKey::new("tenant-a", "health");
-    app.engine().inject_shard_failure(&key).await.unwrap();
+    // A panic, the worst kind of failure, stays inside its shard.
+    app.engine().inject_shard_failure(&key, true).await.unwrap();
     // The other shard serves straight through the failure.
     for i in 0..5 {
         general
@@ -63,7 +64,10 @@ async fn a_failed_shard_is_restarted_while_other_shards_keep_serving() {
         .into_iter()
         .find(|a| a.key == "tenant-a/health")
         .unwrap();
-    assert!(snapshot.last_error.unwrap().contains("injected failure"));
+    assert!(
+        snapshot.last_error.unwrap().contains("injected failure"),
+        "the panic message is kept"
+    );
     let general_shard = app
         .engine()
         .actors()
@@ -110,7 +114,10 @@ async fn a_shard_failing_past_its_restart_limit_is_left_down_and_fails_fast() {
             .into_iter()
             .any(|a| a.key == "tenant-a/health" && a.status == status && a.restarts == restarts)
     };
-    app.engine().inject_shard_failure(&key).await.unwrap();
+    app.engine()
+        .inject_shard_failure(&key, false)
+        .await
+        .unwrap();
     assert!(
         wait_for(|| shard_is(
             butler_memory_actors::actor_directory::ActorStatus::Running,
@@ -118,7 +125,10 @@ async fn a_shard_failing_past_its_restart_limit_is_left_down_and_fails_fast() {
         ))
         .await
     );
-    app.engine().inject_shard_failure(&key).await.unwrap();
+    app.engine()
+        .inject_shard_failure(&key, false)
+        .await
+        .unwrap();
     assert!(
         wait_for(|| shard_is(
             butler_memory_actors::actor_directory::ActorStatus::Failed,
