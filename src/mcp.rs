@@ -28,7 +28,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::McpConfig;
 use crate::startup::AppState;
-use params::{GetParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams};
+use params::{
+    ContextBatchParams, ContextParams, GetParams, RecallParams, SearchParams, StatsParams,
+    StoreEpisodeParams, StoreFactParams, StoreRuleParams,
+};
 use tools::Outcome;
 
 /// One tool: its name, what it does, and the schema of its parameters.
@@ -61,6 +64,33 @@ const TOOLS: &[ToolSpec] = &[
         name: "memory_get",
         description: "Get one memory by type and id, with its provenance links in both directions.",
         schema: schema_for_type::<GetParams>,
+    },
+    ToolSpec {
+        name: "memory_search",
+        description: "Search memories: hybrid (default: semantic + keyword fused by Reciprocal \
+            Rank Fusion), semantic or keyword. Each result carries its composite score and the \
+            components behind it. Superseded, expired and retracted memories never appear; \
+            fading ones only with min_confidence 0.",
+        schema: schema_for_type::<SearchParams>,
+    },
+    ToolSpec {
+        name: "memory_recall",
+        description: "Recall the facts and rules most relevant to a topic, composite-scored. \
+            The primary read for a butler mid-session.",
+        schema: schema_for_type::<RecallParams>,
+    },
+    ToolSpec {
+        name: "memory_context",
+        description: "The memory block to put in a butler's system prompt before a session: \
+            facts, rules and recent episodes relevant to the trigger prompt, as sectioned text \
+            within a hard token budget, with the ids included per section.",
+        schema: schema_for_type::<ContextParams>,
+    },
+    ToolSpec {
+        name: "memory_context_batch",
+        description: "memory_context for many sessions at once: one embedding batch, answers in \
+            request order; each request succeeds or fails on its own.",
+        schema: schema_for_type::<ContextBatchParams>,
     },
     ToolSpec {
         name: "memory_stats",
@@ -126,6 +156,10 @@ impl ServerHandler for MemoryServer {
             "memory_store_rule" => run(args, |p| tools::store_rule(engine, &caller, p)).await,
             "memory_get" => run(args, |p| tools::get(engine, &caller, p)).await,
             "memory_stats" => run(args, |p| tools::stats(engine, &caller, p)).await,
+            "memory_search" => run(args, |p| tools::search(engine, &caller, p)).await,
+            "memory_recall" => run(args, |p| tools::recall(engine, &caller, p)).await,
+            "memory_context" => run(args, |p| tools::context(engine, &caller, p)).await,
+            "memory_context_batch" => run(args, |p| tools::context_batch(engine, &caller, p)).await,
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool `{other}`"),

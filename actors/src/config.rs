@@ -89,6 +89,37 @@ pub struct RetrievalConfig {
     pub maturity_weights: MaturityWeights,
     /// How long a read may take before it fails as `unavailable`.
     pub call_timeout_ms: u64,
+    /// Candidates fetched from each list (semantic, keyword) per memory type before fusion.
+    pub candidate_depth: u32,
+    /// How long a search waits for its query embedding before answering from the keyword
+    /// path alone, marked `degraded`.
+    pub embed_timeout_ms: u64,
+    /// Query embeddings remembered for repeated prompts (0 turns the cache off).
+    pub query_cache_size: usize,
+    /// No diversity cluster (a fact's subject, an episode's session) may hold more than this
+    /// share of the top-k; beyond it, its hits move below other clusters'.
+    pub max_cluster_share: f64,
+    pub context: ContextConfig,
+}
+
+/// `[retrieval.context]`: how `memory_context` fills its token budget.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextConfig {
+    /// The `tokenizer.json` that counts the budget (any Hugging Face tokenizer file).
+    pub tokenizer_path: std::path::PathBuf,
+    /// Share of the budget each section fills first; leftovers go to sections in order.
+    pub facts_share: f64,
+    pub rules_share: f64,
+    pub episodes_share: f64,
+    /// Largest `token_budget` a caller may ask for.
+    pub max_token_budget: u32,
+    /// Candidates per section from the prompt's relevance lists.
+    pub relevant_depth: u32,
+    /// Facts (by importance) and rules (by maturity) considered whatever the prompt.
+    pub standing_depth: u32,
+    /// The butler's most recent episodes considered whatever the prompt.
+    pub recent_episodes: u32,
 }
 
 /// `[shards]`

@@ -11,11 +11,13 @@ use ractor::Message;
 use crate::actor_directory::ActorDirectory;
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
+use crate::domain::context::TokenCounter;
 use crate::domain::shard_key::ShardKey;
 use crate::embedder_pool::EmbedderMsg;
 use crate::error::{MemoryError, MemoryResult};
 use crate::indexer::IndexerMsg;
 use crate::mailbox::Mailbox;
+use crate::query_cache::QueryCache;
 use crate::retrieval::RetrievalMsg;
 use crate::shard::ShardMsg;
 use crate::store::Store;
@@ -67,7 +69,6 @@ impl<M: Message> Slot<M> {
 }
 
 /// Shared state of the actor tree.
-#[derive(Debug)]
 pub struct EngineContext {
     pub store: Store,
     pub clock: SharedClock,
@@ -80,11 +81,21 @@ pub struct EngineContext {
     pub retrieval: RwLock<Vec<Mailbox<RetrievalMsg>>>,
     /// Whether a `Kick` is already waiting in the indexer's mailbox.
     pub kick_pending: Arc<AtomicBool>,
+    pub query_cache: QueryCache,
+    /// Counts the context budget.
+    pub token_counter: Arc<dyn TokenCounter>,
 }
 
 impl EngineContext {
-    pub fn new(store: Store, clock: SharedClock, config: EngineConfig) -> Self {
+    pub fn new(
+        store: Store,
+        clock: SharedClock,
+        config: EngineConfig,
+        token_counter: Arc<dyn TokenCounter>,
+    ) -> Self {
         EngineContext {
+            query_cache: QueryCache::new(config.retrieval.query_cache_size),
+            token_counter,
             store,
             clock,
             config,

@@ -2,6 +2,7 @@
 
 pub mod caller;
 pub mod consolidation_status;
+pub mod context;
 pub mod decay;
 pub mod episode;
 pub mod event;
@@ -13,6 +14,8 @@ pub mod record;
 pub mod relation;
 pub mod request_context;
 pub mod rule;
+pub mod scoring;
+pub mod search;
 pub mod shard_key;
 pub mod text;
 pub mod validity;

@@ -3,6 +3,7 @@
 
 pub mod hashing;
 pub mod minilm;
+pub mod token_counter;
 
 use std::path::PathBuf;
 

@@ -3,7 +3,12 @@
 //! and keeps them from being starved by writes (which go through shards instead).
 //!
 //! Supervised by the root supervisor, which restarts any that fail. Reads never write;
-//! the reference-count bumps they cause are sent to the owning shard by the engine.
+//! the reference-count bumps they cause are sent to the owning shard by the engine. Query
+//! embeddings are computed by the engine before a read arrives here (batched, cached), so
+//! a reader only talks to the database.
+
+pub mod context;
+pub mod search;
 
 use std::sync::Arc;
 
@@ -16,8 +21,11 @@ use crate::context::EngineContext;
 use crate::domain::caller::Caller;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{MemoryRecord, RecordWithLinks};
+use crate::domain::search::SearchQuery;
 use crate::error::{MemoryError, MemoryResult};
 use crate::store::stats::{Backlog, EpisodeStats, KnowledgeStats, StatsFilter};
+use context::{ContextOutcome, ContextRequest};
+use search::SearchOutcome;
 
 pub struct Retrieval;
 
@@ -37,6 +45,16 @@ pub enum RetrievalMsg {
     Stats {
         filter: StatsFilter,
         reply: RpcReplyPort<MemoryResult<MemoryStats>>,
+    },
+    Search {
+        query: Box<SearchQuery>,
+        embedding: Option<Arc<Vec<f32>>>,
+        reply: RpcReplyPort<MemoryResult<SearchOutcome>>,
+    },
+    Context {
+        request: Box<ContextRequest>,
+        embedding: Option<Arc<Vec<f32>>>,
+        reply: RpcReplyPort<MemoryResult<ContextOutcome>>,
     },
 }
 
@@ -97,6 +115,20 @@ impl Actor for Retrieval {
             }
             RetrievalMsg::Stats { filter, reply } => {
                 let _ = reply.send(state.stats(filter).await);
+            }
+            RetrievalMsg::Search {
+                query,
+                embedding,
+                reply,
+            } => {
+                let _ = reply.send(search::run(&state.ctx, &query, embedding).await);
+            }
+            RetrievalMsg::Context {
+                request,
+                embedding,
+                reply,
+            } => {
+                let _ = reply.send(context::run(&state.ctx, &request, embedding).await);
             }
         }
         Ok(())

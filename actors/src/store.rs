@@ -12,6 +12,7 @@ pub mod links;
 pub mod records;
 pub mod references;
 pub mod rules;
+pub mod search;
 pub mod stats;
 
 use std::time::Duration;
@@ -71,10 +72,17 @@ pub struct Store {
 impl Store {
     /// Opens a pool on `options` (lazily: the first connection is made by the first query).
     pub fn open(options: PgConnectOptions, config: &DatabaseConfig) -> Store {
-        let options = options.options([(
-            "statement_timeout",
-            format!("{}ms", config.statement_timeout_ms),
-        )]);
+        let options = options.options([
+            (
+                "statement_timeout",
+                format!("{}ms", config.statement_timeout_ms),
+            ),
+            // Filtered vector searches (tenant, scope, validity) must keep scanning the HNSW
+            // graph until they have enough rows, not stop at ef_search candidates and return
+            // a short list; candidate lists are re-sorted afterwards, so relaxed order is fine.
+            ("hnsw.iterative_scan", "relaxed_order".to_owned()),
+            ("hnsw.ef_search", "100".to_owned()),
+        ]);
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .min_connections(config.min_connections)

@@ -45,6 +45,12 @@ pub enum SupervisorMsg {
     Retry(Child),
     /// Stop restarting anything: the engine is shutting down.
     ShuttingDown { reply: RpcReplyPort<()> },
+    /// Stop the embedder pool and keep it down (`running: false`), or start it again: an
+    /// operator drill (and a test) of how reads degrade without the model.
+    SetEmbedder {
+        running: bool,
+        reply: RpcReplyPort<MemoryResult<()>>,
+    },
 }
 
 /// What a child of the supervisor is.
@@ -77,6 +83,8 @@ pub struct SupervisorState {
     /// Shards left down by the restart policy, until this instant.
     cooling: HashMap<ShardKey, Instant>,
     shutting_down: bool,
+    /// The embedder pool was stopped on purpose: do not restart it.
+    embedder_paused: bool,
 }
 
 impl Actor for Supervisor {
@@ -98,6 +106,7 @@ impl Actor for Supervisor {
             failures: HashMap::new(),
             cooling: HashMap::new(),
             shutting_down: false,
+            embedder_paused: false,
         };
         // Start order: the embedder (the model must load before anything is indexed), the
         // indexer, then readers. Shards start on demand.
@@ -171,6 +180,29 @@ impl Actor for Supervisor {
             SupervisorMsg::ShuttingDown { reply } => {
                 state.shutting_down = true;
                 let _ = reply.send(());
+            }
+            SupervisorMsg::SetEmbedder { running, reply } => {
+                let result = if running {
+                    state.embedder_paused = false;
+                    if state.ctx.embedder.is_up() {
+                        Ok(())
+                    } else {
+                        state
+                            .spawn(&myself, Child::EmbedderPool)
+                            .await
+                            .map_err(|e| {
+                                MemoryError::unavailable("embedder_start_failed", e.to_string())
+                            })
+                    }
+                } else {
+                    state.embedder_paused = true;
+                    if let Ok(pool) = state.ctx.embedder.get() {
+                        state.ctx.embedder.set(None);
+                        pool.actor.stop(Some("stopped by an operator".into()));
+                    }
+                    Ok(())
+                };
+                let _ = reply.send(result);
             }
         }
         Ok(())
@@ -364,6 +396,10 @@ impl SupervisorState {
                     self.ctx.directory.remove(kind, &key);
                 }
                 metrics::gauge!("butler_memory_shards").set(self.ctx.shards.len() as f64);
+            }
+            Child::EmbedderPool if self.embedder_paused => {
+                let (kind, key) = child.kind_and_key();
+                self.ctx.directory.remove(kind, &key);
             }
             other if !self.shutting_down => {
                 tracing::warn!(child = ?other, ?reason, "actor stopped unexpectedly; restarting");

@@ -6,6 +6,7 @@ use butler_memory_actors::domain::memory_type::MemoryType;
 use butler_memory_actors::domain::permanence::Permanence;
 use butler_memory_actors::domain::relation::LinkTarget;
 use butler_memory_actors::domain::request_context::RequestContext;
+use butler_memory_actors::domain::search::SearchMode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -139,6 +140,96 @@ pub struct StatsParams {
     /// Count only this butler's episodes (default: the key's butler, or all for admin keys).
     #[serde(default)]
     pub butler: Option<String>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_search`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    /// What to look for, in natural language or keywords.
+    pub query: String,
+    /// Memory types to search (default: all three).
+    #[serde(default)]
+    pub types: Option<Vec<MemoryType>>,
+    /// Only this scope's facts and rules (default: every scope the key may see).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// hybrid (default), semantic or keyword.
+    #[serde(default)]
+    pub mode: Option<SearchMode>,
+    /// Most results (default 20, at most 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Leave out facts and rules whose effective confidence is below this (default: the
+    /// retrieval threshold, 0.2). 0 includes fading memories.
+    #[serde(default)]
+    pub min_confidence: Option<f64>,
+    /// The butler searching (default: the key's butler); decides scopes and episodes.
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_recall`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallParams {
+    /// The topic to recall facts and rules about.
+    pub topic: String,
+    /// Only this scope (default: every scope the key may see).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Most results (default 20, at most 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Leave out memories below this effective confidence (default 0.2; 0 includes fading).
+    #[serde(default)]
+    pub min_confidence: Option<f64>,
+    /// The butler recalling (default: the key's butler).
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_context`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextParams {
+    /// The prompt that starts the session; memories are ranked by relevance to it.
+    pub trigger_prompt: String,
+    /// The butler whose session it is.
+    pub butler: String,
+    /// Hard limit on the block's size in tokens (default 3000).
+    #[serde(default)]
+    pub token_budget: Option<u32>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// One request of `memory_context_batch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextBatchItem {
+    pub trigger_prompt: String,
+    pub butler: String,
+    #[serde(default)]
+    pub token_budget: Option<u32>,
+}
+
+/// `memory_context_batch`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextBatchParams {
+    /// Up to 64 context requests, answered in order.
+    pub requests: Vec<ContextBatchItem>,
     /// Request lineage, echoed in the response.
     #[serde(default)]
     pub request_context: Option<RequestContext>,

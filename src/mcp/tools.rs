@@ -5,13 +5,20 @@ use butler_memory_actors::Engine;
 use butler_memory_actors::domain::caller::Caller;
 use butler_memory_actors::domain::episode::EpisodeInput;
 use butler_memory_actors::domain::fact::FactInput;
+use butler_memory_actors::domain::memory_type::MemoryType;
 use butler_memory_actors::domain::record::MemoryRecord;
 use butler_memory_actors::domain::request_context::Lineage;
 use butler_memory_actors::domain::rule::RuleInput;
-use butler_memory_actors::error::MemoryResult;
+use butler_memory_actors::domain::search::{ContextInput, Hit, SearchInput};
+use butler_memory_actors::error::{MemoryError, MemoryResult};
+use butler_memory_actors::retrieval::context::ContextOutcome;
+use butler_memory_actors::retrieval::search::SearchOutcome;
 use serde_json::{Value, json};
 
-use super::params::{GetParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams};
+use super::params::{
+    ContextBatchParams, ContextParams, GetParams, RecallParams, SearchParams, StatsParams,
+    StoreEpisodeParams, StoreFactParams, StoreRuleParams,
+};
 use super::reply::to_json;
 
 /// What a tool produced: the lineage to echo (once resolved) and its result.
@@ -118,4 +125,143 @@ pub async fn stats(engine: &Engine, caller: &Caller, p: StatsParams) -> Outcome 
         Ok(json!(stats))
     })
     .await
+}
+
+/// Most requests in one `memory_context_batch`.
+pub const MAX_CONTEXT_BATCH: usize = 64;
+
+pub async fn search(engine: &Engine, caller: &Caller, p: SearchParams) -> Outcome {
+    with_lineage(p.request_context, |_| async move {
+        let input = SearchInput {
+            query: p.query,
+            types: p.types,
+            scope: p.scope,
+            mode: p.mode,
+            limit: p.limit,
+            min_confidence: p.min_confidence,
+            butler: p.butler,
+        };
+        search_results(engine.search(caller, input).await?)
+    })
+    .await
+}
+
+pub async fn recall(engine: &Engine, caller: &Caller, p: RecallParams) -> Outcome {
+    with_lineage(p.request_context, |_| async move {
+        let outcome = engine
+            .recall(
+                caller,
+                p.topic,
+                p.scope,
+                p.limit,
+                p.min_confidence,
+                p.butler,
+            )
+            .await?;
+        search_results(outcome)
+    })
+    .await
+}
+
+pub async fn context(engine: &Engine, caller: &Caller, p: ContextParams) -> Outcome {
+    with_lineage(p.request_context, |_| async move {
+        let butler = p.butler.clone();
+        let input = ContextInput {
+            trigger_prompt: p.trigger_prompt,
+            butler: p.butler,
+            token_budget: p.token_budget,
+        };
+        context_json(&butler, engine.context(caller, input).await?)
+    })
+    .await
+}
+
+pub async fn context_batch(engine: &Engine, caller: &Caller, p: ContextBatchParams) -> Outcome {
+    with_lineage(p.request_context, |_| async move {
+        if p.requests.is_empty() || p.requests.len() > MAX_CONTEXT_BATCH {
+            return Err(MemoryError::invalid_input(
+                "invalid_batch",
+                format!("`requests` must hold 1 to {MAX_CONTEXT_BATCH} requests"),
+            ));
+        }
+        let butlers: Vec<String> = p.requests.iter().map(|r| r.butler.clone()).collect();
+        let inputs = p
+            .requests
+            .into_iter()
+            .map(|r| ContextInput {
+                trigger_prompt: r.trigger_prompt,
+                butler: r.butler,
+                token_budget: r.token_budget,
+            })
+            .collect();
+        let mut results = Vec::with_capacity(butlers.len());
+        for (butler, answer) in butlers
+            .iter()
+            .zip(engine.context_batch(caller, inputs).await)
+        {
+            results.push(match answer {
+                Ok(outcome) => context_json(butler, outcome)?,
+                Err(e) => {
+                    json!({"error": {"class": e.class(), "code": e.code, "message": e.message}})
+                }
+            });
+        }
+        Ok(json!({ "results": results }))
+    })
+    .await
+}
+
+fn search_results(outcome: SearchOutcome) -> MemoryResult<Value> {
+    let results: Vec<Value> = outcome.hits.iter().map(hit_json).collect();
+    Ok(json!({
+        "results": results,
+        "count": results.len(),
+        "mode": outcome.mode,
+        "degraded": outcome.degraded,
+    }))
+}
+
+/// One search result: what it is, its score and why, its attributes and stored metadata.
+fn hit_json(hit: &Hit) -> Value {
+    let c = &hit.candidate;
+    let mut out = json!({
+        "type": c.memory_type(),
+        "id": c.id,
+        "content": c.content,
+        "score": hit.score,
+        "scores": hit.scores,
+        "created_at": c.created_at,
+        "last_referenced_at": c.last_referenced_at,
+        "importance": c.importance,
+        "metadata": c.metadata,
+    });
+    let attributes = [
+        ("subject", c.subject.as_deref()),
+        ("predicate", c.predicate.as_deref()),
+        ("scope", c.scope.as_deref()),
+        ("permanence", c.permanence.as_deref()),
+        ("validity", c.validity.as_deref()),
+        ("maturity", c.maturity.as_deref()),
+        ("butler", c.butler.as_deref()),
+        ("session_id", c.session_id.as_deref()),
+    ];
+    for (key, value) in attributes {
+        if let Some(value) = value {
+            out[key] = json!(value);
+        }
+    }
+    if c.memory_type() != MemoryType::Episode {
+        out["effective_confidence"] = json!(hit.scores.confidence);
+    }
+    if c.maturity.as_deref() == Some("anti_pattern") {
+        out["warning"] = json!(true);
+    }
+    out
+}
+
+fn context_json(butler: &str, outcome: ContextOutcome) -> MemoryResult<Value> {
+    let mut body = to_json(outcome.block)?;
+    body["butler"] = json!(butler);
+    body["degraded"] = json!(outcome.degraded);
+    Ok(body)
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use butler_memory::config::Config;
 use butler_memory::startup::{AppState, Application};
 use butler_memory_actors::Engine;
+use butler_memory_actors::clock::ManualClock;
 use butler_memory_actors::store::embedded_postgres::{EmbeddedPostgres, EmbeddedPostgresConfig};
 use butler_memory_actors::store::{DatabaseConfig, Store};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig};
@@ -257,14 +258,28 @@ impl TestApp {
 
 /// Starts the service on a fresh database with the given configuration overrides.
 pub async fn spawn_app_with(extra: &str) -> TestApp {
+    spawn(extra, None).await
+}
+
+/// Starts the service with its clock pinned: time moves only when the test moves it.
+pub async fn spawn_app_at(extra: &str, clock: Arc<ManualClock>) -> TestApp {
+    spawn(extra, Some(clock)).await
+}
+
+async fn spawn(extra: &str, clock: Option<Arc<ManualClock>>) -> TestApp {
     let (url, db) = fresh_database().await;
     let data_dir = tempfile::tempdir().expect("temp dir");
     let mut config = base_config(extra);
     config.database_url = butler_memory::config::Secret::new(url);
     config.data_dir = data_dir.path().to_owned();
-    let app = Application::build(config)
-        .await
-        .expect("the service builds");
+    let app = match clock {
+        None => Application::build(config).await,
+        Some(clock) => {
+            let factory = Engine::minilm_factory(&config.embedder).expect("model assets");
+            Application::build_with(config, clock, factory).await
+        }
+    }
+    .expect("the service builds");
     let address = app.address();
     let state = app.state();
     let (tx, rx) = oneshot::channel();

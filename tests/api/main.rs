@@ -2,12 +2,14 @@
 //! embedding model) on port 0, driven the way butlers and operators drive it.
 
 mod auth_and_tenancy;
+mod context;
 mod embedding;
 mod events;
 mod helpers;
 mod invalid_input;
 mod operator;
 mod process;
+mod retrieval;
 mod store_tools;
 mod supersession;
 mod supervision;

@@ -1,0 +1,148 @@
+//! What a search asks for and what it finds: the request after the caller's rights are
+//! applied, the candidates the store returns, and the scored hits.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::maturity::Maturity;
+use super::memory_type::MemoryType;
+
+super::string_enum! {
+    /// How relevance is measured.
+    SearchMode {
+        /// pgvector cosine similarity of the query embedding.
+        Semantic => "semantic",
+        /// PostgreSQL full text.
+        Keyword => "keyword",
+        /// Reciprocal Rank Fusion of both lists.
+        Hybrid => "hybrid",
+    }
+}
+
+impl SearchMode {
+    fn parse_alias(_: &str) -> Option<Self> {
+        None
+    }
+
+    pub fn uses_semantic(self) -> bool {
+        matches!(self, SearchMode::Semantic | SearchMode::Hybrid)
+    }
+
+    pub fn uses_keyword(self) -> bool {
+        matches!(self, SearchMode::Keyword | SearchMode::Hybrid)
+    }
+}
+
+/// Which memories a search may look at, already narrowed to what the caller may see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchScope {
+    pub tenant_id: String,
+    /// Fact and rule scopes; `None` means every scope of the tenant (admin only).
+    pub scopes: Option<Vec<String>>,
+    /// Butlers whose episodes may appear; `None` means every butler (admin only).
+    pub butlers: Option<Vec<String>>,
+}
+
+/// A search, validated.
+#[derive(Debug, Clone)]
+pub struct SearchQuery {
+    pub text: String,
+    /// Whether the mode needs the query's embedding.
+    pub embedding_needed: bool,
+    pub types: Vec<MemoryType>,
+    pub mode: SearchMode,
+    pub limit: usize,
+    /// Facts and rules below this effective confidence are left out.
+    pub min_confidence: f64,
+    pub scope: SearchScope,
+    pub now: DateTime<Utc>,
+}
+
+/// A memory the store found for a search, with what ranking needs.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Candidate {
+    #[sqlx(skip)]
+    pub memory_type: Option<MemoryType>,
+    pub id: Uuid,
+    pub content: String,
+    pub importance: f64,
+    pub created_at: DateTime<Utc>,
+    pub last_referenced_at: DateTime<Utc>,
+    pub confidence: f64,
+    pub decay_rate: f64,
+    pub last_confirmed_at: DateTime<Utc>,
+    pub subject: Option<String>,
+    pub predicate: Option<String>,
+    pub scope: Option<String>,
+    pub permanence: Option<String>,
+    pub validity: Option<String>,
+    pub maturity: Option<String>,
+    /// The episode's butler, or the fact's or rule's source butler.
+    pub butler: Option<String>,
+    pub session_id: Option<String>,
+    pub metadata: Value,
+    /// Cosine similarity (semantic list) or full-text rank (keyword list).
+    pub signal: f64,
+}
+
+impl Candidate {
+    pub fn memory_type(&self) -> MemoryType {
+        self.memory_type
+            .expect("the store sets the type of every candidate")
+    }
+
+    pub fn maturity(&self) -> Option<Maturity> {
+        self.maturity.as_deref().and_then(|m| m.parse().ok())
+    }
+}
+
+/// Why a hit ranked where it did: every component of its score, each in [0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ComponentScores {
+    pub relevance: f64,
+    pub importance: f64,
+    pub recency: f64,
+    /// Effective confidence (1 for episodes).
+    pub confidence: f64,
+    /// Rule maturity multiplier (1 for facts and episodes).
+    pub maturity_weight: f64,
+    /// Cosine similarity, when the semantic list found it.
+    pub semantic: Option<f64>,
+    /// Full-text rank, when the keyword list found it.
+    pub keyword: Option<f64>,
+    /// 1-based position in the semantic list.
+    pub semantic_rank: Option<usize>,
+    /// 1-based position in the keyword list.
+    pub keyword_rank: Option<usize>,
+}
+
+/// A scored search result.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub candidate: Candidate,
+    pub score: f64,
+    pub scores: ComponentScores,
+}
+
+/// What a caller asks to search, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct SearchInput {
+    pub query: String,
+    pub types: Option<Vec<MemoryType>>,
+    pub scope: Option<String>,
+    pub mode: Option<SearchMode>,
+    pub limit: Option<u32>,
+    pub min_confidence: Option<f64>,
+    /// The butler searching (default: the key's butler); decides scopes and episodes.
+    pub butler: Option<String>,
+}
+
+/// What a caller asks of `memory_context`, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct ContextInput {
+    pub trigger_prompt: String,
+    pub butler: String,
+    pub token_budget: Option<u32>,
+}

@@ -1,0 +1,365 @@
+//! Reads: resolved here to what the caller may see, served by the retrieval actors. Query
+//! embeddings are computed here, before dispatch: from the cache when the prompt repeats,
+//! otherwise in one batch per request (one for a whole `memory_context_batch`), and never
+//! waited for past `retrieval.embed_timeout_ms` — a read without its embedding answers
+//! from the keyword path, marked `degraded`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::Engine;
+use crate::domain::caller::{Caller, GLOBAL_SCOPE, Role};
+use crate::domain::memory_type::MemoryType;
+use crate::domain::record::{MemoryRecord, RecordWithLinks};
+use crate::domain::search::{ContextInput, SearchInput, SearchMode, SearchQuery, SearchScope};
+use crate::domain::shard_key::ShardKey;
+use crate::domain::text::{check_content, check_name};
+use crate::embedder_pool::EmbedderMsg;
+use crate::error::{MemoryError, MemoryResult};
+use crate::retrieval::context::{ContextOutcome, ContextRequest};
+use crate::retrieval::search::SearchOutcome;
+use crate::retrieval::{MemoryStats, RetrievalMsg};
+use crate::store::stats::StatsFilter;
+
+impl Engine {
+    /// One record by type and id, with its links; bumps its reference count.
+    pub async fn get(
+        &self,
+        caller: &Caller,
+        memory_type: MemoryType,
+        id: Uuid,
+        butler: Option<String>,
+    ) -> MemoryResult<RecordWithLinks> {
+        if let Some(b) = &butler {
+            check_name("butler", b)?;
+        }
+        let butler = caller.acting_butler(butler.as_deref())?;
+        let caller_copy = caller.clone();
+        let found = self
+            .read(|reply| RetrievalMsg::Get {
+                caller: caller_copy,
+                butler,
+                memory_type,
+                id,
+                reply,
+            })
+            .await?;
+        let owner = match &found.record {
+            MemoryRecord::Episode(e) => ShardKey::new(&e.tenant_id, &e.butler),
+            MemoryRecord::Fact(f) => ShardKey::for_butler(&f.tenant_id, f.source_butler.as_deref()),
+            MemoryRecord::Rule(r) => ShardKey::for_butler(&r.tenant_id, r.source_butler.as_deref()),
+        };
+        self.touch(owner, memory_type, vec![id]).await;
+        Ok(found)
+    }
+
+    /// Counts and health indicators of what the caller may see.
+    pub async fn stats(
+        &self,
+        caller: &Caller,
+        scope: Option<String>,
+        butler: Option<String>,
+    ) -> MemoryResult<MemoryStats> {
+        let scope = self.visible(caller, scope, butler)?;
+        let filter = StatsFilter {
+            tenant_id: scope.tenant_id,
+            scopes: scope.scopes,
+            butlers: scope.butlers,
+        };
+        self.read(|reply| RetrievalMsg::Stats { filter, reply })
+            .await
+    }
+
+    /// Hybrid, semantic or keyword search over what the caller may see. Bumps the reference
+    /// counts of what it returns.
+    pub async fn search(&self, caller: &Caller, input: SearchInput) -> MemoryResult<SearchOutcome> {
+        let config = &self.ctx.config;
+        let text = check_content("query", &input.query, &config.limits)?;
+        let mode = match input.mode {
+            Some(mode) => mode,
+            None => config.retrieval.default_mode.parse()?,
+        };
+        let limit = input.limit.unwrap_or(config.retrieval.default_limit);
+        if limit == 0 || limit > config.retrieval.max_limit {
+            return Err(MemoryError::invalid_input(
+                "invalid_limit",
+                format!(
+                    "`limit` must be between 1 and {}",
+                    config.retrieval.max_limit
+                ),
+            ));
+        }
+        let min_confidence = input
+            .min_confidence
+            .unwrap_or(config.facts.retrieval_confidence_threshold);
+        if !(0.0..=1.0).contains(&min_confidence) {
+            return Err(MemoryError::invalid_input(
+                "invalid_min_confidence",
+                "`min_confidence` must be between 0 and 1",
+            ));
+        }
+        let mut types = input.types.unwrap_or_else(|| MemoryType::ALL.to_vec());
+        types.sort();
+        types.dedup();
+        if types.is_empty() {
+            return Err(MemoryError::invalid_input(
+                "empty_types",
+                "`types` must name at least one type",
+            ));
+        }
+        let query = SearchQuery {
+            scope: self.visible(caller, input.scope, input.butler)?,
+            embedding_needed: mode.uses_semantic(),
+            text,
+            types,
+            mode,
+            limit: limit as usize,
+            min_confidence,
+            now: self.ctx.clock.now(),
+        };
+        let embedding = if query.embedding_needed {
+            self.query_embeddings(std::slice::from_ref(&query.text))
+                .await
+                .remove(0)
+        } else {
+            None
+        };
+        let query = Box::new(query);
+        let outcome = self
+            .read(|reply| RetrievalMsg::Search {
+                query,
+                embedding,
+                reply,
+            })
+            .await?;
+        self.touch_hits(&caller.tenant_id, &outcome).await;
+        if outcome.degraded {
+            metrics::counter!("butler_memory_degraded_reads_total", "tool" => "search")
+                .increment(1);
+        }
+        Ok(outcome)
+    }
+
+    /// The facts and rules most relevant to a topic (hybrid, composite-scored).
+    pub async fn recall(
+        &self,
+        caller: &Caller,
+        topic: String,
+        scope: Option<String>,
+        limit: Option<u32>,
+        min_confidence: Option<f64>,
+        butler: Option<String>,
+    ) -> MemoryResult<SearchOutcome> {
+        self.search(
+            caller,
+            SearchInput {
+                query: topic,
+                types: Some(vec![MemoryType::Fact, MemoryType::Rule]),
+                scope,
+                mode: Some(SearchMode::Hybrid),
+                limit,
+                min_confidence,
+                butler,
+            },
+        )
+        .await
+    }
+
+    /// The memory block for a butler's session, within a token budget.
+    pub async fn context(
+        &self,
+        caller: &Caller,
+        input: ContextInput,
+    ) -> MemoryResult<ContextOutcome> {
+        self.context_batch(caller, vec![input]).await.remove(0)
+    }
+
+    /// Many context blocks: one embedding batch for every prompt, answers in request order.
+    /// Each request succeeds or fails on its own.
+    pub async fn context_batch(
+        &self,
+        caller: &Caller,
+        inputs: Vec<ContextInput>,
+    ) -> Vec<MemoryResult<ContextOutcome>> {
+        let requests: Vec<MemoryResult<ContextRequest>> = inputs
+            .into_iter()
+            .map(|input| self.context_request(caller, input))
+            .collect();
+        let prompts: Vec<String> = requests
+            .iter()
+            .filter_map(|r| r.as_ref().ok().map(|r| r.trigger_prompt.clone()))
+            .collect();
+        let mut embeddings = self.query_embeddings(&prompts).await.into_iter();
+        let answers = requests.into_iter().map(|request| {
+            let embedding = request
+                .is_ok()
+                .then(|| embeddings.next().flatten())
+                .flatten();
+            async move {
+                let request = Box::new(request?);
+                let outcome = self
+                    .read(|reply| RetrievalMsg::Context {
+                        request,
+                        embedding,
+                        reply,
+                    })
+                    .await?;
+                if outcome.degraded {
+                    metrics::counter!("butler_memory_degraded_reads_total", "tool" => "context")
+                        .increment(1);
+                }
+                Ok(outcome)
+            }
+        });
+        futures::future::join_all(answers).await
+    }
+
+    fn context_request(
+        &self,
+        caller: &Caller,
+        input: ContextInput,
+    ) -> MemoryResult<ContextRequest> {
+        let config = &self.ctx.config;
+        check_name("butler", &input.butler)?;
+        // A butler key may only build its own butler's context.
+        let butler = caller
+            .acting_butler(Some(&input.butler))?
+            .unwrap_or(input.butler);
+        let budget = input
+            .token_budget
+            .unwrap_or(config.retrieval.context_token_budget);
+        if budget == 0 || budget > config.retrieval.context.max_token_budget {
+            return Err(MemoryError::invalid_input(
+                "invalid_token_budget",
+                format!(
+                    "`token_budget` must be between 1 and {}",
+                    config.retrieval.context.max_token_budget
+                ),
+            ));
+        }
+        Ok(ContextRequest {
+            trigger_prompt: check_content("trigger_prompt", &input.trigger_prompt, &config.limits)?,
+            scope: SearchScope {
+                tenant_id: caller.tenant_id.clone(),
+                scopes: Some(vec![GLOBAL_SCOPE.to_owned(), butler.clone()]),
+                butlers: Some(vec![butler.clone()]),
+            },
+            butler,
+            token_budget: budget as usize,
+            min_confidence: config.facts.retrieval_confidence_threshold,
+            now: self.ctx.clock.now(),
+        })
+    }
+
+    /// What the caller may see: the tenant always; butler keys `global` plus the acting
+    /// butler's scope and episodes; admin keys every scope and butler unless they narrow it.
+    fn visible(
+        &self,
+        caller: &Caller,
+        scope: Option<String>,
+        butler: Option<String>,
+    ) -> MemoryResult<SearchScope> {
+        if let Some(s) = &scope {
+            check_name("scope", s)?;
+        }
+        if let Some(b) = &butler {
+            check_name("butler", b)?;
+        }
+        let acting = caller.acting_butler(butler.as_deref())?;
+        Ok(match caller.role {
+            Role::Admin => SearchScope {
+                tenant_id: caller.tenant_id.clone(),
+                scopes: scope.map(|s| vec![s]),
+                butlers: acting.map(|b| vec![b]),
+            },
+            Role::Butler | Role::Operator => {
+                let scopes = match scope {
+                    Some(s) => {
+                        caller.check_scope(&s, acting.as_deref())?;
+                        vec![s]
+                    }
+                    None => std::iter::once(GLOBAL_SCOPE.to_owned())
+                        .chain(acting.clone())
+                        .collect(),
+                };
+                SearchScope {
+                    tenant_id: caller.tenant_id.clone(),
+                    scopes: Some(scopes),
+                    butlers: Some(acting.into_iter().collect()),
+                }
+            }
+        })
+    }
+
+    /// Embeddings for query texts, in order: cached ones at once, the rest in one batch.
+    /// `None` where the embedder failed or did not answer within `embed_timeout_ms`.
+    async fn query_embeddings(&self, texts: &[String]) -> Vec<Option<Arc<Vec<f32>>>> {
+        let cache = &self.ctx.query_cache;
+        let mut out: Vec<Option<Arc<Vec<f32>>>> = texts.iter().map(|t| cache.get(t)).collect();
+        let mut missing: Vec<String> = Vec::new();
+        for (text, found) in texts.iter().zip(&out) {
+            if found.is_none() && !missing.contains(text) {
+                missing.push(text.clone());
+            }
+        }
+        if missing.is_empty() {
+            return out;
+        }
+        let deadline = Duration::from_millis(self.ctx.config.retrieval.embed_timeout_ms);
+        let embedded = match self.ctx.embedder.get() {
+            Ok(pool) => {
+                let texts = missing.clone();
+                pool.ask(
+                    |reply| EmbedderMsg::Embed { texts, reply },
+                    deadline,
+                    "the embedder pool",
+                )
+                .await
+                .and_then(|r| r)
+            }
+            Err(e) => Err(e),
+        };
+        match embedded {
+            Ok(vectors) => {
+                let fresh: HashMap<String, Arc<Vec<f32>>> = missing
+                    .into_iter()
+                    .zip(vectors)
+                    .map(|(text, v)| (text, Arc::new(v)))
+                    .collect();
+                for (text, slot) in texts.iter().zip(out.iter_mut()) {
+                    if slot.is_none()
+                        && let Some(v) = fresh.get(text)
+                    {
+                        *slot = Some(v.clone());
+                    }
+                }
+                for (text, v) in fresh {
+                    cache.put(text, v);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "query embedding unavailable; answering from the keyword path");
+            }
+        }
+        out
+    }
+
+    /// Bumps the reference counts of returned memories, batched per owning shard.
+    async fn touch_hits(&self, tenant_id: &str, outcome: &SearchOutcome) {
+        let mut by_owner: HashMap<(ShardKey, MemoryType), Vec<Uuid>> = HashMap::new();
+        for hit in &outcome.hits {
+            let c = &hit.candidate;
+            let owner = ShardKey::for_butler(tenant_id, c.butler.as_deref());
+            by_owner
+                .entry((owner, c.memory_type()))
+                .or_default()
+                .push(c.id);
+        }
+        for ((owner, memory_type), ids) in by_owner {
+            self.touch(owner, memory_type, ids).await;
+        }
+    }
+}

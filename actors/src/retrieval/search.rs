@@ -1,0 +1,124 @@
+//! A search, end to end inside a retrieval actor: candidate lists from the store, fusion,
+//! composite scores, diversification, the top `limit`.
+
+use std::sync::Arc;
+
+use futures::future::try_join_all;
+
+use crate::context::EngineContext;
+use crate::domain::memory_type::MemoryType;
+use crate::domain::scoring::Ranking;
+use crate::domain::search::{Candidate, Hit, SearchMode, SearchQuery};
+use crate::error::MemoryResult;
+use crate::store::search::Filter;
+
+/// What a search found.
+#[derive(Debug, Clone)]
+pub struct SearchOutcome {
+    pub hits: Vec<Hit>,
+    /// The mode that actually ran (keyword when a semantic search degraded).
+    pub mode: SearchMode,
+    /// The query embedding was unavailable: results come from the keyword path alone.
+    pub degraded: bool,
+}
+
+/// The ranking knobs from the configuration.
+pub fn ranking(ctx: &EngineContext) -> Ranking {
+    let r = &ctx.config.retrieval;
+    Ranking {
+        weights: r.score_weights.clone(),
+        maturity_weights: r.maturity_weights.clone(),
+        rrf_k: r.rrf_k,
+        recency_half_life_days: r.recency_half_life_days,
+        max_cluster_share: r.max_cluster_share,
+    }
+}
+
+/// The semantic and keyword lists over `types`, each merged across types best first.
+pub async fn candidate_lists(
+    ctx: &EngineContext,
+    types: &[MemoryType],
+    filter: &Filter<'_>,
+    text: &str,
+    embedding: Option<&Arc<Vec<f32>>>,
+    mode: SearchMode,
+    depth: i64,
+) -> MemoryResult<(Vec<Candidate>, Vec<Candidate>)> {
+    let store = &ctx.store;
+    let vector = embedding.map(|e| pgvector::Vector::from(e.as_ref().clone()));
+    let semantic = async {
+        match (&vector, mode.uses_semantic()) {
+            (Some(v), true) => {
+                try_join_all(
+                    types
+                        .iter()
+                        .map(|t| store.semantic_candidates(*t, filter, v, depth)),
+                )
+                .await
+            }
+            _ => Ok(Vec::new()),
+        }
+    };
+    let keyword = async {
+        if mode.uses_keyword() {
+            try_join_all(
+                types
+                    .iter()
+                    .map(|t| store.keyword_candidates(*t, filter, text, depth)),
+            )
+            .await
+        } else {
+            Ok(Vec::new())
+        }
+    };
+    let (semantic, keyword) = futures::try_join!(semantic, keyword)?;
+    Ok((merge(semantic), merge(keyword)))
+}
+
+/// One list from per-type lists: best signal first, ties by id, so order is deterministic.
+fn merge(lists: Vec<Vec<Candidate>>) -> Vec<Candidate> {
+    let mut all: Vec<Candidate> = lists.into_iter().flatten().collect();
+    all.sort_by(|a, b| b.signal.total_cmp(&a.signal).then_with(|| a.id.cmp(&b.id)));
+    all
+}
+
+/// Runs a search with the query's embedding (or without one: degraded to keyword).
+pub async fn run(
+    ctx: &EngineContext,
+    query: &SearchQuery,
+    embedding: Option<Arc<Vec<f32>>>,
+) -> MemoryResult<SearchOutcome> {
+    let degraded = query.mode.uses_semantic() && embedding.is_none();
+    let mode = if degraded {
+        SearchMode::Keyword
+    } else {
+        query.mode
+    };
+    let filter = Filter {
+        scope: &query.scope,
+        now: query.now,
+        min_confidence: query.min_confidence,
+    };
+    let depth = i64::from(ctx.config.retrieval.candidate_depth).max(query.limit as i64);
+    let (semantic, keyword) = candidate_lists(
+        ctx,
+        &query.types,
+        &filter,
+        &query.text,
+        embedding.as_ref(),
+        mode,
+        depth,
+    )
+    .await?;
+    let ranking = ranking(ctx);
+    let mut hits = ranking.diversify(
+        ranking.rank(mode, semantic, keyword, query.now),
+        query.limit,
+    );
+    hits.truncate(query.limit);
+    Ok(SearchOutcome {
+        hits,
+        mode,
+        degraded,
+    })
+}

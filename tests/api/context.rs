@@ -1,0 +1,349 @@
+//! memory_context and memory_context_batch through MCP: the format, the hard token
+//! budget, determinism, rule ordering, and batches.
+
+use std::sync::Arc;
+
+use butler_memory_actors::clock::ManualClock;
+use butler_memory_actors::domain::context::TokenCounter;
+use butler_memory_actors::embedder::token_counter::TokenizerCounter;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+fn t0() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn counter() -> TokenizerCounter {
+    TokenizerCounter::load(&base_config("").retrieval.context.tokenizer_path).unwrap()
+}
+
+#[tokio::test]
+async fn the_block_has_sections_annotations_and_its_ids() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at("", clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let name = mcp
+        .ok("memory_store_fact", json!({"subject": "user", "predicate": "name", "content": "John", "permanence": "permanent", "importance": 9}))
+        .await;
+    let diet = mcp
+        .ok("memory_store_fact", json!({"subject": "user", "predicate": "dietary_restriction", "content": "Lactose intolerant", "permanence": "stable", "scope": "health"}))
+        .await;
+    let rule = mcp
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Suggest lactose-free recipes", "scope": "health"}),
+        )
+        .await;
+    clock.advance(Duration::hours(2));
+    let episode = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Asked for a dinner recipe\nwithout dairy", "butler": "health"}),
+        )
+        .await;
+    clock.advance(Duration::days(2));
+    app.engine().flush().await.unwrap();
+
+    let ctx = mcp
+        .ok("memory_context", json!({"trigger_prompt": "Plan dinner for tonight", "butler": "health", "request_context": {"request_id": "ctx-1"}}))
+        .await;
+    let text = ctx["text"].as_str().unwrap();
+    let expected_lines = [
+        "## Your Memory",
+        "### What You Know (Facts)",
+        "- user name: John [permanent, global, confirmed 2d ago]",
+        "- user dietary restriction: Lactose intolerant [stable, health, confirmed 2d ago]",
+        "### How To Behave (Rules)",
+        "- Suggest lactose-free recipes [candidate, health]",
+        "### Recent Context (Episodes)",
+        "- [2d ago] Asked for a dinner recipe without dairy",
+    ];
+    for line in expected_lines {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in:\n{text}"
+        );
+    }
+    let order: Vec<usize> = expected_lines
+        .iter()
+        .map(|l| text.find(l).unwrap())
+        .collect();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "sections in order:\n{text}"
+    );
+    assert_eq!(ctx["sections"]["rules"], json!([rule["id"]]));
+    assert_eq!(ctx["sections"]["episodes"], json!([episode["id"]]));
+    let facts = ctx["sections"]["facts"].as_array().unwrap();
+    assert!(facts.contains(&name["id"]) && facts.contains(&diet["id"]));
+    assert_eq!(ctx["token_budget"], 3000);
+    assert_eq!(
+        ctx["tokens_used"].as_u64().unwrap() as usize,
+        counter().count(text)
+    );
+    assert_eq!(ctx["dropped"], 0);
+    assert_eq!(ctx["butler"], "health");
+    assert_eq!(ctx["request_context"]["request_id"], "ctx-1");
+
+    // Another butler's key cannot build health's context.
+    let general = app.client(TENANT_A_GENERAL).await;
+    let err = general
+        .err(
+            "memory_context",
+            json!({"trigger_prompt": "x", "butler": "health"}),
+        )
+        .await;
+    assert_eq!(err["class"], "forbidden");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn identical_state_and_request_give_identical_bytes() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at("", clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    for i in 0..12 {
+        mcp.ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": format!("p{i}"), "content": format!("Fact number {i} about the garden and tea")}),
+        )
+        .await;
+        mcp.ok(
+            "memory_store_episode",
+            json!({"content": format!("Session {i} about tea"), "butler": "health"}),
+        )
+        .await;
+    }
+    app.engine().flush().await.unwrap();
+    let request =
+        json!({"trigger_prompt": "tea in the garden", "butler": "health", "token_budget": 120});
+    let mut first = mcp.ok("memory_context", request.clone()).await;
+    let mut second = mcp.ok("memory_context", request.clone()).await;
+    first.as_object_mut().unwrap().remove("request_context");
+    second.as_object_mut().unwrap().remove("request_context");
+    assert_eq!(first.to_string(), second.to_string());
+    assert!(
+        first["dropped"].as_u64().unwrap() > 0,
+        "the small budget dropped candidates"
+    );
+    app.stop().await;
+}
+
+/// A deterministic pseudo-random stream (no extra crate needed for a test).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[tokio::test]
+async fn the_token_budget_is_never_exceeded() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let words = [
+        "tea",
+        "garden",
+        "doctor",
+        "appointment",
+        "Maria",
+        "birthday",
+        "tulips",
+        "recipe",
+        "dairy",
+        "walk",
+        "morning",
+        "ünïcödé",
+        "日本",
+        "emoji🌷",
+        "x-ray",
+        "2026-05-01",
+        "invoice#42",
+        "lactose",
+        "Volvo",
+        "nurse",
+    ];
+    let mut rng = Lcg(7);
+    let mut sentence = |rng: &mut Lcg, max: u64| -> String {
+        (0..1 + rng.next(max))
+            .map(|_| words[rng.next(words.len() as u64) as usize])
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for i in 0..40 {
+        let content = sentence(&mut rng, 40);
+        mcp.ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": format!("f{i}"), "content": content}),
+        )
+        .await;
+    }
+    for _ in 0..10 {
+        let content = sentence(&mut rng, 30);
+        mcp.ok("memory_store_rule", json!({"content": content}))
+            .await;
+        let content = sentence(&mut rng, 60);
+        mcp.ok(
+            "memory_store_episode",
+            json!({"content": content, "butler": "health"}),
+        )
+        .await;
+    }
+    app.engine().flush().await.unwrap();
+    let counter = counter();
+    for _ in 0..25 {
+        let budget = 1 + rng.next(1500);
+        let prompt = sentence(&mut rng, 10);
+        let ctx = mcp
+            .ok(
+                "memory_context",
+                json!({"trigger_prompt": prompt, "butler": "health", "token_budget": budget}),
+            )
+            .await;
+        let text = ctx["text"].as_str().unwrap();
+        let counted = counter.count(text) as u64;
+        assert!(
+            counted <= budget,
+            "{counted} tokens > budget {budget}:\n{text}"
+        );
+        assert_eq!(ctx["tokens_used"].as_u64().unwrap(), counted);
+        let included: usize = ["facts", "rules", "episodes"]
+            .iter()
+            .map(|s| ctx["sections"][s].as_array().unwrap().len())
+            .sum();
+        assert_eq!(
+            included as u64 + ctx["dropped"].as_u64().unwrap(),
+            ctx["candidates"].as_u64().unwrap()
+        );
+    }
+    let err = mcp
+        .err(
+            "memory_context",
+            json!({"trigger_prompt": "x", "butler": "health", "token_budget": 0}),
+        )
+        .await;
+    assert_eq!(err["code"], "invalid_token_budget");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn rules_come_by_maturity_with_anti_patterns_as_warnings() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let mut ids = Vec::new();
+    for content in [
+        "Greet the user by name",
+        "Confirm before sending messages",
+        "Offer a summary at the end",
+        "Send reminders at 6am",
+    ] {
+        ids.push(
+            mcp.ok("memory_store_rule", json!({"content": content}))
+                .await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let mut sql = app.sql().await;
+    for (id, maturity) in [(&ids[1], "proven"), (&ids[2], "established")] {
+        sqlx::query("UPDATE rules SET maturity = $2 WHERE id = $1::uuid")
+            .bind(id)
+            .bind(maturity)
+            .execute(&mut sql)
+            .await
+            .unwrap();
+    }
+    sqlx::query(
+        "UPDATE rules SET maturity = 'anti_pattern', original_content = content,
+         content = 'ANTI-PATTERN: Do NOT send reminders at 6am. This caused problems because: woke the user'
+         WHERE id = $1::uuid",
+    )
+    .bind(&ids[3])
+    .execute(&mut sql)
+    .await
+    .unwrap();
+    app.engine().flush().await.unwrap();
+    let ctx = mcp
+        .ok(
+            "memory_context",
+            json!({"trigger_prompt": "How should I behave?", "butler": "health"}),
+        )
+        .await;
+    let text = ctx["text"].as_str().unwrap();
+    let rules: Vec<&str> = text
+        .split("### How To Behave (Rules)\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|l| l.starts_with("- "))
+        .collect();
+    assert_eq!(
+        rules,
+        vec![
+            "- Confirm before sending messages [proven, global]",
+            "- Offer a summary at the end [established, global]",
+            "- Greet the user by name [candidate, global]",
+            "- Avoid: ANTI-PATTERN: Do NOT send reminders at 6am. This caused problems because: woke the user [anti_pattern, global]",
+        ],
+        "{text}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_batch_answers_in_request_order_and_each_request_on_its_own() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at("", clock).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    admin.ok("memory_store_fact", json!({"subject": "user", "predicate": "sport", "content": "Plays tennis", "scope": "health"})).await;
+    admin.ok("memory_store_fact", json!({"subject": "user", "predicate": "bank", "content": "Banks with Nordea", "scope": "general"})).await;
+    admin
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Booked a tennis court", "butler": "health"}),
+        )
+        .await;
+    app.engine().flush().await.unwrap();
+    let requests = vec![
+        json!({"trigger_prompt": "tennis this week", "butler": "health"}),
+        json!({"trigger_prompt": "pay the bills", "butler": "general", "token_budget": 200}),
+        json!({"trigger_prompt": "anything", "butler": "not a name"}),
+        json!({"trigger_prompt": "tennis again", "butler": "health", "token_budget": 50}),
+    ];
+    let batch = admin
+        .ok("memory_context_batch", json!({"requests": requests}))
+        .await;
+    let results = batch["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4);
+    assert_eq!(results[2]["error"]["class"], "invalid_input");
+    for i in [0, 1, 3] {
+        let mut single = admin.ok("memory_context", requests[i].clone()).await;
+        single.as_object_mut().unwrap().remove("request_context");
+        assert_eq!(results[i], single, "request {i}");
+    }
+    assert!(
+        results[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Plays tennis")
+    );
+    assert!(
+        !results[0]["text"].as_str().unwrap().contains("Nordea"),
+        "scoped to its butler"
+    );
+    assert!(results[1]["text"].as_str().unwrap().contains("Nordea"));
+    let err = admin
+        .err("memory_context_batch", json!({"requests": []}))
+        .await;
+    assert_eq!(err["code"], "invalid_batch");
+    app.stop().await;
+}

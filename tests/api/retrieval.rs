@@ -1,0 +1,453 @@
+//! memory_search and memory_recall through MCP: each mode finds what it should, scope and
+//! tenant boundaries hold, invalid states never appear, ordering is explainable and stable.
+
+use std::sync::Arc;
+
+use butler_memory_actors::clock::ManualClock;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+fn t0() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn ids(result: &Value) -> Vec<String> {
+    result["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn contents(result: &Value) -> Vec<String> {
+    result["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn fact(mcp: &Mcp, predicate: &str, content: &str) -> String {
+    let stored = mcp
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": predicate, "content": content}),
+        )
+        .await;
+    stored["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn each_mode_finds_what_it_should() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_ADMIN).await;
+    let code = fact(&mcp, "wifi_password", "The wifi password is Plover-7731").await;
+    let hiking = fact(
+        &mcp,
+        "weekend_activity",
+        "Goes hiking in the mountains every weekend",
+    )
+    .await;
+    for (p, c) in [
+        ("pet", "Has a cat named Miso"),
+        ("birds", "Likes watching birds at the lake"),
+        ("job", "Works as a nurse at the city hospital"),
+        ("drink", "Drinks green tea in the afternoon"),
+    ] {
+        fact(&mcp, p, c).await;
+    }
+    app.engine().flush().await.unwrap();
+
+    // An exact, rare term: full text finds it; it is all full text finds.
+    let keyword = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "Plover-7731", "mode": "keyword"}),
+        )
+        .await;
+    assert_eq!(ids(&keyword), vec![code.clone()], "{keyword}");
+    assert_eq!(keyword["mode"], "keyword");
+    // A paraphrase with no word in common: only meaning finds it.
+    let paraphrase = "outdoor trekking on Saturdays";
+    let keyword = mcp
+        .ok(
+            "memory_search",
+            json!({"query": paraphrase, "mode": "keyword"}),
+        )
+        .await;
+    assert!(ids(&keyword).is_empty(), "{keyword}");
+    let semantic = mcp
+        .ok(
+            "memory_search",
+            json!({"query": paraphrase, "mode": "semantic", "limit": 1}),
+        )
+        .await;
+    assert_eq!(ids(&semantic), vec![hiking.clone()], "{semantic}");
+    // Hybrid finds both kinds at once.
+    let hybrid = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "Plover-7731 outdoor trekking on Saturdays", "limit": 2}),
+        )
+        .await;
+    let found = ids(&hybrid);
+    assert!(found.contains(&code) && found.contains(&hiking), "{hybrid}");
+    assert_eq!(hybrid["mode"], "hybrid");
+    assert_eq!(hybrid["degraded"], false);
+
+    // Every result explains its score.
+    let first = &hybrid["results"][0];
+    let s = &first["scores"];
+    let weighted = 0.4 * s["relevance"].as_f64().unwrap()
+        + 0.3 * s["importance"].as_f64().unwrap()
+        + 0.2 * s["recency"].as_f64().unwrap()
+        + 0.1 * s["confidence"].as_f64().unwrap();
+    assert!(
+        (first["score"].as_f64().unwrap() - weighted).abs() < 1e-9,
+        "{first}"
+    );
+    assert_eq!(first["type"], "fact");
+    assert!(first["metadata"].is_object());
+    assert_eq!(first["subject"], "user");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn searches_stay_inside_the_tenant_and_the_callers_scopes() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let general = app.client(TENANT_A_GENERAL).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let other_tenant = app.client(TENANT_B_HEALTH).await;
+    health
+        .ok("memory_store_fact", json!({"subject": "user", "predicate": "blood_type", "content": "Blood type is O negative", "scope": "health"}))
+        .await;
+    health
+        .ok("memory_store_fact", json!({"subject": "user", "predicate": "home_city", "content": "Lives in Oslo, blood bank nearby", "scope": "global"}))
+        .await;
+    health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Discussed blood test results", "butler": "health"}),
+        )
+        .await;
+    app.engine().flush().await.unwrap();
+    let query = json!({"query": "blood", "mode": "keyword"});
+    assert_eq!(health.ok("memory_search", query.clone()).await["count"], 3);
+    // Another butler sees the global fact only: not the health scope, not health's episodes.
+    let seen = general.ok("memory_search", query.clone()).await;
+    assert_eq!(
+        contents(&seen),
+        vec!["Lives in Oslo, blood bank nearby"],
+        "{seen}"
+    );
+    assert_eq!(admin.ok("memory_search", query.clone()).await["count"], 3);
+    let narrowed = admin
+        .ok(
+            "memory_search",
+            json!({"query": "blood", "mode": "keyword", "scope": "health", "types": ["fact"]}),
+        )
+        .await;
+    assert_eq!(narrowed["count"], 1);
+    assert_eq!(
+        other_tenant.ok("memory_search", query.clone()).await["count"],
+        0
+    );
+    let err = general
+        .err(
+            "memory_search",
+            json!({"query": "blood", "scope": "health"}),
+        )
+        .await;
+    assert_eq!(err["class"], "forbidden");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_states_never_appear_and_fading_needs_min_confidence_zero() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at("", clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let marker = "zebra";
+    let old = fact(
+        &mcp,
+        "fav_animal",
+        &format!("Favourite animal was the {marker}"),
+    )
+    .await;
+    let current = fact(
+        &mcp,
+        "fav_animal",
+        &format!("Favourite animal is the {marker} finch"),
+    )
+    .await;
+    let retracted = fact(&mcp, "zoo", &format!("Visited the {marker} enclosure")).await;
+    let expired = fact(&mcp, "zoo_trip", &format!("Plans a {marker} safari")).await;
+    let ephemeral = mcp
+        .ok("memory_store_fact", json!({"subject": "user", "predicate": "today", "content": format!("Saw a {marker} on TV"), "permanence": "ephemeral"}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rule = mcp
+        .ok(
+            "memory_store_rule",
+            json!({"content": format!("Mention the {marker} gently")}),
+        )
+        .await;
+    let episode = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"content": format!("Talked about a {marker}"), "butler": "health"}),
+        )
+        .await;
+    let short = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"content": format!("A {marker} joke"), "butler": "health", "ttl_days": 1}),
+        )
+        .await;
+    let mut sql = app.sql().await;
+    sqlx::query(
+        "UPDATE facts SET validity = 'retracted', retracted_at = now() WHERE id = $1::uuid",
+    )
+    .bind(&retracted)
+    .execute(&mut sql)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE facts SET validity = 'expired' WHERE id = $1::uuid")
+        .bind(&expired)
+        .execute(&mut sql)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE rules SET validity = 'retracted', retracted_at = now() WHERE id = $1::uuid",
+    )
+    .bind(rule["id"].as_str().unwrap())
+    .execute(&mut sql)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE episodes SET forgotten_at = now() WHERE id = $1::uuid")
+        .bind(episode["id"].as_str().unwrap())
+        .execute(&mut sql)
+        .await
+        .unwrap();
+    // Two days on: the one-day episode has expired, the ephemeral fact has decayed to
+    // exp(-0.1 * 2) = 0.82 (still above 0.2); at 20 days it is 0.135: fading.
+    clock.advance(Duration::days(2));
+    let query = json!({"query": marker, "mode": "keyword"});
+    let result = mcp.ok("memory_search", query.clone()).await;
+    let found = ids(&result);
+    assert_eq!(found.len(), 2, "{result}");
+    assert!(found.contains(&current) && found.contains(&ephemeral));
+    for gone in [
+        &old,
+        &retracted,
+        &expired,
+        rule["id"].as_str().unwrap(),
+        episode["id"].as_str().unwrap(),
+        short["id"].as_str().unwrap(),
+    ] {
+        assert!(!found.contains(&gone.to_string()));
+    }
+    clock.advance(Duration::days(18));
+    let found = ids(&mcp.ok("memory_search", query.clone()).await);
+    assert_eq!(found, vec![current.clone()], "the faded fact is left out");
+    let with_fading = mcp
+        .ok(
+            "memory_search",
+            json!({"query": marker, "mode": "keyword", "min_confidence": 0}),
+        )
+        .await;
+    let found = ids(&with_fading);
+    assert!(
+        found.contains(&ephemeral) && found.contains(&current),
+        "{with_fading}"
+    );
+    assert!(!found.contains(&old) && !found.contains(&retracted));
+    let faded = with_fading["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == ephemeral.as_str())
+        .unwrap();
+    assert!(
+        (faded["effective_confidence"].as_f64().unwrap() - (-0.1f64 * 20.0).exp()).abs() < 1e-6
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn ties_break_on_created_at_then_id_and_clusters_are_capped() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    // Without recency, memories that say the same thing score the same.
+    let app = spawn_app_at("[retrieval.score_weights]\nrecency = 0.0", clock.clone()).await;
+    let mcp = app.client(TENANT_A_ADMIN).await;
+    let mut same_time = Vec::new();
+    for i in 0..3 {
+        same_time.push(fact(&mcp, &format!("same_{i}"), "Keeps a copper kettle").await);
+    }
+    clock.advance(Duration::minutes(5));
+    let newer = fact(&mcp, "same_new", "Keeps a copper kettle").await;
+    let result = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "copper kettle", "mode": "keyword"}),
+        )
+        .await;
+    let mut expected_old = same_time.clone();
+    expected_old.sort();
+    let mut expected = vec![newer];
+    expected.extend(expected_old);
+    assert_eq!(
+        ids(&result),
+        expected,
+        "score DESC, created_at DESC, id ASC: {result}"
+    );
+
+    // Diversification: eight facts about one subject outrank one about another, but their
+    // third and later hits move below the other subject's in a top 4 (cap: half of it).
+    for i in 0..8 {
+        mcp.ok(
+            "memory_store_fact",
+            json!({"subject": "garden", "predicate": format!("plant_{i}"), "content": format!("The garden has tomato plant number {i} tomato tomato")}),
+        )
+        .await;
+    }
+    mcp.ok(
+        "memory_store_fact",
+        json!({"subject": "kitchen", "predicate": "sauce", "content": "Makes tomato sauce"}),
+    )
+    .await;
+    let result = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "tomato", "mode": "keyword", "types": ["fact"], "limit": 4}),
+        )
+        .await;
+    let subjects: Vec<&str> = result["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["subject"].as_str().unwrap())
+        .collect();
+    // The third garden fact is demoted below the kitchen one (not dropped: with no other
+    // subject left it still fills the fourth place).
+    assert_eq!(subjects, vec!["garden", "garden", "kitchen", "garden"]);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn recall_returns_facts_and_rules_and_bumps_references() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let f = fact(&mcp, "allergy", "Allergic to peanuts").await;
+    let r = mcp
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Check snacks for peanuts before suggesting them"}),
+        )
+        .await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "Asked about peanut butter cookies", "butler": "health"}),
+    )
+    .await;
+    app.engine().flush().await.unwrap();
+    let recalled = mcp
+        .ok("memory_recall", json!({"topic": "peanut allergy"}))
+        .await;
+    let found = ids(&recalled);
+    assert!(
+        found.contains(&f) && found.contains(&r["id"].as_str().unwrap().to_owned()),
+        "{recalled}"
+    );
+    assert!(
+        recalled["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["type"] != "episode")
+    );
+    app.engine().flush().await.unwrap();
+    let got = mcp.ok("memory_get", json!({"type": "fact", "id": f})).await;
+    assert_eq!(got["reference_count"], 1, "recall bumped it once");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn without_the_embedder_reads_degrade_to_keyword_instead_of_failing() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let id = fact(&mcp, "car", "Drives a red Volvo").await;
+    app.engine().flush().await.unwrap();
+    app.engine().set_embedder_running(false).await.unwrap();
+    for mode in ["hybrid", "semantic"] {
+        let result = mcp
+            .ok("memory_search", json!({"query": "Volvo car", "mode": mode}))
+            .await;
+        assert_eq!(result["degraded"], true, "{mode}");
+        assert_eq!(result["mode"], "keyword");
+        assert_eq!(ids(&result), vec![id.clone()]);
+    }
+    let ctx = mcp
+        .ok(
+            "memory_context",
+            json!({"trigger_prompt": "Which car?", "butler": "health"}),
+        )
+        .await;
+    assert_eq!(ctx["degraded"], true);
+    let ready = reqwest::get(app.url("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: Value = ready.json().await.unwrap();
+    assert_eq!(body["failing"], json!(["embedder"]));
+    // Writes do not need the model: they are embedded once it is back.
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "Washed the Volvo", "butler": "health"}),
+    )
+    .await;
+    app.engine().set_embedder_running(true).await.unwrap();
+    app.engine().flush().await.unwrap();
+    let result = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "cleaning the automobile", "mode": "semantic", "limit": 1}),
+        )
+        .await;
+    assert_eq!(result["degraded"], false);
+    assert_eq!(contents(&result), vec!["Washed the Volvo"]);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn bad_search_input_is_classified() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    for (args, code) in [
+        (json!({"query": "x", "limit": 0}), "invalid_limit"),
+        (json!({"query": "x", "limit": 101}), "invalid_limit"),
+        (
+            json!({"query": "x", "min_confidence": 1.5}),
+            "invalid_min_confidence",
+        ),
+        (json!({"query": "  "}), "empty_content"),
+        (json!({"query": "x", "types": []}), "empty_types"),
+        (json!({"query": "x", "mode": "fuzzy"}), "invalid_arguments"),
+        (
+            json!({"query": "x", "types": ["thought"]}),
+            "invalid_arguments",
+        ),
+    ] {
+        let err = mcp.err("memory_search", args.clone()).await;
+        assert_eq!(err["class"], "invalid_input", "{args}");
+        assert_eq!(err["code"], code, "{args}");
+    }
+    app.stop().await;
+}
