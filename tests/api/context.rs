@@ -7,7 +7,7 @@ use butler_memory_actors::clock::ManualClock;
 use butler_memory_actors::domain::context::TokenCounter;
 use butler_memory_actors::embedder::token_counter::TokenizerCounter;
 use chrono::{DateTime, Duration, Utc};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::helpers::*;
 
@@ -172,7 +172,7 @@ async fn the_token_budget_is_never_exceeded() {
         "nurse",
     ];
     let mut rng = Lcg(7);
-    let mut sentence = |rng: &mut Lcg, max: u64| -> String {
+    let sentence = |rng: &mut Lcg, max: u64| -> String {
         (0..1 + rng.next(max))
             .map(|_| words[rng.next(words.len() as u64) as usize])
             .collect::<Vec<_>>()

@@ -60,12 +60,38 @@ macro_rules! rule_filter {
     };
 }
 
-/// The query text as an OR of its stemmed words: natural-language questions rarely contain
-/// every word of the memory that answers them, so an AND query would find almost nothing.
-macro_rules! or_query {
-    () => {
-        "(SELECT CASE WHEN numnode(p) = 0 THEN p ELSE replace(p::text, ' & ', ' | ')::tsquery END
-          FROM plainto_tsquery('english', $5) AS p)"
+/// Okapi BM25 over the full-text index (k1 = 1.2, b = 0.75): PostgreSQL's own `ts_rank` has
+/// no inverse document frequency, so a word in every memory (a speaker's name, "user")
+/// would weigh as much as the rare word that identifies the answer. Query words are the
+/// stemmed lexemes of `$5`; document frequencies come from the GIN index, over exactly the
+/// memories this caller may see; any memory containing any query word is a candidate.
+///
+/// Arguments: the table, its alias, its candidate columns and its filter (all literals).
+macro_rules! bm25_query {
+    ($table:literal, $a:literal, $columns:expr, $filter:expr) => {
+        concat!(
+            "WITH terms AS MATERIALIZED (
+                 SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', $5))) AS lexeme
+                 WHERE lexeme !~ '[''\\\\]'),
+             corpus AS MATERIALIZED (
+                 SELECT count(*)::float8 AS n, COALESCE(avg(length(", $a, ".search_vector)), 1)::float8 AS avgdl
+                 FROM ", $table, " ", $a, " WHERE ", $filter, "),
+             idf AS MATERIALIZED (
+                 SELECT t.lexeme, ln(1 + (c.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+                 FROM terms t CROSS JOIN corpus c
+                 CROSS JOIN LATERAL (
+                     SELECT count(*)::float8 AS df FROM ", $table, " ", $a, "
+                     WHERE ", $filter, " AND ", $a, ".search_vector @@ quote_literal(t.lexeme)::tsquery) d),
+             q AS MATERIALIZED (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM terms)
+             SELECT ", $columns, ", s.bm25 AS signal
+             FROM ", $table, " ", $a, " CROSS JOIN q CROSS JOIN corpus c
+             CROSS JOIN LATERAL (
+                 SELECT COALESCE(sum(i.idf * (cardinality(u.positions) * 2.2)
+                        / (cardinality(u.positions) + 1.2 * (0.25 + 0.75 * length(", $a, ".search_vector) / c.avgdl))), 0)::float8 AS bm25
+                 FROM unnest(", $a, ".search_vector) u JOIN idf i ON i.lexeme = u.lexeme) s
+             WHERE ", $filter, " AND ", $a, ".search_vector @@ q.q
+             ORDER BY signal DESC, ", $a, ".id LIMIT $6"
+        )
     };
 }
 
@@ -138,7 +164,7 @@ impl Store {
         Ok(typed(rows, memory_type))
     }
 
-    /// The `depth` best full-text matches of one type, best first; `signal` is `ts_rank`.
+    /// The `depth` best full-text matches of one type, best first; `signal` is the BM25 score.
     pub async fn keyword_candidates(
         &self,
         memory_type: MemoryType,
@@ -147,42 +173,11 @@ impl Store {
         depth: i64,
     ) -> MemoryResult<Vec<Candidate>> {
         let sql = match memory_type {
-            MemoryType::Episode => concat!(
-                "SELECT ",
-                episode_candidate!(),
-                ", ts_rank(e.search_vector, q.q, 1)::float8 AS signal
-                 FROM episodes e, ",
-                or_query!(),
-                " AS q(q)
-                 WHERE ",
-                episode_filter!(),
-                " AND e.search_vector @@ q.q
-                 ORDER BY signal DESC, e.id LIMIT $6"
-            ),
-            MemoryType::Fact => concat!(
-                "SELECT ",
-                fact_candidate!(),
-                ", ts_rank(f.search_vector, q.q, 1)::float8 AS signal
-                 FROM facts f, ",
-                or_query!(),
-                " AS q(q)
-                 WHERE ",
-                fact_filter!(),
-                " AND f.search_vector @@ q.q
-                 ORDER BY signal DESC, f.id LIMIT $6"
-            ),
-            MemoryType::Rule => concat!(
-                "SELECT ",
-                rule_candidate!(),
-                ", ts_rank(r.search_vector, q.q, 1)::float8 AS signal
-                 FROM rules r, ",
-                or_query!(),
-                " AS q(q)
-                 WHERE ",
-                rule_filter!(),
-                " AND r.search_vector @@ q.q
-                 ORDER BY signal DESC, r.id LIMIT $6"
-            ),
+            MemoryType::Episode => {
+                bm25_query!("episodes", "e", episode_candidate!(), episode_filter!())
+            }
+            MemoryType::Fact => bm25_query!("facts", "f", fact_candidate!(), fact_filter!()),
+            MemoryType::Rule => bm25_query!("rules", "r", rule_candidate!(), rule_filter!()),
         };
         let rows: Vec<Candidate> = sqlx::query_as(sql)
             .bind(&filter.scope.tenant_id)

@@ -1,0 +1,869 @@
+//! Read latency under concurrent load: `memory_search` and `memory_context` as butlers call
+//! them at session start, against one tenant holding 2,000 active facts, 200 rules and 350
+//! episodes.
+//!
+//! Runs a private service in-process (embedded PostgreSQL in a temporary directory, the
+//! real MiniLM embedder from `.deps/`), seeds it with deterministic synthetic memories
+//! through MCP, waits until every row is embedded, then runs `--clients` closed-loop MCP
+//! clients (each its own connection, a butler key bound to `bench`). Each client sends
+//! `--requests-per-client` requests, alternating the two tools, with prompts drawn from a
+//! fixed set of 60 (so prompts repeat, as session-start prompts do), each request after the
+//! previous one answered. A short untimed warm-up comes first; the timed phase starts for
+//! all clients together.
+//!
+//!     cargo bench --bench retrieval_latency
+//!     cargo bench --bench retrieval_latency -- --clients 50 --requests-per-client 40 --json out.json
+//!
+//! Prints count, errors, p50/p95/p99/max latency and throughput per tool. Client and
+//! service share the machine, so the numbers include the client's own CPU use.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+
+use support::{Key, Latency, Mcp, Rng, Service, round3};
+
+const TENANT: &str = "bench";
+const BUTLER: &str = "bench";
+const BUTLER_KEY: &str = "retrieval-bench-butler-key";
+
+/// The contract's p95 objectives (memory_butler.md), printed next to the measurements.
+const SEARCH_P95_TARGET_MS: f64 = 350.0;
+const CONTEXT_P95_TARGET_MS: f64 = 250.0;
+
+#[derive(Parser)]
+struct Args {
+    /// Concurrent MCP clients, each with its own connection.
+    #[arg(long, default_value_t = 50)]
+    clients: usize,
+    /// Timed requests per client (alternating memory_search and memory_context).
+    #[arg(long, default_value_t = 40)]
+    requests_per_client: usize,
+    /// Untimed requests per client before the timed phase.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Also write the numbers as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Seed of the synthetic memories and of the prompt draws.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[arg(long, default_value_t = 2000)]
+    facts: usize,
+    #[arg(long, default_value_t = 200)]
+    rules: usize,
+    #[arg(long, default_value_t = 350)]
+    episodes: usize,
+    /// Store calls in flight while seeding.
+    #[arg(long, default_value_t = 8)]
+    store_concurrency: usize,
+    /// `limit` of memory_search (the tool's default when absent).
+    #[arg(long)]
+    search_limit: Option<u32>,
+    /// `token_budget` of memory_context (the service's default when absent).
+    #[arg(long)]
+    token_budget: Option<u32>,
+    /// Extra service configuration (TOML layered over the defaults), e.g. retrieval workers.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Accepted for `cargo bench` compatibility.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+// ---- synthetic memories -----------------------------------------------------------------
+
+const PEOPLE: &[&str] = &[
+    "user", "maria", "john", "emma", "leo", "sophie", "mom", "dad", "grandma", "the kids",
+];
+const THINGS: &[&str] = &[
+    "the car",
+    "the house",
+    "the dog",
+    "the garden",
+    "the boat",
+    "the laptop",
+    "the apartment",
+    "the bike",
+];
+const FOODS: &[&str] = &[
+    "oatmeal with berries",
+    "spicy ramen",
+    "grilled salmon",
+    "vegetable curry",
+    "margherita pizza",
+    "greek salad",
+    "black coffee",
+    "green tea",
+    "lentil soup",
+    "tacos al pastor",
+    "sushi",
+    "pancakes",
+];
+const MEALS: &[&str] = &[
+    "breakfast",
+    "lunch",
+    "dinner",
+    "a late snack",
+    "weekend brunch",
+];
+const WEEKDAYS: &[&str] = &[
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
+const TIMES: &[&str] = &[
+    "7:30 am", "8 am", "9:15 am", "10 am", "noon", "1:30 pm", "3 pm", "4:45 pm", "6 pm", "8 pm",
+];
+const DAYPARTS: &[&str] = &["morning", "afternoon", "evening", "night"];
+const MONTHS: &[&str] = &[
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const APPOINTMENTS: &[&str] = &[
+    "dentist",
+    "physiotherapy",
+    "eye exam",
+    "haircut",
+    "vet",
+    "tax advisor",
+    "parent-teacher",
+    "cardiology",
+];
+const ALLERGENS: &[&str] = &[
+    "peanuts",
+    "shellfish",
+    "penicillin",
+    "cat hair",
+    "pollen",
+    "lactose",
+    "gluten",
+];
+const ACTIVITIES: &[&str] = &[
+    "running by the river",
+    "yoga",
+    "playing chess",
+    "swimming",
+    "reading mystery novels",
+    "cooking for friends",
+    "cycling",
+    "piano practice",
+    "hiking",
+    "board games",
+];
+const PLACES: &[&str] = &[
+    "Lisbon",
+    "Kyoto",
+    "the lake cabin",
+    "Barcelona",
+    "the coast",
+    "Vienna",
+    "the national park",
+    "Montreal",
+];
+const FAVOURITES: &[(&str, &[&str])] = &[
+    ("color", &["blue", "green", "deep red", "yellow"]),
+    ("band", &["Radiohead", "ABBA", "the Beatles", "Daft Punk"]),
+    ("book", &["Dune", "Middlemarch", "The Hobbit", "Beloved"]),
+    ("restaurant", &["Luigi's", "the noodle bar", "Casa Verde"]),
+    ("movie", &["Spirited Away", "Casablanca", "Alien", "Amelie"]),
+];
+const BILLS: &[&str] = &[
+    "electricity",
+    "internet",
+    "phone",
+    "water",
+    "rent",
+    "insurance",
+];
+const MEDICATIONS: &[&str] = &[
+    "vitamin D",
+    "ibuprofen as needed",
+    "blood pressure pills",
+    "allergy tablets",
+    "iron supplements",
+];
+const SERVICES: &[&str] = &[
+    "an oil change",
+    "a tire rotation",
+    "a chimney inspection",
+    "a vaccination",
+    "a filter replacement",
+    "a deep clean",
+    "a software update",
+    "a safety check",
+];
+const PARTS: &[&str] = &[
+    "battery",
+    "roof",
+    "water heater",
+    "brakes",
+    "fence",
+    "screen",
+    "collar",
+    "chain",
+];
+const INSURERS: &[&str] = &["Allianz", "State Farm", "AXA", "Zurich", "a local broker"];
+const TAGS: &[&str] = &[
+    "health", "food", "schedule", "family", "finance", "home", "travel", "hobby", "car", "pets",
+];
+
+/// "user" → "The user", "maria" → "Maria", "the car" → "The car".
+fn display(subject: &str) -> String {
+    let name = if subject == "user" {
+        "the user"
+    } else {
+        subject
+    };
+    let mut chars = name.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// One fact: its subject, a predicate stem (made unique by the caller), the text, a tag.
+fn fact_text(rng: &mut Rng) -> (&'static str, &'static str, String, &'static str) {
+    if rng.below(4) == 0 {
+        let thing = *rng.pick(THINGS);
+        let t = display(thing);
+        return match rng.below(3) {
+            0 => (
+                thing,
+                "maintenance",
+                format!(
+                    "{t} needs {} every {} months",
+                    rng.pick(SERVICES),
+                    rng.below(11) + 2
+                ),
+                "home",
+            ),
+            1 => (
+                thing,
+                "repair",
+                format!(
+                    "{t} had its {} replaced in {}",
+                    rng.pick(PARTS),
+                    rng.pick(MONTHS)
+                ),
+                "home",
+            ),
+            _ => (
+                thing,
+                "insurance",
+                format!(
+                    "{t} is insured with {} until {}",
+                    rng.pick(INSURERS),
+                    rng.pick(MONTHS)
+                ),
+                "finance",
+            ),
+        };
+    }
+    let person = *rng.pick(PEOPLE);
+    let p = display(person);
+    match rng.below(9) {
+        0 => (
+            person,
+            "food_preference",
+            format!("{p} prefers {} for {}", rng.pick(FOODS), rng.pick(MEALS)),
+            "food",
+        ),
+        1 => (
+            person,
+            "appointment",
+            format!(
+                "{p} has a {} appointment on {} at {}",
+                rng.pick(APPOINTMENTS),
+                rng.pick(WEEKDAYS),
+                rng.pick(TIMES)
+            ),
+            "schedule",
+        ),
+        2 => (
+            person,
+            "allergy",
+            format!("{p} is allergic to {}", rng.pick(ALLERGENS)),
+            "health",
+        ),
+        3 => (
+            person,
+            "hobby",
+            format!(
+                "{p} enjoys {} on {} {}s",
+                rng.pick(ACTIVITIES),
+                rng.pick(WEEKDAYS),
+                rng.pick(DAYPARTS)
+            ),
+            "hobby",
+        ),
+        4 => (
+            person,
+            "wake_time",
+            format!(
+                "{p} usually wakes up at {} on {}s",
+                rng.pick(TIMES),
+                rng.pick(WEEKDAYS)
+            ),
+            "schedule",
+        ),
+        5 => {
+            let (what, options) = *rng.pick(FAVOURITES);
+            (
+                person,
+                "favourite",
+                format!("{p}'s favourite {what} is {}", rng.pick(options)),
+                "hobby",
+            )
+        }
+        6 => (
+            person,
+            "travel_wish",
+            format!(
+                "{p} mentioned wanting to visit {} in {}",
+                rng.pick(PLACES),
+                rng.pick(MONTHS)
+            ),
+            "travel",
+        ),
+        7 => (
+            person,
+            "bill",
+            format!(
+                "{p} pays the {} bill on day {} of each month",
+                rng.pick(BILLS),
+                rng.below(28) + 1
+            ),
+            "finance",
+        ),
+        _ => (
+            person,
+            "medication",
+            format!(
+                "{p} takes {} every {}",
+                rng.pick(MEDICATIONS),
+                rng.pick(DAYPARTS)
+            ),
+            "health",
+        ),
+    }
+}
+
+const SITUATIONS: &[&str] = &[
+    "the user asks about their schedule",
+    "scheduling a meeting",
+    "booking travel",
+    "suggesting a recipe",
+    "the user mentions feeling unwell",
+    "a bill is due within three days",
+    "planning a family dinner",
+    "the user asks for a restaurant",
+    "the car service is overdue",
+    "a new appointment overlaps another one",
+    "the user is travelling abroad",
+    "writing an email on the user's behalf",
+    "the kids have a school event",
+    "recommending a book or movie",
+    "the user asks to be reminded of something",
+    "ordering groceries",
+    "the weather forecast shows rain",
+    "a medication refill is needed",
+    "the user has not exercised for a week",
+    "booking a doctor's appointment",
+];
+const ACTIONS: &[&str] = &[
+    "check the calendar for conflicts first",
+    "confirm the time zone before answering",
+    "mention known allergies",
+    "prefer morning slots",
+    "ask before spending more than 100 euros",
+    "keep the answer to three sentences",
+    "offer two options instead of one",
+    "use the metric system",
+    "remind the user a day in advance",
+    "avoid scheduling anything on Sunday",
+    "copy Maria on the message",
+    "suggest a vegetarian alternative",
+    "double-check the address",
+    "add the event to the shared family calendar",
+    "summarise the cost before confirming",
+    "write in a friendly, informal tone",
+    "ask which of the kids it concerns",
+    "note it in the weekly summary",
+];
+
+fn rule_text(rng: &mut Rng) -> (String, &'static str) {
+    let situation = rng.pick(SITUATIONS);
+    let action = rng.pick(ACTIONS);
+    let text = match rng.below(3) {
+        0 => format!("When {situation}, {action}."),
+        1 => format!("If {situation}, always {action}."),
+        _ => format!("When {situation}, {action}, and never guess."),
+    };
+    (text, *rng.pick(TAGS))
+}
+
+const TASKS: &[&str] = &[
+    "move the dentist appointment to a morning slot",
+    "find a dinner recipe without peanuts",
+    "book train tickets to Vienna",
+    "pay the electricity bill",
+    "plan a birthday party for Emma",
+    "compare car insurance offers",
+    "schedule the car's oil change",
+    "find a yoga class near the office",
+    "summarise the week's appointments",
+    "order groceries for the weekend",
+    "draft an email to the landlord about the water heater",
+    "choose a movie for family night",
+    "reschedule the vet visit for the dog",
+    "set up a reminder for blood pressure pills",
+    "plan a hiking trip to the national park",
+];
+const OUTCOMES: &[&str] = &[
+    "The butler confirmed it and updated the calendar",
+    "The user changed their mind halfway and asked for options",
+    "It was done, but the user wants a reminder next time",
+    "It could not be finished because a detail was missing",
+    "The butler suggested two alternatives and the user picked the first",
+    "The user was happy with the result",
+];
+const FOLLOW_UPS: &[&str] = &[
+    "check again next week",
+    "ask Maria for her preference",
+    "confirm the booking by email",
+    "none",
+    "remind the user on the day before",
+    "look for a cheaper option",
+];
+
+fn episode_text(rng: &mut Rng, i: usize) -> String {
+    let (weekday, daypart, person) = (*rng.pick(WEEKDAYS), *rng.pick(DAYPARTS), *rng.pick(PEOPLE));
+    format!(
+        "Session summary #{i} ({} {}): {} asked the butler to {}. {}. Follow-up: {}.",
+        weekday,
+        daypart,
+        display(person),
+        rng.pick(TASKS),
+        rng.pick(OUTCOMES),
+        rng.pick(FOLLOW_UPS)
+    )
+}
+
+/// Session-start prompts; every request draws one of these.
+const PROMPTS: &[&str] = &[
+    "What's on my calendar tomorrow?",
+    "Remind me what Maria likes for dinner",
+    "Book a dentist appointment for next week",
+    "Plan a healthy breakfast for the kids",
+    "When is the car due for its next service?",
+    "Is anyone in the family allergic to peanuts?",
+    "Help me plan a trip to Lisbon",
+    "Which bills are due this month?",
+    "What time does John usually wake up on Mondays?",
+    "Find a restaurant for Saturday evening",
+    "Schedule a meeting with the tax advisor",
+    "What medication does grandma take?",
+    "Suggest a weekend activity for the whole family",
+    "When is the vet appointment for the dog?",
+    "What did we decide about the house insurance?",
+    "Order groceries for the week",
+    "Draft an email to the landlord",
+    "What's Emma's favourite book?",
+    "Recommend a movie for family night",
+    "Does the garden need anything this month?",
+    "Remind me to pay the internet bill",
+    "What hobbies does Leo have?",
+    "Plan dinner for six people on Friday",
+    "What happened in our last session?",
+    "Reschedule my physiotherapy appointment",
+    "Is the laptop due for a software update?",
+    "Where did Sophie want to travel this year?",
+    "What does mom prefer for lunch?",
+    "Set up a reminder for dad's blood pressure pills",
+    "Find a yoga class on Tuesday mornings",
+    "What's the plan for the kids' school event?",
+    "Compare insurance offers for the car",
+    "What did the user ask about last week?",
+    "Book train tickets to Vienna",
+    "Is there anything I should follow up on?",
+    "What are the house maintenance tasks coming up?",
+    "Suggest a vegetarian recipe",
+    "Who is allergic to shellfish?",
+    "Plan a hiking trip to the national park",
+    "What time is my haircut?",
+    "Summarise this week's appointments",
+    "What's Maria's favourite color?",
+    "When does the boat insurance expire?",
+    "Help me choose a birthday gift for Emma",
+    "What do I usually eat for breakfast?",
+    "Check my schedule for conflicts on Thursday",
+    "Which of the kids has a parent-teacher meeting?",
+    "What did we say about spending limits?",
+    "Is the bike due for a safety check?",
+    "What should I cook for weekend brunch?",
+    "Send a message to Maria about Sunday",
+    "When did the car get new brakes?",
+    "What's the rule for booking travel?",
+    "Find a swimming pool open in the evening",
+    "Remind me what grandma enjoys doing",
+    "What is the user's preferred tone for emails?",
+    "Any rules about scheduling on Sunday?",
+    "How often does the dog need a vaccination?",
+    "What was left unfinished in previous sessions?",
+    "Plan a quiet evening at home",
+];
+
+/// Stores the synthetic memories through MCP, several calls in flight.
+async fn seed(client: &Mcp, args: &Args) -> anyhow::Result<Duration> {
+    let mut rng = Rng::new(args.seed);
+    let permanences = ["permanent", "stable", "standard", "volatile"];
+    let mut calls: Vec<(&'static str, Value)> = Vec::new();
+    for i in 0..args.facts {
+        let (subject, stem, content, tag) = fact_text(&mut rng);
+        calls.push((
+            "memory_store_fact",
+            json!({
+                "subject": subject,
+                // Unique per fact: a second fact with the same key would supersede the first.
+                "predicate": format!("{stem}_{i}"),
+                "content": content,
+                "importance": rng.below(9) + 1,
+                "permanence": rng.pick(&permanences),
+                "scope": if i.is_multiple_of(3) { "global" } else { BUTLER },
+                "tags": [tag],
+            }),
+        ));
+    }
+    for i in 0..args.rules {
+        let (content, tag) = rule_text(&mut rng);
+        calls.push((
+            "memory_store_rule",
+            json!({
+                "content": content,
+                "scope": if i.is_multiple_of(2) { "global" } else { BUTLER },
+                "tags": [tag],
+                "importance": rng.below(9) + 1,
+            }),
+        ));
+    }
+    for i in 0..args.episodes {
+        calls.push((
+            "memory_store_episode",
+            json!({
+                "content": episode_text(&mut rng, i),
+                "butler": BUTLER,
+                "session_id": format!("bench-session-{}", i / 5),
+                "importance": rng.below(9) + 1,
+                "ttl_days": 3650,
+            }),
+        ));
+    }
+    let started = Instant::now();
+    let mut stream = futures::stream::iter(calls)
+        .map(|(tool, args)| client.call(tool, args))
+        .buffer_unordered(args.store_concurrency.max(1));
+    while let Some(stored) = stream.next().await {
+        stored?;
+    }
+    Ok(started.elapsed())
+}
+
+// ---- the load -----------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tool {
+    Search,
+    Context,
+}
+
+impl Tool {
+    fn name(self) -> &'static str {
+        match self {
+            Tool::Search => "memory_search",
+            Tool::Context => "memory_context",
+        }
+    }
+}
+
+/// One timed request.
+struct Sample {
+    tool: Tool,
+    latency: Duration,
+    error: Option<String>,
+    /// Answered from the keyword path only (the query embedding was not available in time).
+    degraded: bool,
+    /// memory_search: results returned; memory_context: tokens_used.
+    size: f64,
+}
+
+/// One client's closed loop: warm-up, wait for every client, then the timed requests.
+async fn client_loop(
+    client: Mcp,
+    index: usize,
+    args: Arc<Args>,
+    start: Arc<tokio::sync::Barrier>,
+) -> (Vec<Sample>, Instant, Instant) {
+    let mut rng = Rng::new(args.seed ^ (index as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D));
+    let mut samples = Vec::with_capacity(args.requests_per_client);
+    let mut began = Instant::now();
+    for r in 0..args.warmup + args.requests_per_client {
+        if r == args.warmup {
+            start.wait().await;
+            began = Instant::now();
+        }
+        // Alternate, and start half the clients on each tool so both run at all times.
+        let tool = if (index + r).is_multiple_of(2) {
+            Tool::Search
+        } else {
+            Tool::Context
+        };
+        let prompt = *rng.pick(PROMPTS);
+        let call = match tool {
+            Tool::Search => {
+                let mut a = json!({"query": prompt});
+                if let Some(limit) = args.search_limit {
+                    a["limit"] = json!(limit);
+                }
+                a
+            }
+            Tool::Context => {
+                let mut a = json!({"trigger_prompt": prompt, "butler": BUTLER});
+                if let Some(budget) = args.token_budget {
+                    a["token_budget"] = json!(budget);
+                }
+                a
+            }
+        };
+        let t = Instant::now();
+        let answer = client.call(tool.name(), call).await;
+        let latency = t.elapsed();
+        if r < args.warmup {
+            continue;
+        }
+        let (error, degraded, size) = match answer {
+            Ok(body) => (
+                None,
+                body["degraded"].as_bool() == Some(true),
+                match tool {
+                    Tool::Search => body["results"].as_array().map_or(0, Vec::len) as f64,
+                    Tool::Context => body["tokens_used"].as_f64().unwrap_or(0.0),
+                },
+            ),
+            Err(e) => (Some(format!("{e:#}")), false, 0.0),
+        };
+        samples.push(Sample {
+            tool,
+            latency,
+            error,
+            degraded,
+            size,
+        });
+    }
+    let ended = Instant::now();
+    client.close().await;
+    (samples, began, ended)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Arc::new(Args::parse());
+    anyhow::ensure!(args.clients > 0, "--clients must be at least 1");
+    let keys = [Key::butler(BUTLER_KEY, TENANT, BUTLER)];
+    let extra = support::extra_toml(args.config.as_ref())?;
+    let service = Service::start(&keys, &extra).await?;
+    let outcome = run(args.clone(), &service).await;
+    service.stop().await?;
+    outcome
+}
+
+async fn run(args: Arc<Args>, service: &Service) -> anyhow::Result<()> {
+    let seeder = service.client(BUTLER_KEY).await?;
+    // Fail in a second, not after seeding, if either tool is missing or broken.
+    seeder
+        .call("memory_search", json!({"query": "probe"}))
+        .await?;
+    seeder
+        .call(
+            "memory_context",
+            json!({"trigger_prompt": "probe", "butler": BUTLER}),
+        )
+        .await?;
+    let stored = seed(&seeder, &args).await?;
+    let started = Instant::now();
+    service.flush().await?;
+    let drained = started.elapsed();
+    let stats = seeder.call("memory_stats", json!({})).await?;
+    seeder.close().await;
+    let memories = args.facts + args.rules + args.episodes;
+    eprintln!(
+        "seeded {memories} memories in {:.1} s ({:.0}/s), embedded {:.1} s after the last write; \
+         memory_stats: active facts {}, active rules {}, episodes {}, unembedded episodes {}",
+        stored.as_secs_f64(),
+        memories as f64 / stored.as_secs_f64().max(1e-9),
+        drained.as_secs_f64(),
+        stats["facts"]["breakdown"]["validity"]["active"],
+        stats["rules"]["breakdown"]["validity"]["active"],
+        stats["episodes"]["total"],
+        stats["episodes"]["unembedded"],
+    );
+
+    // Connect every client before any starts, so that no client waits at the barrier for
+    // one that failed to connect.
+    let mut clients = Vec::with_capacity(args.clients);
+    for _ in 0..args.clients {
+        clients.push(service.client(BUTLER_KEY).await?);
+    }
+    let barrier = Arc::new(tokio::sync::Barrier::new(args.clients));
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, client)| tokio::spawn(client_loop(client, i, args.clone(), barrier.clone())))
+        .collect();
+    let mut samples = Vec::new();
+    let mut first: Option<Instant> = None;
+    let mut last: Option<Instant> = None;
+    for task in tasks {
+        let (s, began, ended) = task.await?;
+        samples.extend(s);
+        first = Some(first.map_or(began, |f| f.min(began)));
+        last = Some(last.map_or(ended, |l| l.max(ended)));
+    }
+    let wall = match (first, last) {
+        (Some(f), Some(l)) => l - f,
+        _ => Duration::ZERO,
+    };
+    report(&args, &samples, wall, stored, drained, &stats)
+}
+
+fn report(
+    args: &Args,
+    samples: &[Sample],
+    wall: Duration,
+    stored: Duration,
+    drained: Duration,
+    stats: &Value,
+) -> anyhow::Result<()> {
+    let wall_s = wall.as_secs_f64().max(1e-9);
+    println!("## Retrieval latency under load");
+    println!();
+    println!(
+        "- one tenant: {} facts, {} rules, {} episodes (seed {}), seeded in {:.1} s, embedding drain {:.1} s",
+        args.facts,
+        args.rules,
+        args.episodes,
+        args.seed,
+        stored.as_secs_f64(),
+        drained.as_secs_f64()
+    );
+    println!(
+        "- {} closed-loop clients x {} timed requests (after {} warm-up each), alternating tools, {} distinct prompts; timed phase {:.1} s",
+        args.clients,
+        args.requests_per_client,
+        args.warmup,
+        PROMPTS.len(),
+        wall_s
+    );
+    println!();
+    println!(
+        "| tool | requests | errors | degraded | p50 ms | p95 ms | p99 ms | max ms | mean ms | req/s | p95 target ms | mean size |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut tools = serde_json::Map::new();
+    let all: Vec<Duration> = samples.iter().map(|s| s.latency).collect();
+    for (tool, target, size_label) in [
+        (Tool::Search, SEARCH_P95_TARGET_MS, "results"),
+        (Tool::Context, CONTEXT_P95_TARGET_MS, "tokens_used"),
+    ] {
+        let mine: Vec<&Sample> = samples.iter().filter(|s| s.tool == tool).collect();
+        let latencies: Vec<Duration> = mine.iter().map(|s| s.latency).collect();
+        let ok: Vec<&&Sample> = mine.iter().filter(|s| s.error.is_none()).collect();
+        let errors = mine.len() - ok.len();
+        let degraded = ok.iter().filter(|s| s.degraded).count();
+        // fold, not sum: an empty f64 sum is -0.0.
+        let mean_size = ok.iter().map(|s| s.size).fold(0.0, |a, b| a + b) / ok.len().max(1) as f64;
+        let l = Latency::of(&latencies);
+        let throughput = mine.len() as f64 / wall_s;
+        println!(
+            "| {} | {} | {errors} | {degraded} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {throughput:.1} | {target:.0} | {mean_size:.1} {size_label} |",
+            tool.name(),
+            l.count,
+            l.p50,
+            l.p95,
+            l.p99,
+            l.max,
+            l.mean
+        );
+        let first_error = mine.iter().find_map(|s| s.error.clone());
+        let mut entry = l.json();
+        entry["errors"] = json!(errors);
+        entry["degraded"] = json!(degraded);
+        entry["throughput_per_s"] = json!(round3(throughput));
+        entry["p95_target_ms"] = json!(target);
+        entry[format!("mean_{size_label}")] = json!(round3(mean_size));
+        entry["first_error"] = json!(first_error);
+        tools.insert(tool.name().into(), entry);
+    }
+    let l = Latency::of(&all);
+    println!(
+        "| all | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | | |",
+        l.count,
+        samples.iter().filter(|s| s.error.is_some()).count(),
+        samples.iter().filter(|s| s.degraded).count(),
+        l.p50,
+        l.p95,
+        l.p99,
+        l.max,
+        l.mean,
+        l.count as f64 / wall_s
+    );
+    for (name, entry) in &tools {
+        if let Some(e) = entry["first_error"].as_str() {
+            println!("\n{name}: first error: {e}");
+        }
+    }
+    if let Some(path) = &args.json {
+        let value = json!({
+            "bench": "retrieval_latency",
+            "facts": args.facts,
+            "rules": args.rules,
+            "episodes": args.episodes,
+            "seed": args.seed,
+            "clients": args.clients,
+            "requests_per_client": args.requests_per_client,
+            "warmup_per_client": args.warmup,
+            "prompts": PROMPTS.len(),
+            "search_limit": args.search_limit,
+            "token_budget": args.token_budget,
+            "seed_seconds": round3(stored.as_secs_f64()),
+            "drain_seconds": round3(drained.as_secs_f64()),
+            "timed_seconds": round3(wall_s),
+            "memory_stats": stats,
+            "tools": tools,
+            "all": l.json(),
+        });
+        support::write_json(path, &value)?;
+    }
+    Ok(())
+}

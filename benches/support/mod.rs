@@ -1,0 +1,274 @@
+//! What the in-process benchmarks share: a private service on the embedded PostgreSQL in a
+//! temporary directory, an MCP client over Streamable HTTP, a seeded random source and
+//! latency percentiles.
+
+// Each bench binary compiles this module on its own and uses a subset of it.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use butler_memory::config::Config;
+use butler_memory::startup::{AppState, Application};
+use rmcp::RoleClient;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+/// Longest a single tool call may take before the bench counts it as failed.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `[[auth.keys]]` entry.
+pub struct Key {
+    pub key: String,
+    pub tenant: String,
+    /// `None`: an admin key; `Some(butler)`: a butler key bound to that butler.
+    pub butler: Option<String>,
+}
+
+impl Key {
+    pub fn admin(key: impl Into<String>, tenant: impl Into<String>) -> Key {
+        Key {
+            key: key.into(),
+            tenant: tenant.into(),
+            butler: None,
+        }
+    }
+
+    pub fn butler(
+        key: impl Into<String>,
+        tenant: impl Into<String>,
+        butler: impl Into<String>,
+    ) -> Key {
+        Key {
+            key: key.into(),
+            tenant: tenant.into(),
+            butler: Some(butler.into()),
+        }
+    }
+
+    fn toml(&self) -> String {
+        let role = match &self.butler {
+            None => "role = \"admin\"".to_owned(),
+            Some(b) => format!("role = \"butler\"\nbutler = \"{b}\""),
+        };
+        format!(
+            "[[auth.keys]]\nkey = \"{}\"\ntenant = \"{}\"\n{role}\n",
+            self.key, self.tenant
+        )
+    }
+}
+
+/// A running private service. Dropping it without [`Service::stop`] leaves the embedded
+/// PostgreSQL to its guard (it stops when this process exits).
+pub struct Service {
+    pub address: SocketAddr,
+    pub state: Arc<AppState>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    _data: tempfile::TempDir,
+}
+
+impl Service {
+    /// Starts the service with `keys`, the default configuration, the `.deps/` installs of
+    /// this checkout, and `extra` TOML (from `--config`; it must not repeat a table set
+    /// here: `[embedded_postgres]`, `[embedder]`, `[log]`, `[auth]`).
+    pub async fn start(keys: &[Key], extra: &str) -> anyhow::Result<Service> {
+        let data = tempfile::tempdir().context("creating a temporary data directory")?;
+        let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps");
+        let keys: String = keys.iter().map(Key::toml).collect();
+        let toml = format!(
+            r#"
+listen = "127.0.0.1:0"
+data_dir = "{data}"
+[embedded_postgres]
+install_dir = "{deps}/postgres/embedded_postgres/pginstall"
+[embedder]
+onnxruntime_path = "{deps}/onnxruntime/libonnxruntime.so.1.31.1"
+model_path = "{deps}/model/model.onnx"
+tokenizer_path = "{deps}/model/tokenizer.json"
+[log]
+# rmcp's client logs every tool error it receives as a warning; the benches count them.
+level = "warn,rmcp=error"
+[auth]
+bootstrap_admin_key = false
+{keys}
+{extra}
+"#,
+            data = data.path().display(),
+            deps = deps.display(),
+        );
+        let config = Config::from_toml(&toml).map_err(|e| anyhow::anyhow!("{e}"))?;
+        butler_memory::telemetry::init_logging(&config.log);
+        let app = Application::build(config)
+            .await
+            .context("starting the service (run scripts/setup first if .deps/ is missing)")?;
+        let address = app.address();
+        let state = app.state();
+        let (stop, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(app.run_until_stopped(async move {
+            let _ = rx.await;
+        }));
+        Ok(Service {
+            address,
+            state,
+            stop,
+            task,
+            _data: data,
+        })
+    }
+
+    /// Barrier: every committed row is embedded.
+    pub async fn flush(&self) -> anyhow::Result<()> {
+        self.state
+            .engine
+            .flush()
+            .await
+            .map_err(|e| anyhow::anyhow!("flush: {e}"))
+    }
+
+    pub async fn client(&self, key: &str) -> anyhow::Result<Mcp> {
+        Mcp::connect(self.address, key).await
+    }
+
+    /// Clean stop, the way a signal would do it (stops the embedded PostgreSQL too).
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.task.await.context("server task")?
+    }
+}
+
+/// An MCP client authenticated with one key.
+pub struct Mcp {
+    service: RunningService<RoleClient, ClientConfig>,
+}
+
+impl Mcp {
+    pub async fn connect(address: SocketAddr, key: &str) -> anyhow::Result<Mcp> {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!("http://{address}/mcp"))
+                .auth_header(key.to_owned()),
+        );
+        let service = ClientConfig::default()
+            .serve(transport)
+            .await
+            .context("MCP client connects")?;
+        Ok(Mcp { service })
+    }
+
+    /// Calls `tool`; a tool error (`isError`) is an `Err` carrying its structured body, so
+    /// callers can count it.
+    pub async fn call(&self, tool: &str, args: Value) -> anyhow::Result<Value> {
+        let Value::Object(args) = args else {
+            anyhow::bail!("tool arguments must be a JSON object");
+        };
+        let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        let result = tokio::time::timeout(CALL_TIMEOUT, self.service.call_tool(request))
+            .await
+            .with_context(|| format!("{tool} did not answer within {CALL_TIMEOUT:?}"))?
+            .with_context(|| format!("{tool} call"))?;
+        let body = result.structured_content.unwrap_or(Value::Null);
+        if result.is_error == Some(true) {
+            anyhow::bail!("{tool} failed: {body}");
+        }
+        Ok(body)
+    }
+
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+/// SplitMix64: a tiny deterministic generator, so the same seed gives the same data.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`; the modulo bias is irrelevant at these sizes).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+/// Latency summary of one series, in milliseconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Latency {
+    pub count: usize,
+    pub mean: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    /// Nearest-rank percentiles (the smallest sample with at least p of the samples at or
+    /// below it), as write_latency prints them.
+    pub fn of(samples: &[Duration]) -> Latency {
+        if samples.is_empty() {
+            return Latency::default();
+        }
+        let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        let rank = |p: f64| ms[((ms.len() as f64 * p).ceil() as usize).clamp(1, ms.len()) - 1];
+        Latency {
+            count: ms.len(),
+            mean: ms.iter().sum::<f64>() / ms.len() as f64,
+            p50: rank(0.50),
+            p95: rank(0.95),
+            p99: rank(0.99),
+            max: ms[ms.len() - 1],
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::json!({
+            "count": self.count,
+            "mean_ms": round3(self.mean),
+            "p50_ms": round3(self.p50),
+            "p95_ms": round3(self.p95),
+            "p99_ms": round3(self.p99),
+            "max_ms": round3(self.max),
+        })
+    }
+}
+
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Reads `--config FILE` (extra TOML), or nothing.
+pub fn extra_toml(path: Option<&PathBuf>) -> anyhow::Result<String> {
+    match path {
+        None => Ok(String::new()),
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display())),
+    }
+}
+
+/// Writes `value` as pretty JSON to `path`.
+pub fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(value)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))
+}
