@@ -83,7 +83,13 @@ pub struct RetrievalConfig {
     pub max_limit: u32,
     pub default_mode: String,
     pub context_token_budget: u32,
+    /// `relative_score` or `rrf`: how hybrid mode fuses its two lists.
+    pub fusion: String,
     pub rrf_k: f64,
+    /// Weight of the semantic list in relative-score fusion; the keyword list gets the rest.
+    pub semantic_weight: f64,
+    /// Share of its best session neighbour's relevance an episode gains (0 turns it off).
+    pub session_neighbour_weight: f64,
     pub recency_half_life_days: f64,
     pub score_weights: ScoreWeights,
     pub maturity_weights: MaturityWeights,
@@ -145,6 +151,9 @@ pub struct IndexerConfig {
     pub batch_size: u32,
     /// How often it looks for rows to embed when not told about new ones.
     pub poll_interval_ms: u64,
+    /// An episode in a session is embedded as a blend of its own text and its text read
+    /// after the episode before it, with this weight on the latter (0: its own text only).
+    pub session_context_weight: f64,
 }
 
 /// Everything the engine needs.
@@ -236,6 +245,21 @@ impl EngineConfig {
             "must be at least 1",
         );
         check(q.rrf_k > 0.0, "retrieval.rrf_k", "must be greater than 0");
+        check(
+            matches!(q.fusion.as_str(), "relative_score" | "rrf"),
+            "retrieval.fusion",
+            "must be relative_score or rrf",
+        );
+        check(
+            (0.0..=1.0).contains(&q.semantic_weight),
+            "retrieval.semantic_weight",
+            "must be between 0 and 1",
+        );
+        check(
+            (0.0..=1.0).contains(&q.session_neighbour_weight),
+            "retrieval.session_neighbour_weight",
+            "must be between 0 and 1",
+        );
         check(
             q.recency_half_life_days > 0.0,
             "retrieval.recency_half_life_days",

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use uuid::Uuid;
 
 use crate::actor_directory::ActorInfo;
 use crate::context::EngineContext;
@@ -135,15 +136,34 @@ impl IndexerState {
         if rows.is_empty() {
             return Ok(0);
         }
-        let (ids, texts): (Vec<_>, Vec<_>) = rows.into_iter().map(|r| (r.id, r.text)).unzip();
+        let weight = self.ctx.config.indexer.session_context_weight;
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+        // Own texts first, then the in-context texts of the rows that have a context.
+        let mut texts: Vec<String> = rows.iter().map(|r| r.text.clone()).collect();
+        let contextual: Vec<usize> = if weight > 0.0 {
+            rows.iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.context.as_ref().map(|c| (i, c)))
+                .map(|(i, context)| {
+                    texts.push(format!("{context} {}", rows[i].text));
+                    i
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let embedder = self.ctx.embedder.get()?;
-        let vectors = embedder
+        let mut vectors = embedder
             .ask(
                 |reply| EmbedderMsg::Embed { texts, reply },
                 EMBED_TIMEOUT,
                 "the embedder pool",
             )
             .await??;
+        let in_context = vectors.split_off(rows.len());
+        for (i, context_vector) in contextual.into_iter().zip(in_context) {
+            vectors[i] = blend(&vectors[i], &context_vector, weight);
+        }
         let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
         let updated = store
             .set_embeddings(memory_type, self.version_id, &ids, vectors)
@@ -152,5 +172,33 @@ impl IndexerState {
             .increment(updated);
         // A row whose embedding was set by someone else still counts as done.
         Ok(ids.len() as u64)
+    }
+}
+
+/// `(1 - weight) * own + weight * in_context`, scaled back to unit length.
+fn blend(own: &[f32], in_context: &[f32], weight: f64) -> Vec<f32> {
+    let w = weight as f32;
+    let mut v: Vec<f32> = own
+        .iter()
+        .zip(in_context)
+        .map(|(a, b)| (1.0 - w) * a + w * b)
+        .collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 1e-12 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blending_keeps_unit_length_and_leans_by_weight() {
+        let v = blend(&[1.0, 0.0], &[0.0, 1.0], 0.25);
+        assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(v[0] > v[1]);
+        assert_eq!(blend(&[1.0, 0.0], &[0.0, 1.0], 0.0), vec![1.0, 0.0]);
     }
 }

@@ -11,7 +11,9 @@ use uuid::Uuid;
 use super::decay::{days_between, effective_confidence};
 use super::maturity::Maturity;
 use super::memory_type::MemoryType;
-use super::search::{Candidate, ComponentScores, Hit, SearchMode};
+use super::search::{
+    Candidate, ComponentScores, Fusion, Hit, Scored, SearchMode, SessionNeighbours,
+};
 use crate::config::{MaturityWeights, ScoreWeights};
 
 /// The knobs of ranking, from `[retrieval]`.
@@ -19,11 +21,16 @@ use crate::config::{MaturityWeights, ScoreWeights};
 pub struct Ranking {
     pub weights: ScoreWeights,
     pub maturity_weights: MaturityWeights,
+    pub fusion: Fusion,
     pub rrf_k: f64,
+    /// Weight of the semantic list in relative-score fusion (the keyword list gets the rest).
+    pub semantic_weight: f64,
     pub recency_half_life_days: f64,
     /// No diversity cluster may hold more than this share of the top-k (beyond it, hits
     /// move below those of other clusters).
     pub max_cluster_share: f64,
+    /// How much of its best session neighbour's relevance an episode gains (0: none).
+    pub session_neighbour_weight: f64,
 }
 
 /// Reciprocal Rank Fusion of two ranked lists of ids: `Σ 1 / (k + rank)`, ranks 1-based.
@@ -35,6 +42,19 @@ pub fn rrf(semantic: &[Uuid], keyword: &[Uuid], k: f64) -> HashMap<Uuid, f64> {
         }
     }
     fused
+}
+
+/// Min-max normalisation of a list's signals to [0, 1] (all 1 when they are all equal).
+pub fn min_max(signals: &[f64]) -> impl Fn(f64) -> f64 + use<> {
+    let lo = signals.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = signals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    move |x| {
+        if hi - lo > 1e-12 {
+            ((x - lo) / (hi - lo)).clamp(0.0, 1.0)
+        } else {
+            1.0
+        }
+    }
 }
 
 /// `exp(-ln 2 * age_days / half_life)`: 1 now, 0.5 one half-life ago.
@@ -54,8 +74,122 @@ impl Ranking {
         }
     }
 
-    /// Scores candidates from the semantic and keyword lists (each best first, each
-    /// candidate's `signal` its similarity or rank) and returns the hits in final order.
+    /// Relevance of every candidate of the semantic and keyword lists (each best first,
+    /// each candidate's `signal` its cosine similarity or BM25 score).
+    pub fn relevance(
+        &self,
+        mode: SearchMode,
+        semantic: Vec<Candidate>,
+        keyword: Vec<Candidate>,
+    ) -> Vec<Scored> {
+        let semantic_ids: Vec<Uuid> = semantic.iter().map(|c| c.id).collect();
+        let keyword_ids: Vec<Uuid> = keyword.iter().map(|c| c.id).collect();
+        let fused = rrf(&semantic_ids, &keyword_ids, self.rrf_k);
+        let rrf_max = 2.0 / (self.rrf_k + 1.0);
+        let semantic_norm = min_max(&semantic.iter().map(|c| c.signal).collect::<Vec<_>>());
+        let keyword_norm = min_max(&keyword.iter().map(|c| c.signal).collect::<Vec<_>>());
+        let best_keyword = keyword.iter().map(|c| c.signal).fold(0.0, f64::max);
+
+        let mut by_id: HashMap<Uuid, Scored> = HashMap::new();
+        for (i, c) in semantic.into_iter().enumerate() {
+            let entry = by_id.entry(c.id).or_insert_with(|| Scored {
+                candidate: c.clone(),
+                scores: ComponentScores::blank(),
+            });
+            entry.scores.semantic = Some(c.signal);
+            entry.scores.semantic_rank = Some(i + 1);
+        }
+        for (i, c) in keyword.into_iter().enumerate() {
+            let entry = by_id.entry(c.id).or_insert_with(|| Scored {
+                candidate: c.clone(),
+                scores: ComponentScores::blank(),
+            });
+            entry.scores.keyword = Some(c.signal);
+            entry.scores.keyword_rank = Some(i + 1);
+        }
+        let w = self.semantic_weight;
+        let mut scored: Vec<Scored> = by_id.into_values().collect();
+        for s in &mut scored {
+            let sc = &mut s.scores;
+            sc.relevance = match mode {
+                SearchMode::Hybrid => match self.fusion {
+                    Fusion::Rrf => {
+                        (fused.get(&s.candidate.id).copied().unwrap_or(0.0) / rrf_max).min(1.0)
+                    }
+                    Fusion::RelativeScore => {
+                        w * sc.semantic.map(&semantic_norm).unwrap_or(0.0)
+                            + (1.0 - w) * sc.keyword.map(&keyword_norm).unwrap_or(0.0)
+                    }
+                },
+                SearchMode::Semantic => sc.semantic.unwrap_or(0.0).clamp(0.0, 1.0),
+                SearchMode::Keyword => match sc.keyword {
+                    Some(score) if best_keyword > 0.0 => (score / best_keyword).clamp(0.0, 1.0),
+                    _ => 0.0,
+                },
+            };
+        }
+        scored
+    }
+
+    /// Ranks episodes in the context of their sessions: each gains a share of its best
+    /// neighbour's relevance, and the neighbours of relevant episodes (`fetched`, which the
+    /// lists did not find) join with a share of theirs. Relevance stays in [0, 1].
+    pub fn with_session_neighbours(
+        &self,
+        scored: &mut Vec<Scored>,
+        neighbours: &[SessionNeighbours],
+        fetched: Vec<Candidate>,
+    ) {
+        let lambda = self.session_neighbour_weight;
+        if lambda <= 0.0 || neighbours.is_empty() {
+            return;
+        }
+        let base: HashMap<Uuid, f64> = scored
+            .iter()
+            .map(|s| (s.candidate.id, s.scores.relevance))
+            .collect();
+        let of: HashMap<Uuid, &SessionNeighbours> = neighbours.iter().map(|n| (n.id, n)).collect();
+        let relevance_of =
+            |id: Option<Uuid>| id.and_then(|id| base.get(&id)).copied().unwrap_or(0.0);
+        for s in scored.iter_mut() {
+            if let Some(n) = of.get(&s.candidate.id) {
+                let best = relevance_of(n.previous).max(relevance_of(n.next));
+                s.scores.session_neighbour = Some(best);
+                s.scores.relevance = (s.scores.relevance + lambda * best) / (1.0 + lambda);
+            }
+        }
+        // A neighbour that no list found inherits from the relevant episodes beside it.
+        let mut inherited: HashMap<Uuid, f64> = HashMap::new();
+        for n in neighbours {
+            let v = base.get(&n.id).copied().unwrap_or(0.0);
+            for id in [n.previous, n.next].into_iter().flatten() {
+                if !base.contains_key(&id) {
+                    let best = inherited.entry(id).or_default();
+                    *best = best.max(v);
+                }
+            }
+        }
+        for candidate in fetched {
+            if let Some(v) = inherited.get(&candidate.id) {
+                let mut scores = ComponentScores::blank();
+                scores.session_neighbour = Some(*v);
+                scores.relevance = lambda * v / (1.0 + lambda);
+                scored.push(Scored { candidate, scores });
+            }
+        }
+    }
+
+    /// The composite scores, in final order.
+    pub fn finish(&self, scored: Vec<Scored>, now: DateTime<Utc>) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = scored
+            .into_iter()
+            .map(|s| self.complete(s.candidate, s.scores, now))
+            .collect();
+        hits.sort_by(order);
+        hits
+    }
+
+    /// Relevance and composite scores in one step (no session context).
     pub fn rank(
         &self,
         mode: SearchMode,
@@ -63,69 +197,12 @@ impl Ranking {
         keyword: Vec<Candidate>,
         now: DateTime<Utc>,
     ) -> Vec<Hit> {
-        let semantic_ids: Vec<Uuid> = semantic.iter().map(|c| c.id).collect();
-        let keyword_ids: Vec<Uuid> = keyword.iter().map(|c| c.id).collect();
-        let fused = rrf(&semantic_ids, &keyword_ids, self.rrf_k);
-        let best_keyword = keyword.iter().map(|c| c.signal).fold(0.0, f64::max);
-        let rrf_max = 2.0 / (self.rrf_k + 1.0);
-
-        let mut by_id: HashMap<Uuid, (Candidate, ComponentScores)> = HashMap::new();
-        let blank = ComponentScores {
-            relevance: 0.0,
-            importance: 0.0,
-            recency: 0.0,
-            confidence: 0.0,
-            maturity_weight: 1.0,
-            semantic: None,
-            keyword: None,
-            semantic_rank: None,
-            keyword_rank: None,
-        };
-        for (i, c) in semantic.into_iter().enumerate() {
-            let entry = by_id.entry(c.id).or_insert_with(|| (c.clone(), blank));
-            entry.1.semantic = Some(c.signal);
-            entry.1.semantic_rank = Some(i + 1);
-        }
-        for (i, c) in keyword.into_iter().enumerate() {
-            let entry = by_id.entry(c.id).or_insert_with(|| (c.clone(), blank));
-            entry.1.keyword = Some(c.signal);
-            entry.1.keyword_rank = Some(i + 1);
-        }
-
-        let mut hits: Vec<Hit> = by_id
-            .into_values()
-            .map(|(candidate, mut scores)| {
-                scores.relevance = match mode {
-                    SearchMode::Hybrid => {
-                        (fused.get(&candidate.id).copied().unwrap_or(0.0) / rrf_max).min(1.0)
-                    }
-                    SearchMode::Semantic => scores.semantic.unwrap_or(0.0).clamp(0.0, 1.0),
-                    SearchMode::Keyword => match scores.keyword {
-                        Some(rank) if best_keyword > 0.0 => (rank / best_keyword).clamp(0.0, 1.0),
-                        _ => 0.0,
-                    },
-                };
-                self.complete(candidate, scores, now)
-            })
-            .collect();
-        hits.sort_by(order);
-        hits
+        self.finish(self.relevance(mode, semantic, keyword), now)
     }
 
     /// Scores a candidate that no relevance list found (standing facts, recent episodes).
     pub fn standing(&self, candidate: Candidate, now: DateTime<Utc>) -> Hit {
-        let scores = ComponentScores {
-            relevance: 0.0,
-            importance: 0.0,
-            recency: 0.0,
-            confidence: 0.0,
-            maturity_weight: 1.0,
-            semantic: None,
-            keyword: None,
-            semantic_rank: None,
-            keyword_rank: None,
-        };
-        self.complete(candidate, scores, now)
+        self.complete(candidate, ComponentScores::blank(), now)
     }
 
     /// Fills in the non-relevance components and the composite score.
@@ -230,9 +307,12 @@ mod tests {
                 established: 1.0,
                 proven: 1.15,
             },
+            fusion: Fusion::Rrf,
             rrf_k: 60.0,
+            semantic_weight: 0.4,
             recency_half_life_days: 7.0,
             max_cluster_share: 0.5,
+            session_neighbour_weight: 0.4,
         }
     }
 
@@ -351,6 +431,84 @@ mod tests {
         let ids: Vec<u128> = hits.iter().map(|h| h.candidate.id.as_u128()).collect();
         // Cap = 2 of the top 4: the other subject moves up, the rest follow, none dropped.
         assert_eq!(ids, vec![0, 1, 100, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn relative_score_fusion_weighs_normalised_lists() {
+        let mut r = ranking();
+        r.fusion = Fusion::RelativeScore;
+        r.semantic_weight = 0.4;
+        let scored = r.relevance(
+            SearchMode::Hybrid,
+            vec![
+                candidate(MemoryType::Fact, 1, 0.9),
+                candidate(MemoryType::Fact, 2, 0.5),
+            ],
+            vec![
+                candidate(MemoryType::Fact, 2, 12.0),
+                candidate(MemoryType::Fact, 3, 4.0),
+            ],
+        );
+        let rel = |n: u128| {
+            scored
+                .iter()
+                .find(|s| s.candidate.id.as_u128() == n)
+                .unwrap()
+                .scores
+                .relevance
+        };
+        // 1: best semantic, absent from keyword. 2: worst semantic, best keyword. 3: worst keyword.
+        assert!((rel(1) - 0.4).abs() < 1e-12);
+        assert!((rel(2) - 0.6).abs() < 1e-12);
+        assert!(rel(3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn session_neighbours_share_relevance() {
+        let r = ranking();
+        let episode = |n: u128, relevance: f64| Scored {
+            candidate: candidate(MemoryType::Episode, n, 0.0),
+            scores: ComponentScores {
+                relevance,
+                ..ComponentScores::blank()
+            },
+        };
+        let mut scored = vec![episode(1, 1.0), episode(2, 0.2)];
+        let neighbours = vec![
+            SessionNeighbours {
+                id: Uuid::from_u128(1),
+                previous: Some(Uuid::from_u128(2)),
+                next: Some(Uuid::from_u128(3)),
+            },
+            SessionNeighbours {
+                id: Uuid::from_u128(2),
+                previous: None,
+                next: Some(Uuid::from_u128(1)),
+            },
+        ];
+        r.with_session_neighbours(
+            &mut scored,
+            &neighbours,
+            vec![candidate(MemoryType::Episode, 3, 0.0)],
+        );
+        let rel = |n: u128| {
+            scored
+                .iter()
+                .find(|s| s.candidate.id.as_u128() == n)
+                .unwrap()
+                .scores
+                .relevance
+        };
+        assert!((rel(1) - (1.0 + 0.4 * 0.2) / 1.4).abs() < 1e-12);
+        assert!(
+            (rel(2) - (0.2 + 0.4 * 1.0) / 1.4).abs() < 1e-12,
+            "lifted by its relevant neighbour"
+        );
+        assert!(
+            (rel(3) - 0.4 / 1.4).abs() < 1e-12,
+            "a neighbour no list found joins"
+        );
+        assert!(scored.iter().all(|s| s.scores.relevance <= 1.0));
     }
 
     proptest! {

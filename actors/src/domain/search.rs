@@ -10,6 +10,22 @@ use super::maturity::Maturity;
 use super::memory_type::MemoryType;
 
 super::string_enum! {
+    /// How hybrid mode fuses its semantic and keyword lists.
+    Fusion {
+        /// Each list's scores min-max normalised to [0, 1], then a weighted sum.
+        RelativeScore => "relative_score",
+        /// Reciprocal Rank Fusion: the sum of `1 / (k + rank)` over both lists.
+        Rrf => "rrf",
+    }
+}
+
+impl Fusion {
+    fn parse_alias(_: &str) -> Option<Self> {
+        None
+    }
+}
+
+super::string_enum! {
     /// How relevance is measured.
     SearchMode {
         /// pgvector cosine similarity of the query embedding.
@@ -116,6 +132,41 @@ pub struct ComponentScores {
     pub semantic_rank: Option<usize>,
     /// 1-based position in the keyword list.
     pub keyword_rank: Option<usize>,
+    /// Relevance of the episode's best neighbour in its session, when it has one.
+    pub session_neighbour: Option<f64>,
+}
+
+impl ComponentScores {
+    /// Scores with nothing known yet.
+    pub fn blank() -> Self {
+        ComponentScores {
+            relevance: 0.0,
+            importance: 0.0,
+            recency: 0.0,
+            confidence: 0.0,
+            maturity_weight: 1.0,
+            semantic: None,
+            keyword: None,
+            semantic_rank: None,
+            keyword_rank: None,
+            session_neighbour: None,
+        }
+    }
+}
+
+/// An episode's neighbours in its session: the visible episodes just before and after it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct SessionNeighbours {
+    pub id: Uuid,
+    pub previous: Option<Uuid>,
+    pub next: Option<Uuid>,
+}
+
+/// A candidate with its relevance, before the composite score.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    pub candidate: Candidate,
+    pub scores: ComponentScores,
 }
 
 /// A scored search result.

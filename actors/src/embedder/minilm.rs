@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
 use super::{DIMENSIONS, EmbedError, Embedder, EmbedderConfig, ModelInfo};
 
@@ -52,12 +52,9 @@ impl MiniLm {
             ))
         })?;
         // The shipped tokenizer.json pads every input to 128 and truncates there; the model
-        // is meant to see up to 256 tokens, padded only to the longest input of a batch.
-        let padding = tokenizer.get_padding().cloned().unwrap_or_default();
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..padding
-        }));
+        // is meant to see up to 256 tokens. Padding is done per inference chunk (`run`), to
+        // the longest text of the chunk.
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: config.max_tokens,
@@ -117,20 +114,61 @@ impl Embedder for MiniLm {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let fail = |e: String| EmbedError::Inference(e);
+        // Tokenise without padding, then run texts of similar length together: a chunk is
+        // padded to its longest text and attention costs grow with the square of that
+        // length, so one long text among short ones would multiply the work.
         let encodings = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        let mut order: Vec<usize> = (0..encodings.len()).collect();
+        order.sort_by_key(|&i| encodings[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); encodings.len()];
+        let mut start = 0;
+        while start < order.len() {
+            // Chunks of at most SUB_BATCH texts, cut where the length more than doubles.
+            let first = encodings[order[start]].len().max(1);
+            let mut end = start + 1;
+            while end < order.len()
+                && end - start < SUB_BATCH
+                && encodings[order[end]].len() <= 2 * first
+            {
+                end += 1;
+            }
+            let chunk: Vec<&tokenizers::Encoding> =
+                order[start..end].iter().map(|&i| &encodings[i]).collect();
+            for (vector, &i) in self.run(&chunk)?.into_iter().zip(&order[start..end]) {
+                out[i] = vector;
+            }
+            start = end;
+        }
+        Ok(out)
+    }
+}
+
+/// Most texts in one inference call; batches beyond it gain nothing on a CPU.
+const SUB_BATCH: usize = 16;
+
+impl MiniLm {
+    /// One inference call over encodings padded to the longest of them.
+    fn run(&mut self, encodings: &[&tokenizers::Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let fail = |e: String| EmbedError::Inference(e);
         let batch = encodings.len();
-        let seq = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
-        let mut ids = Vec::with_capacity(batch * seq);
-        let mut mask = Vec::with_capacity(batch * seq);
-        let mut types = Vec::with_capacity(batch * seq);
-        for enc in &encodings {
-            ids.extend(enc.get_ids().iter().map(|&x| i64::from(x)));
-            mask.extend(enc.get_attention_mask().iter().map(|&x| i64::from(x)));
-            types.extend(enc.get_type_ids().iter().map(|&x| i64::from(x)));
+        let seq = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
+        let mut ids = vec![0i64; batch * seq];
+        let mut mask = vec![0i64; batch * seq];
+        let mut types = vec![0i64; batch * seq];
+        for (row, enc) in encodings.iter().enumerate() {
+            let at = row * seq;
+            for (j, &x) in enc.get_ids().iter().enumerate() {
+                ids[at + j] = i64::from(x);
+            }
+            for (j, &x) in enc.get_attention_mask().iter().enumerate() {
+                mask[at + j] = i64::from(x);
+            }
+            for (j, &x) in enc.get_type_ids().iter().enumerate() {
+                types[at + j] = i64::from(x);
+            }
         }
         let tensor = |data: Vec<i64>| {
             Tensor::from_array(([batch, seq], data)).map_err(|e| fail(e.to_string()))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::search::{candidate_lists, ranking};
+use super::search::{candidate_lists, in_sessions, ranking};
 use crate::context::EngineContext;
 use crate::domain::context::{ContextBlock, Quotas, assemble, episode_line, fact_line, rule_line};
 use crate::domain::maturity::Maturity;
@@ -70,7 +70,14 @@ pub async fn run(
         store.recent_episodes(&filter, i64::from(config.recent_episodes)),
     )?;
     let ranking = ranking(ctx);
-    let mut hits = ranking.rank(mode, lists.0, lists.1, request.now);
+    let scored = in_sessions(
+        ctx,
+        &ranking,
+        &filter,
+        ranking.relevance(mode, lists.0, lists.1),
+    )
+    .await?;
+    let mut hits = ranking.finish(scored, request.now);
     let mut seen: HashSet<_> = hits.iter().map(|h| h.candidate.id).collect();
     for candidate in facts.into_iter().chain(rules).chain(recent) {
         if seen.insert(candidate.id) {

@@ -1,14 +1,16 @@
 //! A search, end to end inside a retrieval actor: candidate lists from the store, fusion,
 //! composite scores, diversification, the top `limit`.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::future::try_join_all;
+use uuid::Uuid;
 
 use crate::context::EngineContext;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::scoring::Ranking;
-use crate::domain::search::{Candidate, Hit, SearchMode, SearchQuery};
+use crate::domain::search::{Candidate, Fusion, Hit, Scored, SearchMode, SearchQuery};
 use crate::error::MemoryResult;
 use crate::store::search::Filter;
 
@@ -28,9 +30,13 @@ pub fn ranking(ctx: &EngineContext) -> Ranking {
     Ranking {
         weights: r.score_weights.clone(),
         maturity_weights: r.maturity_weights.clone(),
+        // Checked at start-up: one of the two names.
+        fusion: r.fusion.parse().unwrap_or(Fusion::RelativeScore),
         rrf_k: r.rrf_k,
+        semantic_weight: r.semantic_weight,
         recency_half_life_days: r.recency_half_life_days,
         max_cluster_share: r.max_cluster_share,
+        session_neighbour_weight: r.session_neighbour_weight,
     }
 }
 
@@ -111,14 +117,59 @@ pub async fn run(
     )
     .await?;
     let ranking = ranking(ctx);
-    let mut hits = ranking.diversify(
-        ranking.rank(mode, semantic, keyword, query.now),
-        query.limit,
-    );
+    let scored = in_sessions(
+        ctx,
+        &ranking,
+        &filter,
+        ranking.relevance(mode, semantic, keyword),
+    )
+    .await?;
+    let mut hits = ranking.diversify(ranking.finish(scored, query.now), query.limit);
     hits.truncate(query.limit);
     Ok(SearchOutcome {
         hits,
         mode,
         degraded,
     })
+}
+
+/// Adds session context to scored candidates: looks up the session neighbours of every
+/// episode among them, fetches the neighbours the lists did not find, and lets the ranking
+/// share relevance along sessions.
+pub async fn in_sessions(
+    ctx: &EngineContext,
+    ranking: &Ranking,
+    filter: &Filter<'_>,
+    mut scored: Vec<Scored>,
+) -> MemoryResult<Vec<Scored>> {
+    if ranking.session_neighbour_weight <= 0.0 {
+        return Ok(scored);
+    }
+    let episodes: Vec<Uuid> = scored
+        .iter()
+        .filter(|s| {
+            s.candidate.memory_type() == MemoryType::Episode && s.candidate.session_id.is_some()
+        })
+        .map(|s| s.candidate.id)
+        .collect();
+    if episodes.is_empty() {
+        return Ok(scored);
+    }
+    let neighbours = ctx.store.session_neighbours(filter, &episodes).await?;
+    let known: HashSet<Uuid> = scored.iter().map(|s| s.candidate.id).collect();
+    let mut missing: Vec<Uuid> = neighbours
+        .iter()
+        .flat_map(|n| [n.previous, n.next])
+        .flatten()
+        .filter(|id| !known.contains(id))
+        .collect();
+    missing.sort();
+    missing.dedup();
+    let fetched = if missing.is_empty() {
+        Vec::new()
+    } else {
+        ctx.store.episode_candidates(filter, &missing).await?
+    };
+    ranking.with_session_neighbours(&mut scored, &neighbours, fetched);
+    Ok(scored)
 }

@@ -15,6 +15,8 @@ use super::Store;
 pub struct Unembedded {
     pub id: Uuid,
     pub text: String,
+    /// For an episode in a session: the episode before it, whose meaning it continues.
+    pub context: Option<String>,
 }
 
 impl Store {
@@ -26,16 +28,23 @@ impl Store {
     ) -> MemoryResult<Vec<Unembedded>> {
         let sql = match memory_type {
             MemoryType::Episode => {
-                "SELECT id, content AS text FROM episodes WHERE embedding IS NULL
-                 ORDER BY created_at, id LIMIT $1"
+                "SELECT e.id, e.content AS text,
+                        (SELECT p.content FROM episodes p
+                         WHERE p.tenant_id = e.tenant_id AND p.butler = e.butler
+                           AND p.session_id = e.session_id AND p.forgotten_at IS NULL
+                           AND (p.created_at, p.id) < (e.created_at, e.id)
+                         ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS context
+                 FROM episodes e WHERE e.embedding IS NULL
+                 ORDER BY e.created_at, e.id LIMIT $1"
             }
             // Must match `embedder::fact_text`.
             MemoryType::Fact => {
-                "SELECT id, subject || ' ' || replace(predicate, '_', ' ') || ': ' || content AS text
+                "SELECT id, subject || ' ' || replace(predicate, '_', ' ') || ': ' || content AS text,
+                        NULL::text AS context
                  FROM facts WHERE embedding IS NULL ORDER BY created_at, id LIMIT $1"
             }
             MemoryType::Rule => {
-                "SELECT id, content AS text FROM rules WHERE embedding IS NULL
+                "SELECT id, content AS text, NULL::text AS context FROM rules WHERE embedding IS NULL
                  ORDER BY created_at, id LIMIT $1"
             }
         };

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::domain::memory_type::MemoryType;
-use crate::domain::search::{Candidate, SearchScope};
+use crate::domain::search::{Candidate, SearchScope, SessionNeighbours};
 use crate::error::MemoryResult;
 
 use super::Store;
@@ -60,11 +60,13 @@ macro_rules! rule_filter {
     };
 }
 
-/// Okapi BM25 over the full-text index (k1 = 1.2, b = 0.75): PostgreSQL's own `ts_rank` has
+/// Okapi BM25 over the full-text index (k1 = 1.2, b = 0.5): PostgreSQL's own `ts_rank` has
 /// no inverse document frequency, so a word in every memory (a speaker's name, "user")
 /// would weigh as much as the rare word that identifies the answer. Query words are the
 /// stemmed lexemes of `$5`; document frequencies come from the GIN index, over exactly the
 /// memories this caller may see; any memory containing any query word is a candidate.
+/// Memories are short, so length normalisation is halved (b = 0.5 rather than the usual
+/// 0.75, which over-rewards the shortest texts; measured on LoCoMo, docs/benchmarks.md).
 ///
 /// Arguments: the table, its alias, its candidate columns and its filter (all literals).
 macro_rules! bm25_query {
@@ -87,7 +89,7 @@ macro_rules! bm25_query {
              FROM ", $table, " ", $a, " CROSS JOIN q CROSS JOIN corpus c
              CROSS JOIN LATERAL (
                  SELECT COALESCE(sum(i.idf * (cardinality(u.positions) * 2.2)
-                        / (cardinality(u.positions) + 1.2 * (0.25 + 0.75 * length(", $a, ".search_vector) / c.avgdl))), 0)::float8 AS bm25
+                        / (cardinality(u.positions) + 1.2 * (0.5 + 0.5 * length(", $a, ".search_vector) / c.avgdl))), 0)::float8 AS bm25
                  FROM unnest(", $a, ".search_vector) u JOIN idf i ON i.lexeme = u.lexeme) s
              WHERE ", $filter, " AND ", $a, ".search_vector @@ q.q
              ORDER BY signal DESC, ", $a, ".id LIMIT $6"
@@ -277,4 +279,59 @@ fn typed(mut rows: Vec<Candidate>, memory_type: MemoryType) -> Vec<Candidate> {
         row.memory_type = Some(memory_type);
     }
     rows
+}
+
+impl Store {
+    /// For each episode in `ids` that belongs to a session, its neighbours in that session
+    /// among the episodes `filter` lets the caller see.
+    pub async fn session_neighbours(
+        &self,
+        filter: &Filter<'_>,
+        ids: &[uuid::Uuid],
+    ) -> MemoryResult<Vec<SessionNeighbours>> {
+        Ok(sqlx::query_as(concat!(
+            "SELECT c.id,
+                    (SELECT e.id FROM episodes e
+                     WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
+                       AND (e.created_at, e.id) < (c.created_at, c.id) AND ", episode_filter!(), "
+                     ORDER BY e.created_at DESC, e.id DESC LIMIT 1) AS previous,
+                    (SELECT e.id FROM episodes e
+                     WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
+                       AND (e.created_at, e.id) > (c.created_at, c.id) AND ", episode_filter!(), "
+                     ORDER BY e.created_at, e.id LIMIT 1) AS next
+             FROM episodes c
+             WHERE c.tenant_id = $1 AND c.id = ANY($5) AND c.session_id IS NOT NULL"
+        ))
+        .bind(&filter.scope.tenant_id)
+        .bind(filter.visibility(MemoryType::Episode))
+        .bind(filter.now)
+        .bind(filter.min_confidence)
+        .bind(ids)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    /// Episodes by id, as candidates (`signal` 0), among those the caller may see.
+    pub async fn episode_candidates(
+        &self,
+        filter: &Filter<'_>,
+        ids: &[uuid::Uuid],
+    ) -> MemoryResult<Vec<Candidate>> {
+        let rows: Vec<Candidate> = sqlx::query_as(concat!(
+            "SELECT ",
+            episode_candidate!(),
+            ", 0.0::float8 AS signal
+             FROM episodes e WHERE ",
+            episode_filter!(),
+            " AND e.id = ANY($5)"
+        ))
+        .bind(&filter.scope.tenant_id)
+        .bind(filter.visibility(MemoryType::Episode))
+        .bind(filter.now)
+        .bind(filter.min_confidence)
+        .bind(ids)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(typed(rows, MemoryType::Episode))
+    }
 }
