@@ -474,6 +474,7 @@ async fn run(
         let started = Instant::now();
         service.flush().await?;
         let drained = started.elapsed();
+        service.analyze().await?;
         timings.store += stored;
         timings.drain += drained;
         eprintln!(

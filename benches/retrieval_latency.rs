@@ -46,8 +46,13 @@ struct Args {
     /// Timed requests per client (alternating memory_search and memory_context).
     #[arg(long, default_value_t = 40)]
     requests_per_client: usize,
-    /// Untimed requests per client before the timed phase.
-    #[arg(long, default_value_t = 2)]
+    /// Total requests per second across all clients in the timed phase (each client paced
+    /// at rate / clients); absent, clients send back to back (closed loop, saturation).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Untimed requests per client before the timed phase (enough that, across clients,
+    /// every prompt has been asked once: the timed phase measures the steady state).
+    #[arg(long, default_value_t = 4)]
     warmup: usize,
     /// Also write the numbers as JSON to this file.
     #[arg(long)]
@@ -628,10 +633,24 @@ async fn client_loop(
     let mut rng = Rng::new(args.seed ^ (index as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D));
     let mut samples = Vec::with_capacity(args.requests_per_client);
     let mut began = Instant::now();
+    // Paced clients start evenly spread over one interval, so arrivals are smooth.
+    let interval = args
+        .rate
+        .map(|rate| Duration::from_secs_f64(args.clients as f64 / rate.max(1e-9)));
+    let mut next = Instant::now();
     for r in 0..args.warmup + args.requests_per_client {
         if r == args.warmup {
             start.wait().await;
             began = Instant::now();
+            if let Some(interval) = interval {
+                next = began + interval.mul_f64(index as f64 / args.clients as f64);
+            }
+        }
+        if r >= args.warmup
+            && let Some(interval) = interval
+        {
+            tokio::time::sleep_until(next.into()).await;
+            next += interval;
         }
         // Alternate, and start half the clients on each tool so both run at all times.
         let tool = if (index + r).is_multiple_of(2) {
@@ -714,6 +733,7 @@ async fn run(args: Arc<Args>, service: &Service) -> anyhow::Result<()> {
     let started = Instant::now();
     service.flush().await?;
     let drained = started.elapsed();
+    service.analyze().await?;
     let stats = seeder.call("memory_stats", json!({})).await?;
     seeder.close().await;
     let memories = args.facts + args.rules + args.episodes;
@@ -754,6 +774,14 @@ async fn run(args: Arc<Args>, service: &Service) -> anyhow::Result<()> {
         (Some(f), Some(l)) => l - f,
         _ => Duration::ZERO,
     };
+    // What the service's caches did during the run, from its own metrics.
+    let metrics = reqwest::get(format!("http://{}/metrics", service.address))
+        .await?
+        .text()
+        .await?;
+    for line in metrics.lines().filter(|l| l.contains("cache_total{")) {
+        eprintln!("{line}");
+    }
     report(&args, &samples, wall, stored, drained, &stats)
 }
 
@@ -777,8 +805,12 @@ fn report(
         stored.as_secs_f64(),
         drained.as_secs_f64()
     );
+    let pacing = match args.rate {
+        Some(rate) => format!("clients paced at {rate} requests/s in total"),
+        None => "closed-loop clients (back to back)".to_owned(),
+    };
     println!(
-        "- {} closed-loop clients x {} timed requests (after {} warm-up each), alternating tools, {} distinct prompts; timed phase {:.1} s",
+        "- {} {pacing} x {} timed requests (after {} warm-up each), alternating tools, {} distinct prompts; timed phase {:.1} s",
         args.clients,
         args.requests_per_client,
         args.warmup,

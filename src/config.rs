@@ -136,7 +136,17 @@ impl Config {
 
     /// Defaults with a TOML fragment on top (no environment): for tests and tools.
     pub fn from_toml(overrides: &str) -> Result<Config, ConfigError> {
-        Self::from_figment(Figment::from(Toml::string(DEFAULT_TOML)).merge(Toml::string(overrides)))
+        Self::from_toml_layers(&[overrides])
+    }
+
+    /// Defaults with TOML fragments on top, later ones winning (no environment).
+    pub fn from_toml_layers(layers: &[&str]) -> Result<Config, ConfigError> {
+        let figment = layers
+            .iter()
+            .fold(Figment::from(Toml::string(DEFAULT_TOML)), |f, layer| {
+                f.merge(Toml::string(layer))
+            });
+        Self::from_figment(figment)
     }
 
     fn from_figment(figment: Figment) -> Result<Config, ConfigError> {

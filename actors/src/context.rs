@@ -11,13 +11,16 @@ use ractor::Message;
 use crate::actor_directory::ActorDirectory;
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
+use crate::corpus_cache::CorpusCache;
 use crate::domain::context::TokenCounter;
 use crate::domain::shard_key::ShardKey;
 use crate::embedder_pool::EmbedderMsg;
 use crate::error::{MemoryError, MemoryResult};
+use crate::generations::Generations;
 use crate::indexer::IndexerMsg;
 use crate::mailbox::Mailbox;
 use crate::query_cache::QueryCache;
+use crate::result_cache::ResultCache;
 use crate::retrieval::RetrievalMsg;
 use crate::shard::ShardMsg;
 use crate::store::Store;
@@ -82,6 +85,10 @@ pub struct EngineContext {
     /// Whether a `Kick` is already waiting in the indexer's mailbox.
     pub kick_pending: Arc<AtomicBool>,
     pub query_cache: QueryCache,
+    /// Moves forward with every committed write of a tenant (and every embedding stored).
+    pub generations: Generations,
+    pub corpus_cache: CorpusCache,
+    pub result_cache: ResultCache,
     /// Counts the context budget.
     pub token_counter: Arc<dyn TokenCounter>,
 }
@@ -95,6 +102,12 @@ impl EngineContext {
     ) -> Self {
         EngineContext {
             query_cache: QueryCache::new(config.retrieval.query_cache_size),
+            generations: Generations::default(),
+            corpus_cache: CorpusCache::default(),
+            result_cache: ResultCache::new(
+                config.retrieval.result_cache_size,
+                config.retrieval.result_cache_ttl_ms,
+            ),
             token_counter,
             store,
             clock,

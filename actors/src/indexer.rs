@@ -165,11 +165,17 @@ impl IndexerState {
             vectors[i] = blend(&vectors[i], &context_vector, weight);
         }
         let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
-        let updated = store
+        let mut tenants = store
             .set_embeddings(memory_type, self.version_id, &ids, vectors)
             .await?;
         metrics::counter!("butler_memory_indexed_total", "type" => memory_type.as_str())
-            .increment(updated);
+            .increment(tenants.len() as u64);
+        // Newly embedded rows change what semantic search finds.
+        tenants.sort();
+        tenants.dedup();
+        for tenant in &tenants {
+            self.ctx.generations.bump(tenant);
+        }
         // A row whose embedding was set by someone else still counts as done.
         Ok(ids.len() as u64)
     }

@@ -206,6 +206,7 @@ impl ShardState {
         let stored =
             episodes::insert(&mut tx, episode, None, &author.actor, &author.lineage).await?;
         tx.commit().await?;
+        self.ctx.generations.bump(&self.key.tenant_id);
         self.ctx.kick_indexer();
         Ok(stored)
     }
@@ -215,6 +216,7 @@ impl ShardState {
         let stored =
             facts::insert_superseding(&mut tx, fact, None, &author.actor, &author.lineage).await?;
         tx.commit().await?;
+        self.ctx.generations.bump(&self.key.tenant_id);
         self.ctx.kick_indexer();
         Ok(stored)
     }
@@ -223,6 +225,7 @@ impl ShardState {
         let mut tx = self.ctx.store.begin().await?;
         let stored = rules::insert(&mut tx, rule, None, &author.actor, &author.lineage).await?;
         tx.commit().await?;
+        self.ctx.generations.bump(&self.key.tenant_id);
         self.ctx.kick_indexer();
         Ok(stored)
     }

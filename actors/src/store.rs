@@ -82,6 +82,10 @@ impl Store {
             // a short list; candidate lists are re-sorted afterwards, so relaxed order is fine.
             ("hnsw.iterative_scan", "relaxed_order".to_owned()),
             ("hnsw.ef_search", "100".to_owned()),
+            // Memory tables are small and hot: random reads cost about as much as
+            // sequential ones (the default of 4 assumes spinning disks and keeps the planner
+            // away from the HNSW index for tables of a few thousand rows).
+            ("random_page_cost", "1.1".to_owned()),
         ]);
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)

@@ -78,8 +78,7 @@ pub struct Service {
 
 impl Service {
     /// Starts the service with `keys`, the default configuration, the `.deps/` installs of
-    /// this checkout, and `extra` TOML (from `--config`; it must not repeat a table set
-    /// here: `[embedded_postgres]`, `[embedder]`, `[log]`, `[auth]`).
+    /// this checkout, and `extra` TOML (from `--config`) layered on top of all that.
     pub async fn start(keys: &[Key], extra: &str) -> anyhow::Result<Service> {
         let data = tempfile::tempdir().context("creating a temporary data directory")?;
         let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps");
@@ -100,12 +99,12 @@ level = "warn,rmcp=error"
 [auth]
 bootstrap_admin_key = false
 {keys}
-{extra}
 "#,
             data = data.path().display(),
             deps = deps.display(),
         );
-        let config = Config::from_toml(&toml).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let config =
+            Config::from_toml_layers(&[&toml, extra]).map_err(|e| anyhow::anyhow!("{e}"))?;
         butler_memory::telemetry::init_logging(&config.log);
         let app = Application::build(config)
             .await
@@ -132,6 +131,16 @@ bootstrap_admin_key = false
             .flush()
             .await
             .map_err(|e| anyhow::anyhow!("flush: {e}"))
+    }
+
+    /// Refreshes the planner's statistics, as autovacuum does within a minute of a bulk
+    /// load: measurements of a steady state should not depend on the daemon's timing.
+    pub async fn analyze(&self) -> anyhow::Result<()> {
+        sqlx::raw_sql("ANALYZE episodes, facts, rules")
+            .execute(self.state.engine.store().pool())
+            .await
+            .context("ANALYZE")?;
+        Ok(())
     }
 
     pub async fn client(&self, key: &str) -> anyhow::Result<Mcp> {

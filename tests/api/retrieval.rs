@@ -451,3 +451,46 @@ async fn bad_search_input_is_classified() {
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_repeated_read_is_never_staler_than_the_last_write_or_the_cache_ttl() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at("", clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let first = fact(&mcp, "bike", "Rides a green gravel bike").await;
+    app.engine().flush().await.unwrap();
+    let search = json!({"query": "gravel bike", "mode": "hybrid"});
+    let context = json!({"trigger_prompt": "Plan a gravel bike ride", "butler": "health"});
+    let before = mcp.ok("memory_search", search.clone()).await;
+    let block_before = mcp.ok("memory_context", context.clone()).await;
+    assert_eq!(ids(&before), vec![first.clone()]);
+    // Served again from the cache: same answer, same scores.
+    assert_eq!(
+        mcp.ok("memory_search", search.clone()).await["results"],
+        before["results"]
+    );
+    assert_eq!(
+        mcp.ok("memory_context", context.clone()).await["text"],
+        block_before["text"]
+    );
+
+    // A write to the tenant invalidates at once, before it is even embedded.
+    let second = fact(&mcp, "bike_shop", "Buys gravel bike parts at Spoke & Co").await;
+    let after = mcp.ok("memory_search", search.clone()).await;
+    assert!(ids(&after).contains(&second), "{after}");
+    let block_after = mcp.ok("memory_context", context.clone()).await;
+    assert!(
+        block_after["text"].as_str().unwrap().contains("Spoke & Co"),
+        "{block_after}"
+    );
+
+    // Time alone expires an entry: scores move with recency and decay.
+    let settled = mcp.ok("memory_search", search.clone()).await;
+    clock.advance(Duration::days(20));
+    let later = mcp.ok("memory_search", search.clone()).await;
+    assert_ne!(
+        later["results"][0]["score"], settled["results"][0]["score"],
+        "{settled} vs {later}"
+    );
+    app.stop().await;
+}

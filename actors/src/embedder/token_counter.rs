@@ -1,16 +1,27 @@
 //! Counting tokens for the context budget with a real tokenizer (any Hugging Face
 //! `tokenizer.json`), never a character heuristic.
 
+use std::num::NonZeroUsize;
 use std::path::Path;
+use std::sync::Mutex;
 
+use lru::LruCache;
 use tokenizers::Tokenizer;
 
 use super::EmbedError;
 use crate::domain::context::TokenCounter;
 
+/// Lines (one memory each) whose counts are remembered: a context block is mostly the
+/// same lines from one request to the next.
+const LINE_CACHE: usize = 16_384;
+
+/// Texts up to this size are cached by their content; whole blocks are not.
+const LINE_BYTES: usize = 2048;
+
 /// A tokenizer without padding or truncation, counting tokens without special tokens.
 pub struct TokenizerCounter {
     tokenizer: Tokenizer,
+    lines: Mutex<LruCache<String, usize>>,
 }
 
 impl TokenizerCounter {
@@ -26,16 +37,41 @@ impl TokenizerCounter {
         tokenizer
             .with_truncation(None)
             .map_err(|e| EmbedError::Load(format!("context tokenizer: {e}")))?;
-        Ok(TokenizerCounter { tokenizer })
+        Ok(TokenizerCounter {
+            tokenizer,
+            lines: Mutex::new(LruCache::new(
+                NonZeroUsize::new(LINE_CACHE).expect("non-zero"),
+            )),
+        })
+    }
+
+    fn encode(&self, text: &str) -> usize {
+        match self.tokenizer.encode_fast(text, false) {
+            Ok(encoding) => encoding.len(),
+            // Unencodable text must not slip past the budget: count it pessimistically.
+            Err(_) => text.len(),
+        }
     }
 }
 
 impl TokenCounter for TokenizerCounter {
     fn count(&self, text: &str) -> usize {
-        match self.tokenizer.encode(text, false) {
-            Ok(encoding) => encoding.len(),
-            // Unencodable text must not slip past the budget: count it pessimistically.
-            Err(_) => text.len(),
+        if text.len() > LINE_BYTES {
+            return self.encode(text);
         }
+        if let Some(n) = self
+            .lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(text)
+        {
+            return *n;
+        }
+        let n = self.encode(text);
+        self.lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(text.to_owned(), n);
+        n
     }
 }

@@ -19,6 +19,7 @@ use crate::domain::shard_key::ShardKey;
 use crate::domain::text::{check_content, check_name};
 use crate::embedder_pool::EmbedderMsg;
 use crate::error::{MemoryError, MemoryResult};
+use crate::result_cache::Cached;
 use crate::retrieval::context::{ContextOutcome, ContextRequest};
 use crate::retrieval::search::SearchOutcome;
 use crate::retrieval::{MemoryStats, RetrievalMsg};
@@ -110,15 +111,27 @@ impl Engine {
                 "`types` must name at least one type",
             ));
         }
+        let scope = self.visible(caller, input.scope, input.butler)?;
+        let key = format!(
+            "search|{}|{:?}|{:?}|{:?}|{mode}|{limit}|{min_confidence}|{text}",
+            scope.tenant_id, scope.scopes, scope.butlers, types
+        );
+        let generation = self.ctx.generations.current(&caller.tenant_id);
+        let now = self.ctx.clock.now();
+        if let Some(Cached::Search(hit)) = self.ctx.result_cache.get(&key, generation, now) {
+            let outcome = hit.as_ref().clone();
+            self.touch_hits(&caller.tenant_id, &outcome).await;
+            return Ok(outcome);
+        }
         let query = SearchQuery {
-            scope: self.visible(caller, input.scope, input.butler)?,
+            scope,
             embedding_needed: mode.uses_semantic(),
             text,
             types,
             mode,
             limit: limit as usize,
             min_confidence,
-            now: self.ctx.clock.now(),
+            now,
         };
         let embedding = if query.embedding_needed {
             self.query_embeddings(std::slice::from_ref(&query.text))
@@ -139,6 +152,13 @@ impl Engine {
         if outcome.degraded {
             metrics::counter!("butler_memory_degraded_reads_total", "tool" => "search")
                 .increment(1);
+        } else {
+            self.ctx.result_cache.put(
+                key,
+                generation,
+                now,
+                Cached::Search(Arc::new(outcome.clone())),
+            );
         }
         Ok(outcome)
     }
@@ -188,18 +208,44 @@ impl Engine {
             .into_iter()
             .map(|input| self.context_request(caller, input))
             .collect();
+        // Answers still in the result cache need neither an embedding nor a reader.
+        let generation = self.ctx.generations.current(&caller.tenant_id);
+        let cached: Vec<Option<ContextOutcome>> = requests
+            .iter()
+            .map(|r| {
+                let r = r.as_ref().ok()?;
+                match self
+                    .ctx
+                    .result_cache
+                    .get(&context_key(r), generation, r.now)
+                {
+                    Some(Cached::Context(hit)) => Some(hit.as_ref().clone()),
+                    _ => None,
+                }
+            })
+            .collect();
         let prompts: Vec<String> = requests
             .iter()
-            .filter_map(|r| r.as_ref().ok().map(|r| r.trigger_prompt.clone()))
+            .zip(&cached)
+            .filter_map(|(r, hit)| match (r, hit) {
+                (Ok(r), None) => Some(r.trigger_prompt.clone()),
+                _ => None,
+            })
             .collect();
         let mut embeddings = self.query_embeddings(&prompts).await.into_iter();
-        let answers = requests.into_iter().map(|request| {
-            let embedding = request
-                .is_ok()
-                .then(|| embeddings.next().flatten())
-                .flatten();
+        let answers = requests.into_iter().zip(cached).map(|(request, hit)| {
+            let embedding = match (&request, &hit) {
+                (Ok(_), None) => embeddings.next().flatten(),
+                _ => None,
+            };
             async move {
-                let request = Box::new(request?);
+                if let Some(hit) = hit {
+                    return Ok(hit);
+                }
+                let request = request?;
+                let key = context_key(&request);
+                let now = request.now;
+                let request = Box::new(request);
                 let outcome = self
                     .read(|reply| RetrievalMsg::Context {
                         request,
@@ -210,6 +256,13 @@ impl Engine {
                 if outcome.degraded {
                     metrics::counter!("butler_memory_degraded_reads_total", "tool" => "context")
                         .increment(1);
+                } else {
+                    self.ctx.result_cache.put(
+                        key,
+                        generation,
+                        now,
+                        Cached::Context(Arc::new(outcome.clone())),
+                    );
                 }
                 Ok(outcome)
             }
@@ -362,4 +415,12 @@ impl Engine {
             self.touch(owner, memory_type, ids).await;
         }
     }
+}
+
+/// Everything a context block depends on besides the tenant's state and the time.
+fn context_key(r: &ContextRequest) -> String {
+    format!(
+        "context|{}|{}|{}|{}|{}",
+        r.scope.tenant_id, r.butler, r.token_budget, r.min_confidence, r.trigger_prompt
+    )
 }

@@ -67,11 +67,15 @@ pub async fn candidate_lists(
     };
     let keyword = async {
         if mode.uses_keyword() {
-            try_join_all(
-                types
-                    .iter()
-                    .map(|t| store.keyword_candidates(*t, filter, text, depth)),
-            )
+            try_join_all(types.iter().map(|t| async {
+                let corpus = ctx
+                    .corpus_cache
+                    .get(store, &ctx.generations, *t, &filter.scope.tenant_id)
+                    .await?;
+                store
+                    .keyword_candidates(*t, filter, text, depth, corpus)
+                    .await
+            }))
             .await
         } else {
             Ok(Vec::new())

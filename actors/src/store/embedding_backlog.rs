@@ -54,27 +54,28 @@ impl Store {
             .await?)
     }
 
-    /// Stores embeddings for rows that still have none, in one statement.
+    /// Stores embeddings for rows that still have none, in one statement. Returns the
+    /// tenant of each row updated.
     pub async fn set_embeddings(
         &self,
         memory_type: MemoryType,
         version_id: i16,
         ids: &[Uuid],
         vectors: Vec<pgvector::Vector>,
-    ) -> MemoryResult<u64> {
+    ) -> MemoryResult<Vec<String>> {
         let sql = format!(
             "UPDATE {} AS t SET embedding = v.embedding, embedding_version_id = $1
              FROM unnest($2::uuid[], $3::vector[]) AS v(id, embedding)
-             WHERE t.id = v.id AND t.embedding IS NULL",
+             WHERE t.id = v.id AND t.embedding IS NULL
+             RETURNING t.tenant_id",
             memory_type.table()
         );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
             .bind(version_id)
             .bind(ids)
             .bind(vectors)
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected())
+            .fetch_all(self.pool())
+            .await?)
     }
 
     /// How many rows wait for an embedding, and since when.

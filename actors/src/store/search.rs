@@ -63,10 +63,12 @@ macro_rules! rule_filter {
 /// Okapi BM25 over the full-text index (k1 = 1.2, b = 0.5): PostgreSQL's own `ts_rank` has
 /// no inverse document frequency, so a word in every memory (a speaker's name, "user")
 /// would weigh as much as the rare word that identifies the answer. Query words are the
-/// stemmed lexemes of `$5`; document frequencies come from the GIN index, over exactly the
-/// memories this caller may see; any memory containing any query word is a candidate.
-/// Memories are short, so length normalisation is halved (b = 0.5 rather than the usual
-/// 0.75, which over-rewards the shortest texts; measured on LoCoMo, docs/benchmarks.md).
+/// stemmed lexemes of `$5`; document frequencies come from the GIN index over the tenant's
+/// memories of this type, whose count `$7` and mean length `$8` the caller supplies (they
+/// change slowly and cost a scan, so they are cached); any visible memory containing any
+/// query word is a candidate. Memories are short, so length normalisation is halved
+/// (b = 0.5 rather than the usual 0.75, which over-rewards the shortest texts; measured on
+/// LoCoMo, docs/benchmarks.md).
 ///
 /// Arguments: the table, its alias, its candidate columns and its filter (all literals).
 macro_rules! bm25_query {
@@ -75,26 +77,31 @@ macro_rules! bm25_query {
             "WITH terms AS MATERIALIZED (
                  SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', $5))) AS lexeme
                  WHERE lexeme !~ '[''\\\\]'),
-             corpus AS MATERIALIZED (
-                 SELECT count(*)::float8 AS n, COALESCE(avg(length(", $a, ".search_vector)), 1)::float8 AS avgdl
-                 FROM ", $table, " ", $a, " WHERE ", $filter, "),
              idf AS MATERIALIZED (
-                 SELECT t.lexeme, ln(1 + (c.n - d.df + 0.5) / (d.df + 0.5)) AS idf
-                 FROM terms t CROSS JOIN corpus c
+                 SELECT t.lexeme, ln(1 + (GREATEST($7::float8, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
+                 FROM terms t
                  CROSS JOIN LATERAL (
                      SELECT count(*)::float8 AS df FROM ", $table, " ", $a, "
-                     WHERE ", $filter, " AND ", $a, ".search_vector @@ quote_literal(t.lexeme)::tsquery) d),
+                     WHERE ", $a, ".tenant_id = $1 AND ", $a, ".search_vector @@ quote_literal(t.lexeme)::tsquery) d),
              q AS MATERIALIZED (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM terms)
              SELECT ", $columns, ", s.bm25 AS signal
-             FROM ", $table, " ", $a, " CROSS JOIN q CROSS JOIN corpus c
+             FROM ", $table, " ", $a, " CROSS JOIN q
              CROSS JOIN LATERAL (
                  SELECT COALESCE(sum(i.idf * (cardinality(u.positions) * 2.2)
-                        / (cardinality(u.positions) + 1.2 * (0.5 + 0.5 * length(", $a, ".search_vector) / c.avgdl))), 0)::float8 AS bm25
+                        / (cardinality(u.positions) + 1.2 * (0.5 + 0.5 * length(", $a, ".search_vector) / $8::float8))), 0)::float8 AS bm25
                  FROM unnest(", $a, ".search_vector) u JOIN idf i ON i.lexeme = u.lexeme) s
              WHERE ", $filter, " AND ", $a, ".search_vector @@ q.q
              ORDER BY signal DESC, ", $a, ".id LIMIT $6"
         )
     };
+}
+
+/// Collection statistics BM25 needs: how many memories of a type a tenant has, and their
+/// mean length in lexemes.
+#[derive(Debug, Clone, Copy, PartialEq, sqlx::FromRow)]
+pub struct CorpusStats {
+    pub documents: f64,
+    pub mean_length: f64,
 }
 
 /// Where to look: the filters of one search.
@@ -117,7 +124,9 @@ impl Filter<'_> {
 
 impl Store {
     /// The `depth` nearest memories of one type to `embedding`, nearest first; `signal` is
-    /// the cosine similarity.
+    /// the cosine similarity. Ordered by distance alone so that the HNSW index can produce
+    /// the order (a tie-breaker would force a sort of every row); ties are broken when the
+    /// lists are merged.
     pub async fn semantic_candidates(
         &self,
         memory_type: MemoryType,
@@ -133,7 +142,7 @@ impl Store {
                  FROM episodes e WHERE ",
                 episode_filter!(),
                 " AND e.embedding IS NOT NULL
-                 ORDER BY e.embedding <=> $5, e.id LIMIT $6"
+                 ORDER BY e.embedding <=> $5 LIMIT $6"
             ),
             MemoryType::Fact => concat!(
                 "SELECT ",
@@ -142,7 +151,7 @@ impl Store {
                  FROM facts f WHERE ",
                 fact_filter!(),
                 " AND f.embedding IS NOT NULL
-                 ORDER BY f.embedding <=> $5, f.id LIMIT $6"
+                 ORDER BY f.embedding <=> $5 LIMIT $6"
             ),
             MemoryType::Rule => concat!(
                 "SELECT ",
@@ -151,7 +160,7 @@ impl Store {
                  FROM rules r WHERE ",
                 rule_filter!(),
                 " AND r.embedding IS NOT NULL
-                 ORDER BY r.embedding <=> $5, r.id LIMIT $6"
+                 ORDER BY r.embedding <=> $5 LIMIT $6"
             ),
         };
         let rows: Vec<Candidate> = sqlx::query_as(sql)
@@ -173,6 +182,7 @@ impl Store {
         filter: &Filter<'_>,
         query: &str,
         depth: i64,
+        corpus: CorpusStats,
     ) -> MemoryResult<Vec<Candidate>> {
         let sql = match memory_type {
             MemoryType::Episode => {
@@ -188,9 +198,28 @@ impl Store {
             .bind(filter.min_confidence)
             .bind(query)
             .bind(depth)
+            .bind(corpus.documents)
+            .bind(corpus.mean_length.max(1.0))
             .fetch_all(self.pool())
             .await?;
         Ok(typed(rows, memory_type))
+    }
+
+    /// A tenant's BM25 collection statistics for one memory type (a scan of its rows).
+    pub async fn corpus_stats(
+        &self,
+        memory_type: MemoryType,
+        tenant_id: &str,
+    ) -> MemoryResult<CorpusStats> {
+        let sql = format!(
+            "SELECT count(*)::float8 AS documents, COALESCE(avg(length(search_vector)), 1)::float8 AS mean_length
+             FROM {} WHERE tenant_id = $1",
+            memory_type.table()
+        );
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(tenant_id)
+            .fetch_one(self.pool())
+            .await?)
     }
 
     /// Facts worth knowing whatever the prompt: the most important, most confident ones.
