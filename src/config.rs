@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use butler_memory_actors::config::{
-    EngineConfig, EpisodesConfig, FactsConfig, IndexerConfig, RetrievalConfig, RulesConfig,
-    ShardsConfig,
+    EngineConfig, EpisodesConfig, FactsConfig, IndexerConfig, LifecycleConfig, RetrievalConfig,
+    RulesConfig, ShardsConfig,
 };
 use butler_memory_actors::domain::text::Limits;
 use butler_memory_actors::embedder::EmbedderConfig;
@@ -36,6 +36,7 @@ pub struct Config {
     pub embedded_postgres: EmbeddedPostgresConfig,
     pub embedder: EmbedderConfig,
     pub indexer: IndexerConfig,
+    pub lifecycle: LifecycleConfig,
     pub shards: ShardsConfig,
     pub retrieval: RetrievalConfig,
     pub episodes: EpisodesConfig,
@@ -177,6 +178,7 @@ impl Config {
             shards: self.shards.clone(),
             embedder: self.embedder.clone(),
             indexer: self.indexer.clone(),
+            lifecycle: self.lifecycle.clone(),
         }
     }
 

@@ -29,8 +29,9 @@ use tokio_util::sync::CancellationToken;
 use crate::config::McpConfig;
 use crate::startup::AppState;
 use params::{
-    ContextBatchParams, ContextParams, GetParams, RecallParams, SearchParams, StatsParams,
-    StoreEpisodeParams, StoreFactParams, StoreRuleParams,
+    ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, ForgetParams,
+    GetParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams, RestoreParams, RunSweepParams,
+    SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams,
 };
 use tools::Outcome;
 
@@ -91,6 +92,52 @@ const TOOLS: &[ToolSpec] = &[
         description: "memory_context for many sessions at once: one embedding batch, answers in \
             request order; each request succeeds or fails on its own.",
         schema: schema_for_type::<ContextBatchParams>,
+    },
+    ToolSpec {
+        name: "memory_confirm",
+        description: "Confirm that a fact or rule you used is still true: its confidence decay \
+            starts over and a fading one becomes active again. Call it after using a memory \
+            without contradiction.",
+        schema: schema_for_type::<ConfirmParams>,
+    },
+    ToolSpec {
+        name: "memory_mark_helpful",
+        description: "Report that applying a rule helped. Counts toward its effectiveness and its \
+            promotion (candidate -> established -> proven).",
+        schema: schema_for_type::<MarkHelpfulParams>,
+    },
+    ToolSpec {
+        name: "memory_mark_harmful",
+        description: "Report that applying a rule caused a problem, and why. Harm weighs four \
+            times as much as help; it demotes the rule, and repeated harm turns it into an \
+            anti-pattern warning.",
+        schema: schema_for_type::<MarkHarmfulParams>,
+    },
+    ToolSpec {
+        name: "memory_forget",
+        description: "Forget a memory: a fact or rule becomes retracted, an episode is \
+            tombstoned. It leaves retrieval at once; the change is audited and an admin can \
+            restore it.",
+        schema: schema_for_type::<ForgetParams>,
+    },
+    ToolSpec {
+        name: "memory_restore",
+        description: "Admin: undo a forget, putting the memory back in the state it was \
+            forgotten from. Refused for a fact whose subject and predicate a newer fact holds.",
+        schema: schema_for_type::<RestoreParams>,
+    },
+    ToolSpec {
+        name: "memory_activity_stream",
+        description: "Admin: the audit stream of every change to the tenant's memory, oldest \
+            first, one page at a time; pass `next_cursor` back as `since` for the next page.",
+        schema: schema_for_type::<ActivityStreamParams>,
+    },
+    ToolSpec {
+        name: "memory_run_sweep",
+        description: "Admin: run the lifecycle sweeps now (decay: fading, expiry, rule \
+            promotion and inversion; episode cleanup: expiry and capacity) and report what \
+            each shard changed.",
+        schema: schema_for_type::<RunSweepParams>,
     },
     ToolSpec {
         name: "memory_stats",
@@ -160,6 +207,15 @@ impl ServerHandler for MemoryServer {
             "memory_recall" => run(args, |p| tools::recall(engine, &caller, p)).await,
             "memory_context" => run(args, |p| tools::context(engine, &caller, p)).await,
             "memory_context_batch" => run(args, |p| tools::context_batch(engine, &caller, p)).await,
+            "memory_confirm" => run(args, |p| tools::confirm(engine, &caller, p)).await,
+            "memory_mark_helpful" => run(args, |p| tools::mark_helpful(engine, &caller, p)).await,
+            "memory_mark_harmful" => run(args, |p| tools::mark_harmful(engine, &caller, p)).await,
+            "memory_forget" => run(args, |p| tools::forget(engine, &caller, p)).await,
+            "memory_restore" => run(args, |p| tools::restore(engine, &caller, p)).await,
+            "memory_activity_stream" => {
+                run(args, |p| tools::activity_stream(engine, &caller, p)).await
+            }
+            "memory_run_sweep" => run(args, |p| tools::run_sweep(engine, &caller, p)).await,
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool `{other}`"),

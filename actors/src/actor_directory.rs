@@ -21,6 +21,7 @@ pub enum ActorKind {
     EmbedderPool,
     Indexer,
     Retrieval,
+    Scheduler,
     Shard,
 }
 

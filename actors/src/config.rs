@@ -160,6 +160,24 @@ pub struct IndexerConfig {
     pub session_context_weight: f64,
 }
 
+/// `[lifecycle]`: the per-shard sweeps and when they run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleConfig {
+    /// Cron expression (UTC, 5 fields, or 6 with seconds) of the daily decay sweep.
+    pub decay_sweep_cron: String,
+    /// Cron expression of the daily episode cleanup.
+    pub episode_cleanup_cron: String,
+    /// Rows per statement of a sweep: bounded transactions, no row loops.
+    pub sweep_page_size: u32,
+    /// Dead-lettered episodes are kept this many days past their expiry for inspection.
+    pub dead_letter_retention_days: f64,
+    /// How often the scheduler compares the clock with the cron schedules.
+    pub scheduler_tick_ms: u64,
+    /// Run a sweep at start when its last scheduled time passed while the service was down.
+    pub catch_up_missed_runs: bool,
+}
+
 /// Everything the engine needs.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -171,6 +189,7 @@ pub struct EngineConfig {
     pub shards: ShardsConfig,
     pub embedder: EmbedderConfig,
     pub indexer: IndexerConfig,
+    pub lifecycle: LifecycleConfig,
 }
 
 impl EngineConfig {
@@ -336,6 +355,30 @@ impl EngineConfig {
         check(
             self.indexer.poll_interval_ms > 0,
             "indexer.poll_interval_ms",
+            "must be at least 1",
+        );
+        let lc = &self.lifecycle;
+        for (key, expr) in [
+            ("lifecycle.decay_sweep_cron", &lc.decay_sweep_cron),
+            ("lifecycle.episode_cleanup_cron", &lc.episode_cleanup_cron),
+        ] {
+            if let Err(e) = crate::schedule::Schedule::parse(expr) {
+                check(false, key, &e);
+            }
+        }
+        check(
+            lc.sweep_page_size > 0,
+            "lifecycle.sweep_page_size",
+            "must be at least 1",
+        );
+        check(
+            lc.dead_letter_retention_days >= 0.0,
+            "lifecycle.dead_letter_retention_days",
+            "must not be negative",
+        );
+        check(
+            lc.scheduler_tick_ms > 0,
+            "lifecycle.scheduler_tick_ms",
             "must be at least 1",
         );
         let l = &self.limits;

@@ -14,9 +14,11 @@ pub mod record;
 pub mod relation;
 pub mod request_context;
 pub mod rule;
+pub mod rule_evidence;
 pub mod scoring;
 pub mod search;
 pub mod shard_key;
+pub mod sweep;
 pub mod text;
 pub mod validity;
 

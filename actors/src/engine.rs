@@ -2,8 +2,11 @@
 //! the caller's rights, routes writes to the owning shard (`engine/writes.rs`) and reads to
 //! the least busy retrieval actor (`engine/reads.rs`), and stops everything in order.
 
+mod lifecycle;
 mod reads;
 mod writes;
+
+pub use lifecycle::{MAX_ACTIVITY_PAGE, Since};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -27,8 +27,11 @@ pub mod mailbox;
 pub mod query_cache;
 pub mod result_cache;
 pub mod retrieval;
+pub mod schedule;
+pub mod scheduler;
 pub mod shard;
 pub mod store;
 pub mod supervisor;
+pub mod sweep_run;
 
 pub use engine::{Engine, Readiness};

@@ -23,6 +23,8 @@ use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{MemoryRecord, RecordWithLinks};
 use crate::domain::search::SearchQuery;
 use crate::error::{MemoryError, MemoryResult};
+use crate::store::activity::ActivityFilter;
+use crate::store::events::StoredEvent;
 use crate::store::stats::{Backlog, EpisodeStats, KnowledgeStats, StatsFilter};
 use context::{ContextOutcome, ContextRequest};
 use search::SearchOutcome;
@@ -55,6 +57,11 @@ pub enum RetrievalMsg {
         request: Box<ContextRequest>,
         embedding: Option<Arc<Vec<f32>>>,
         reply: RpcReplyPort<MemoryResult<ContextOutcome>>,
+    },
+    /// One page of the audit stream.
+    Activity {
+        filter: ActivityFilter,
+        reply: RpcReplyPort<MemoryResult<Vec<StoredEvent>>>,
     },
 }
 
@@ -112,6 +119,9 @@ impl Actor for Retrieval {
                 reply,
             } => {
                 let _ = reply.send(state.get(&caller, butler.as_deref(), memory_type, id).await);
+            }
+            RetrievalMsg::Activity { filter, reply } => {
+                let _ = reply.send(state.ctx.store.activity(&filter).await);
             }
             RetrievalMsg::Stats { filter, reply } => {
                 let _ = reply.send(state.stats(filter).await);

@@ -6,8 +6,12 @@
 //! order, and answers each only after the transaction committed. Reads do not pass through
 //! it, except as reference-count bumps (`Touch`), which it batches into one UPDATE per
 //! flush. `Flush` is a barrier: it answers after everything sent before it is written.
+//!
+//! Lifecycle changes of the shard's rows (confirmations, feedback, forgetting) are writes
+//! like any other. Sweeps run here too, one bounded step per message (`SweepStep`), so they
+//! are ordered with the writes without holding them up for more than one page.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,12 +23,17 @@ use crate::context::EngineContext;
 use crate::domain::episode::{Episode, NewEpisode};
 use crate::domain::fact::{NewFact, StoredFact};
 use crate::domain::memory_type::MemoryType;
+use crate::domain::record::MemoryRecord;
 use crate::domain::request_context::Lineage;
 use crate::domain::rule::{NewRule, Rule};
 use crate::domain::shard_key::ShardKey;
-use crate::error::MemoryResult;
+use crate::domain::sweep::{SweepKind, SweepReport};
+use crate::error::{MemoryError, MemoryResult};
+use crate::store::feedback::{self, Actor as EventActor, Application, Rated};
+use crate::store::forgetting::{self, Forgetting};
 use crate::store::{episodes, facts, references, rules};
 use crate::supervisor::SupervisorMsg;
+use crate::sweep_run::SweepRun;
 
 pub struct Shard;
 
@@ -40,6 +49,15 @@ pub struct ShardArgs {
 pub struct Author {
     pub actor: String,
     pub lineage: Lineage,
+}
+
+impl Author {
+    fn event_actor(&self) -> EventActor<'_> {
+        EventActor {
+            name: &self.actor,
+            lineage: &self.lineage,
+        }
+    }
 }
 
 pub enum ShardMsg {
@@ -58,6 +76,39 @@ pub enum ShardMsg {
         author: Author,
         reply: RpcReplyPort<MemoryResult<Rule>>,
     },
+    /// Reset the decay clock of a fact or rule.
+    Confirm {
+        memory_type: MemoryType,
+        id: Uuid,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<MemoryRecord>>,
+    },
+    /// Record how applying a rule went.
+    Rate {
+        application: Application,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Rated>>,
+    },
+    Forget {
+        memory_type: MemoryType,
+        id: Uuid,
+        reason: Option<String>,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Forgetting>>,
+    },
+    Restore {
+        memory_type: MemoryType,
+        id: Uuid,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Forgetting>>,
+    },
+    /// Run a lifecycle sweep of this shard; answers when it is done.
+    Sweep {
+        kind: SweepKind,
+        reply: RpcReplyPort<MemoryResult<SweepReport>>,
+    },
+    /// Internal: the next step of the sweep at the head of the queue.
+    SweepStep,
     /// These memories were read: bump their reference counts (batched).
     Touch {
         memory_type: MemoryType,
@@ -82,6 +133,8 @@ pub struct ShardState {
     last_work: Instant,
     touches: HashMap<MemoryType, HashMap<Uuid, i32>>,
     last_touch_flush: Instant,
+    /// Sweeps asked for, the running one first.
+    sweeps: VecDeque<(SweepRun, RpcReplyPort<MemoryResult<SweepReport>>)>,
 }
 
 impl Actor for Shard {
@@ -108,6 +161,7 @@ impl Actor for Shard {
             last_work: Instant::now(),
             touches: HashMap::new(),
             last_touch_flush: Instant::now(),
+            sweeps: VecDeque::new(),
         })
     }
 
@@ -146,6 +200,56 @@ impl Actor for Shard {
                 let result = state.store_rule(&rule, &author).await;
                 let _ = reply.send(result);
             }
+            ShardMsg::Confirm {
+                memory_type,
+                id,
+                author,
+                reply,
+            } => {
+                let result = state.confirm(memory_type, id, &author).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Rate {
+                application,
+                author,
+                reply,
+            } => {
+                let result = state.rate(&application, &author).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Forget {
+                memory_type,
+                id,
+                reason,
+                author,
+                reply,
+            } => {
+                let result = state
+                    .forget(memory_type, id, reason.as_deref(), &author)
+                    .await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Restore {
+                memory_type,
+                id,
+                author,
+                reply,
+            } => {
+                let result = state.restore(memory_type, id, &author).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Sweep { kind, reply } => {
+                let run = SweepRun::new(kind, state.key.clone(), state.ctx.clock.now());
+                state.sweeps.push_back((run, reply));
+                if state.sweeps.len() == 1 {
+                    myself.send_message(ShardMsg::SweepStep)?;
+                }
+            }
+            ShardMsg::SweepStep => {
+                if state.sweep_step().await {
+                    myself.send_message(ShardMsg::SweepStep)?;
+                }
+            }
             ShardMsg::Touch { memory_type, ids } => {
                 let counts = state.touches.entry(memory_type).or_default();
                 for id in ids {
@@ -163,7 +267,10 @@ impl Actor for Shard {
                     tracing::warn!(shard = %state.key, error = %e, "reference counts not written; will retry");
                 }
                 let idle_for = Duration::from_secs(state.ctx.config.shards.idle_stop_secs);
-                if state.last_work.elapsed() >= idle_for && state.touches.is_empty() {
+                if state.last_work.elapsed() >= idle_for
+                    && state.touches.is_empty()
+                    && state.sweeps.is_empty()
+                {
                     // The supervisor unregisters us before draining, so no new work arrives.
                     let _ = state.supervisor.cast(SupervisorMsg::ShardIdle {
                         key: state.key.clone(),
@@ -206,8 +313,7 @@ impl ShardState {
         let stored =
             episodes::insert(&mut tx, episode, None, &author.actor, &author.lineage).await?;
         tx.commit().await?;
-        self.ctx.generations.bump(&self.key.tenant_id);
-        self.ctx.kick_indexer();
+        self.committed();
         Ok(stored)
     }
 
@@ -216,8 +322,7 @@ impl ShardState {
         let stored =
             facts::insert_superseding(&mut tx, fact, None, &author.actor, &author.lineage).await?;
         tx.commit().await?;
-        self.ctx.generations.bump(&self.key.tenant_id);
-        self.ctx.kick_indexer();
+        self.committed();
         Ok(stored)
     }
 
@@ -225,9 +330,157 @@ impl ShardState {
         let mut tx = self.ctx.store.begin().await?;
         let stored = rules::insert(&mut tx, rule, None, &author.actor, &author.lineage).await?;
         tx.commit().await?;
+        self.committed();
+        Ok(stored)
+    }
+
+    /// A committed change of this tenant's memory: caches recompute, the indexer looks.
+    fn committed(&self) {
         self.ctx.generations.bump(&self.key.tenant_id);
         self.ctx.kick_indexer();
-        Ok(stored)
+    }
+
+    async fn confirm(
+        &mut self,
+        memory_type: MemoryType,
+        id: Uuid,
+        author: &Author,
+    ) -> MemoryResult<MemoryRecord> {
+        let now = self.ctx.clock.now();
+        let tenant = &self.key.tenant_id;
+        let mut tx = self.ctx.store.begin().await?;
+        let record = match memory_type {
+            MemoryType::Fact => MemoryRecord::Fact(
+                feedback::confirm_fact(&mut tx, tenant, id, now, author.event_actor()).await?,
+            ),
+            MemoryType::Rule => MemoryRecord::Rule(
+                feedback::confirm_rule(&mut tx, tenant, id, now, author.event_actor()).await?,
+            ),
+            MemoryType::Episode => {
+                return Err(MemoryError::invalid_input(
+                    "not_confirmable",
+                    "episodes have no confidence to confirm; confirm facts and rules",
+                ));
+            }
+        };
+        tx.commit().await?;
+        self.committed();
+        Ok(record)
+    }
+
+    async fn rate(&mut self, application: &Application, author: &Author) -> MemoryResult<Rated> {
+        let now = self.ctx.clock.now();
+        let mut tx = self.ctx.store.begin().await?;
+        let rated = feedback::rate_rule(
+            &mut tx,
+            &self.key.tenant_id,
+            application,
+            now,
+            &self.ctx.config.rules,
+            author.event_actor(),
+        )
+        .await?;
+        tx.commit().await?;
+        self.committed();
+        Ok(rated)
+    }
+
+    async fn forget(
+        &mut self,
+        memory_type: MemoryType,
+        id: Uuid,
+        reason: Option<&str>,
+        author: &Author,
+    ) -> MemoryResult<Forgetting> {
+        let now = self.ctx.clock.now();
+        let mut tx = self.ctx.store.begin().await?;
+        let done = forgetting::forget(
+            &mut tx,
+            &self.key.tenant_id,
+            memory_type,
+            id,
+            reason,
+            now,
+            author.event_actor(),
+        )
+        .await?;
+        tx.commit().await?;
+        if done.changed {
+            self.committed();
+        }
+        Ok(done)
+    }
+
+    async fn restore(
+        &mut self,
+        memory_type: MemoryType,
+        id: Uuid,
+        author: &Author,
+    ) -> MemoryResult<Forgetting> {
+        let now = self.ctx.clock.now();
+        let mut tx = self.ctx.store.begin().await?;
+        let done = forgetting::restore(
+            &mut tx,
+            &self.key.tenant_id,
+            memory_type,
+            id,
+            now,
+            author.event_actor(),
+        )
+        .await?;
+        tx.commit().await?;
+        self.committed();
+        Ok(done)
+    }
+
+    /// Runs one step of the sweep at the head of the queue; when it finishes, records it
+    /// and answers. Returns whether another step is due.
+    async fn sweep_step(&mut self) -> bool {
+        let Some((run, _)) = self.sweeps.front_mut() else {
+            return false;
+        };
+        let stepped = run.step(&self.ctx).await;
+        if stepped.is_ok() && !run.is_done() {
+            return true;
+        }
+        let (run, reply) = self.sweeps.pop_front().expect("a sweep at the head");
+        let result = match stepped {
+            Ok(()) => self.sweep_finished(run.finish()).await,
+            Err(e) => {
+                tracing::warn!(shard = %self.key, error = %e, "sweep failed; the next one resumes its work");
+                metrics::counter!("butler_memory_sweeps_total", "outcome" => "failed").increment(1);
+                Err(e)
+            }
+        };
+        let _ = reply.send(result);
+        !self.sweeps.is_empty()
+    }
+
+    async fn sweep_finished(&self, report: SweepReport) -> MemoryResult<SweepReport> {
+        let kind = report.kind.as_str();
+        metrics::counter!("butler_memory_sweeps_total", "outcome" => "ok").increment(1);
+        metrics::histogram!("butler_memory_sweep_duration_seconds", "kind" => kind)
+            .record(report.elapsed_ms as f64 / 1000.0);
+        for (change, n) in &report.changes {
+            metrics::counter!("butler_memory_sweep_changes_total", "kind" => kind, "change" => change.clone())
+                .increment(*n);
+        }
+        if report.changed() > 0 {
+            self.committed();
+        }
+        let finished = self.ctx.clock.now();
+        self.ctx
+            .store
+            .record_run(
+                &self.key,
+                kind,
+                report.as_of,
+                finished,
+                &serde_json::to_value(&report).unwrap_or_default(),
+            )
+            .await?;
+        tracing::info!(shard = %self.key, kind, changes = ?report.changes, ms = report.elapsed_ms, "sweep done");
+        Ok(report)
     }
 
     /// Writes the batched reference-count bumps, one UPDATE per memory type.

@@ -1,13 +1,21 @@
 //! Storage: every SQL statement of the engine lives under this module. PostgreSQL with
 //! pgvector is the system of record; the pool is the only way in.
 
+pub mod activity;
+pub mod anti_patterns;
 pub mod columns;
+pub mod decay_sweep;
 pub mod embedded_postgres;
 pub mod embedding_backlog;
 pub mod embedding_versions;
+pub mod episode_cleanup;
 pub mod episodes;
 pub mod events;
 pub mod facts;
+pub mod feedback;
+pub mod forgetting;
+pub mod lifecycle_locks;
+pub mod lifecycle_runs;
 pub mod links;
 pub mod records;
 pub mod references;

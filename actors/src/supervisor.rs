@@ -1,7 +1,8 @@
 //! The root supervisor: starts the tree, owns the shard registry, and restarts what fails.
 //!
 //! Children (all linked to it): the embedder pool, the indexer, `retrieval.workers`
-//! retrieval actors, and one shard per `(tenant_id, butler)` started on first use. A child
+//! retrieval actors, the lifecycle scheduler, and one shard per `(tenant_id, butler)`
+//! started on first use. A child
 //! that fails is restarted at once, up to `shards.max_restarts` times within
 //! `shards.restart_window_secs`; beyond that it is left down for the rest of the window
 //! (requests to it fail fast as `unavailable`) so that a crash loop cannot eat the machine.
@@ -23,6 +24,7 @@ use crate::error::{MemoryError, MemoryResult};
 use crate::indexer::{Indexer, IndexerArgs};
 use crate::mailbox::Mailbox;
 use crate::retrieval::{Retrieval, RetrievalArgs};
+use crate::scheduler::{Scheduler, SchedulerArgs};
 use crate::shard::{Shard, ShardArgs, ShardMsg};
 
 pub struct Supervisor;
@@ -59,6 +61,7 @@ pub enum Child {
     EmbedderPool,
     Indexer,
     Retrieval(usize),
+    Scheduler,
     Shard(ShardKey),
 }
 
@@ -68,6 +71,7 @@ impl Child {
             Child::EmbedderPool => (ActorKind::EmbedderPool, "pool".into()),
             Child::Indexer => (ActorKind::Indexer, "embeddings".into()),
             Child::Retrieval(i) => (ActorKind::Retrieval, i.to_string()),
+            Child::Scheduler => (ActorKind::Scheduler, "lifecycle".into()),
             Child::Shard(key) => (ActorKind::Shard, key.to_string()),
         }
     }
@@ -134,6 +138,7 @@ impl Actor for Supervisor {
         for i in 0..state.ctx.config.retrieval.workers {
             state.spawn(&myself, Child::Retrieval(i)).await?;
         }
+        state.spawn(&myself, Child::Scheduler).await?;
         state.info.started();
         Ok(state)
     }
@@ -311,6 +316,15 @@ impl SupervisorState {
                 }
                 id
             }
+            Child::Scheduler => {
+                let args = SchedulerArgs {
+                    ctx: ctx.clone(),
+                    info: info.clone(),
+                    supervisor: myself.clone(),
+                };
+                let (actor, _) = Actor::spawn_linked(None, Scheduler, args, cell).await?;
+                actor.get_id()
+            }
             Child::Shard(key) => {
                 let args = ShardArgs {
                     key: key.clone(),
@@ -368,7 +382,11 @@ impl SupervisorState {
         match &child {
             // A shard restarts lazily on its next request unless work is waiting: restart
             // now so the registry is never empty for a key that was just in use.
-            Child::Shard(_) | Child::EmbedderPool | Child::Indexer | Child::Retrieval(_) => {
+            Child::Shard(_)
+            | Child::EmbedderPool
+            | Child::Indexer
+            | Child::Retrieval(_)
+            | Child::Scheduler => {
                 if let Err(e) = self.spawn(myself, child.clone()).await {
                     tracing::error!(child = ?child, error = %e, "restart failed");
                     info.set_status(ActorStatus::Failed);
@@ -425,6 +443,8 @@ impl SupervisorState {
             // A dead reader's mailbox stays in the pool until replaced: sends to it fail
             // fast as `unavailable`, and routing prefers live ones.
             Child::Retrieval(_) => {}
+            // Nobody sends to the scheduler; it only ticks.
+            Child::Scheduler => {}
         }
     }
 

@@ -7,6 +7,8 @@ use butler_memory_actors::domain::permanence::Permanence;
 use butler_memory_actors::domain::relation::LinkTarget;
 use butler_memory_actors::domain::request_context::RequestContext;
 use butler_memory_actors::domain::search::SearchMode;
+use butler_memory_actors::domain::sweep::SweepKind;
+use butler_memory_actors::domain::validity::Validity;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -230,6 +232,129 @@ pub struct ContextBatchItem {
 pub struct ContextBatchParams {
     /// Up to 64 context requests, answered in order.
     pub requests: Vec<ContextBatchItem>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_confirm`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmParams {
+    /// `fact` or `rule`.
+    #[serde(rename = "type")]
+    pub memory_type: MemoryType,
+    /// The memory's id.
+    pub id: Uuid,
+    /// The butler confirming (default: the key's butler).
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Request lineage, echoed in the response and recorded in the audit stream.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_mark_helpful`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MarkHelpfulParams {
+    /// The rule that was applied and helped.
+    pub rule_id: Uuid,
+    /// The butler that applied it (default: the key's butler).
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Request lineage, echoed in the response and recorded with the application.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_mark_harmful`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MarkHarmfulParams {
+    /// The rule that was applied and caused a problem.
+    pub rule_id: Uuid,
+    /// What went wrong; quoted in the anti-pattern if the rule is inverted.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The butler that applied it (default: the key's butler).
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Request lineage, echoed in the response and recorded with the application.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_forget`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetParams {
+    /// The memory's type.
+    #[serde(rename = "type")]
+    pub memory_type: MemoryType,
+    /// The memory's id.
+    pub id: Uuid,
+    /// Why, for the audit stream.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Legacy compatibility: the state a forgotten fact takes. Only `retracted` (the default)
+    /// or its legacy alias `forgotten`, which is normalised to `retracted`.
+    #[serde(default)]
+    pub validity: Option<Validity>,
+    /// The butler forgetting (default: the key's butler).
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Request lineage, echoed in the response and recorded in the audit stream.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_restore`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreParams {
+    /// The memory's type.
+    #[serde(rename = "type")]
+    pub memory_type: MemoryType,
+    /// The memory's id.
+    pub id: Uuid,
+    /// Request lineage, echoed in the response and recorded in the audit stream.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_activity_stream`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActivityStreamParams {
+    /// Where to start: the `next_cursor` of the previous page, or an RFC 3339 time (events
+    /// at or after it). Omitted: from the beginning.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Only events of facts and rules in this scope.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Only events of this butler's memories.
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Most events in the page (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_run_sweep`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSweepParams {
+    /// Which sweeps: `decay_sweep`, `episode_cleanup` (default: both, in that order).
+    #[serde(default)]
+    pub kinds: Option<Vec<SweepKind>>,
+    /// Only this butler's shard (default: every shard of the tenant).
+    #[serde(default)]
+    pub butler: Option<String>,
     /// Request lineage, echoed in the response.
     #[serde(default)]
     pub request_context: Option<RequestContext>,

@@ -10,14 +10,19 @@ use butler_memory_actors::domain::record::MemoryRecord;
 use butler_memory_actors::domain::request_context::Lineage;
 use butler_memory_actors::domain::rule::RuleInput;
 use butler_memory_actors::domain::search::{ContextInput, Hit, SearchInput};
+use butler_memory_actors::domain::sweep::SweepKind;
+use butler_memory_actors::domain::validity::Validity;
+use butler_memory_actors::engine::Since;
 use butler_memory_actors::error::{MemoryError, MemoryResult};
 use butler_memory_actors::retrieval::context::ContextOutcome;
 use butler_memory_actors::retrieval::search::SearchOutcome;
+use butler_memory_actors::store::feedback::{Outcome as Feedback, Rated};
 use serde_json::{Value, json};
 
 use super::params::{
-    ContextBatchParams, ContextParams, GetParams, RecallParams, SearchParams, StatsParams,
-    StoreEpisodeParams, StoreFactParams, StoreRuleParams,
+    ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, ForgetParams,
+    GetParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams, RestoreParams, RunSweepParams,
+    SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams,
 };
 use super::reply::to_json;
 
@@ -264,4 +269,136 @@ fn context_json(butler: &str, outcome: ContextOutcome) -> MemoryResult<Value> {
     body["butler"] = json!(butler);
     body["degraded"] = json!(outcome.degraded);
     Ok(body)
+}
+
+pub async fn confirm(engine: &Engine, caller: &Caller, p: ConfirmParams) -> Outcome {
+    with_lineage(p.request_context, |lineage| async move {
+        let record = engine
+            .confirm(caller, p.memory_type, p.id, p.butler, lineage)
+            .await?;
+        to_json(record)
+    })
+    .await
+}
+
+pub async fn mark_helpful(engine: &Engine, caller: &Caller, p: MarkHelpfulParams) -> Outcome {
+    with_lineage(p.request_context, |lineage| async move {
+        let rated = engine
+            .rate_rule(
+                caller,
+                p.rule_id,
+                Feedback::Helpful,
+                None,
+                p.butler,
+                lineage,
+            )
+            .await?;
+        rated_json(rated)
+    })
+    .await
+}
+
+pub async fn mark_harmful(engine: &Engine, caller: &Caller, p: MarkHarmfulParams) -> Outcome {
+    with_lineage(p.request_context, |lineage| async move {
+        let rated = engine
+            .rate_rule(
+                caller,
+                p.rule_id,
+                Feedback::Harmful,
+                p.reason,
+                p.butler,
+                lineage,
+            )
+            .await?;
+        rated_json(rated)
+    })
+    .await
+}
+
+fn rated_json(rated: Rated) -> MemoryResult<Value> {
+    let before = rated.maturity_before;
+    let mut body = to_json(MemoryRecord::Rule(rated.rule))?;
+    body["maturity_before"] = json!(before);
+    Ok(body)
+}
+
+pub async fn forget(engine: &Engine, caller: &Caller, p: ForgetParams) -> Outcome {
+    with_lineage(p.request_context, |lineage| async move {
+        // Legacy callers may name the state; `forgotten` has already been read as `retracted`.
+        if let Some(v) = p.validity
+            && v != Validity::Retracted
+        {
+            return Err(MemoryError::invalid_input(
+                "invalid_validity",
+                format!("a forgotten memory becomes `retracted`, not `{v}`"),
+            ));
+        }
+        let done = engine
+            .forget(caller, p.memory_type, p.id, p.reason, p.butler, lineage)
+            .await?;
+        let mut body = to_json(done.record)?;
+        body["changed"] = json!(done.changed);
+        Ok(body)
+    })
+    .await
+}
+
+pub async fn restore(engine: &Engine, caller: &Caller, p: RestoreParams) -> Outcome {
+    with_lineage(p.request_context, |lineage| async move {
+        let done = engine.restore(caller, p.memory_type, p.id, lineage).await?;
+        to_json(done.record)
+    })
+    .await
+}
+
+pub async fn activity_stream(engine: &Engine, caller: &Caller, p: ActivityStreamParams) -> Outcome {
+    with_lineage(p.request_context, |_| async move {
+        let since = match p.since.as_deref().map(str::trim) {
+            None | Some("") => Since::Cursor(0),
+            Some(s) if s.bytes().all(|b| b.is_ascii_digit()) => {
+                Since::Cursor(s.parse().map_err(|_| {
+                    MemoryError::invalid_input("invalid_since", "`since` cursor is out of range")
+                })?)
+            }
+            Some(s) => Since::Time(
+                chrono::DateTime::parse_from_rfc3339(s)
+                    .map_err(|_| {
+                        MemoryError::invalid_input(
+                            "invalid_since",
+                            "`since` must be a cursor from a previous page or an RFC 3339 time",
+                        )
+                    })?
+                    .with_timezone(&chrono::Utc),
+            ),
+        };
+        let events = engine
+            .activity(caller, since, p.scope, p.butler, p.limit)
+            .await?;
+        let next_cursor = match (events.last(), since) {
+            (Some(last), _) => Some(last.id.to_string()),
+            (None, Since::Cursor(c)) => Some(c.to_string()),
+            (None, Since::Time(_)) => None,
+        };
+        Ok(json!({
+            "events": events,
+            "count": events.len(),
+            "next_cursor": next_cursor,
+        }))
+    })
+    .await
+}
+
+pub async fn run_sweep(engine: &Engine, caller: &Caller, p: RunSweepParams) -> Outcome {
+    with_lineage(p.request_context, |_| async move {
+        let kinds = p.kinds.unwrap_or_else(|| SweepKind::ALL.to_vec());
+        if kinds.is_empty() {
+            return Err(MemoryError::invalid_input(
+                "empty_kinds",
+                "`kinds` must name at least one sweep",
+            ));
+        }
+        let reports = engine.sweep_now(caller, &kinds, p.butler).await?;
+        Ok(json!({ "reports": reports, "count": reports.len() }))
+    })
+    .await
 }

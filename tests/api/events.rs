@@ -142,3 +142,182 @@ async fn the_database_refuses_states_outside_the_canonical_sets() {
     assert!(err.to_string().contains("facts_one_live"), "{err}");
     app.stop().await;
 }
+
+/// Folds an entity's events: each `after` is the state after the change (whole, or the
+/// fields that changed); `null` means the entity is gone.
+fn replay(events: &[Value]) -> Option<serde_json::Map<String, Value>> {
+    let mut state: Option<serde_json::Map<String, Value>> = None;
+    for event in events {
+        match &event["payload"]["after"] {
+            Value::Object(after) => {
+                let current = state.get_or_insert_with(Default::default);
+                for (k, v) in after {
+                    current.insert(k.clone(), v.clone());
+                }
+            }
+            Value::Null => state = None,
+            other => panic!("unexpected after: {other}"),
+        }
+    }
+    state
+}
+
+/// Every field the replayed state has must equal the record's, except those that are
+/// bookkeeping of reads or computed at response time.
+fn assert_replays_to(state: &serde_json::Map<String, Value>, record: &Value) {
+    let skip = [
+        "effective_confidence",
+        "reference_count",
+        "last_referenced_at",
+        "embedding_model",
+        "type",
+    ];
+    let mut compared = 0;
+    for (k, v) in state {
+        if skip.contains(&k.as_str()) || record.get(k).is_none() {
+            continue;
+        }
+        assert_eq!(
+            &record[k], v,
+            "field {k}: record {record} vs replay {state:?}"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 10, "too little compared: {state:?}");
+}
+
+#[tokio::test]
+async fn the_events_of_an_entity_replay_to_its_current_state() {
+    let clock = std::sync::Arc::new(butler_memory_actors::clock::ManualClock::new(
+        chrono::DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc),
+    ));
+    let app = spawn_app_at("", clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let fact = mcp
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "tea", "content": "Drinks oolong", "permanence": "volatile"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rule = mcp
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Offer tea after dinner"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A life: fades, is confirmed, fades again, is forgotten, restored; the rule is rated,
+    // promoted, demoted and forgotten.
+    clock.advance(chrono::Duration::days(60));
+    admin
+        .ok("memory_run_sweep", json!({"kinds": ["decay_sweep"]}))
+        .await;
+    mcp.ok("memory_confirm", json!({"type": "fact", "id": fact}))
+        .await;
+    clock.advance(chrono::Duration::days(60));
+    admin
+        .ok("memory_run_sweep", json!({"kinds": ["decay_sweep"]}))
+        .await;
+    mcp.ok(
+        "memory_forget",
+        json!({"type": "fact", "id": fact, "reason": "stale"}),
+    )
+    .await;
+    admin
+        .ok("memory_restore", json!({"type": "fact", "id": fact}))
+        .await;
+    for _ in 0..5 {
+        mcp.ok("memory_mark_helpful", json!({"rule_id": rule}))
+            .await;
+    }
+    mcp.ok(
+        "memory_mark_harmful",
+        json!({"rule_id": rule, "reason": "too late"}),
+    )
+    .await;
+    mcp.ok("memory_confirm", json!({"type": "rule", "id": rule}))
+        .await;
+    mcp.ok("memory_forget", json!({"type": "rule", "id": rule}))
+        .await;
+
+    for (memory_type, id, expected_events) in [("fact", &fact, 6), ("rule", &rule, 10)] {
+        let mut events = Vec::new();
+        let mut since = "0".to_owned();
+        // Paged two at a time, to exercise the cursor.
+        loop {
+            let page = admin
+                .ok(
+                    "memory_activity_stream",
+                    json!({"since": since, "limit": 2}),
+                )
+                .await;
+            let got = page["events"].as_array().unwrap().clone();
+            if got.is_empty() {
+                break;
+            }
+            since = page["next_cursor"].as_str().unwrap().to_owned();
+            events.extend(got.into_iter().filter(|e| e["entity_id"] == json!(id)));
+        }
+        assert_eq!(events.len(), expected_events, "{memory_type}: {events:?}");
+        let ids: Vec<i64> = events.iter().map(|e| e["id"].as_i64().unwrap()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "stable order");
+        let record = mcp
+            .ok("memory_get", json!({"type": memory_type, "id": id}))
+            .await;
+        assert_replays_to(&replay(&events).expect("exists"), &record);
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_activity_stream_filters_by_scope_and_butler_and_starts_at_a_time() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let general = app.client(TENANT_A_GENERAL).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    health
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "pulse", "content": "Resting pulse 58", "scope": "health"}),
+        )
+        .await;
+    general
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Planned a trip", "butler": "general"}),
+        )
+        .await;
+    let scoped = admin
+        .ok("memory_activity_stream", json!({"scope": "health"}))
+        .await;
+    assert_eq!(scoped["count"], 1, "{scoped}");
+    assert_eq!(scoped["events"][0]["event_type"], "fact_created");
+    let by_butler = admin
+        .ok("memory_activity_stream", json!({"butler": "general"}))
+        .await;
+    assert_eq!(by_butler["count"], 1, "{by_butler}");
+    assert_eq!(by_butler["events"][0]["event_type"], "episode_stored");
+    let future = admin
+        .ok(
+            "memory_activity_stream",
+            json!({"since": "2999-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(future["count"], 0);
+    let err = admin
+        .err("memory_activity_stream", json!({"since": "yesterday"}))
+        .await;
+    assert_eq!(err["class"], "invalid_input");
+    // Butlers do not read the audit stream.
+    let err = health.err("memory_activity_stream", json!({})).await;
+    assert_eq!(err["class"], "forbidden");
+    app.stop().await;
+}

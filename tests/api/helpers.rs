@@ -84,6 +84,12 @@ fn repo_path(rel: &str) -> PathBuf {
 /// Base configuration for tests (paths made absolute so tests do not depend on the cwd).
 pub fn base_config(extra: &str) -> Config {
     let deps = repo_path(".deps");
+    // Sweeps run when a test asks for them, not on their own in the middle of it.
+    let lifecycle = if extra.contains("[lifecycle]") {
+        ""
+    } else {
+        "[lifecycle]\ncatch_up_missed_runs = false\nscheduler_tick_ms = 3600000\n"
+    };
     let toml = format!(
         r#"
 listen = "127.0.0.1:0"
@@ -103,6 +109,7 @@ max_connections = 6
 min_connections = 0
 [log]
 level = "warn"
+{lifecycle}
 {KEYS}
 {extra}
 "#,

@@ -3,8 +3,10 @@
 
 mod auth_and_tenancy;
 mod context;
+mod decay_and_maturity;
 mod embedding;
 mod events;
+mod forgetting;
 mod helpers;
 mod invalid_input;
 mod operator;

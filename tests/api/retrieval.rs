@@ -213,28 +213,18 @@ async fn invalid_states_never_appear_and_fading_needs_min_confidence_zero() {
             json!({"content": format!("A {marker} joke"), "butler": "health", "ttl_days": 1}),
         )
         .await;
+    for (memory_type, id) in [
+        ("fact", retracted.as_str()),
+        ("rule", rule["id"].as_str().unwrap()),
+        ("episode", episode["id"].as_str().unwrap()),
+    ] {
+        mcp.ok("memory_forget", json!({"type": memory_type, "id": id}))
+            .await;
+    }
+    // No sweep has run: expiry set as the sweep would set it.
     let mut sql = app.sql().await;
-    sqlx::query(
-        "UPDATE facts SET validity = 'retracted', retracted_at = now() WHERE id = $1::uuid",
-    )
-    .bind(&retracted)
-    .execute(&mut sql)
-    .await
-    .unwrap();
     sqlx::query("UPDATE facts SET validity = 'expired' WHERE id = $1::uuid")
         .bind(&expired)
-        .execute(&mut sql)
-        .await
-        .unwrap();
-    sqlx::query(
-        "UPDATE rules SET validity = 'retracted', retracted_at = now() WHERE id = $1::uuid",
-    )
-    .bind(rule["id"].as_str().unwrap())
-    .execute(&mut sql)
-    .await
-    .unwrap();
-    sqlx::query("UPDATE episodes SET forgotten_at = now() WHERE id = $1::uuid")
-        .bind(episode["id"].as_str().unwrap())
         .execute(&mut sql)
         .await
         .unwrap();

@@ -12,10 +12,28 @@ super::string_enum! {
     /// What happened to an entity.
     EventType {
         EpisodeStored => "episode_stored",
+        EpisodeForgotten => "episode_forgotten",
+        EpisodeRestored => "episode_restored",
+        /// Deleted by episode cleanup (expired, or beyond the shard's capacity).
+        EpisodeDeleted => "episode_deleted",
         FactCreated => "fact_created",
         FactSuperseded => "fact_superseded",
         FactConfirmed => "fact_confirmed",
+        FactRetracted => "fact_retracted",
+        FactRestored => "fact_restored",
+        /// The decay sweep moved its validity (`fading`, `expired`, or back to `active`).
+        FactDecayed => "fact_decayed",
         RuleCreated => "rule_created",
+        RuleConfirmed => "rule_confirmed",
+        RuleMarkedHelpful => "rule_marked_helpful",
+        RuleMarkedHarmful => "rule_marked_harmful",
+        RuleRetracted => "rule_retracted",
+        RuleRestored => "rule_restored",
+        RuleDecayed => "rule_decayed",
+        /// The sweep promoted it on evidence that needed time (`proven` needs age).
+        RulePromoted => "rule_promoted",
+        /// The sweep inverted it into an anti-pattern (thresholds changed since its marks).
+        RuleInverted => "rule_inverted",
     }
 }
 
@@ -35,6 +53,11 @@ pub struct NewEvent {
     /// Who caused it: `butler:<key>`, `admin:<key>`, `consolidation`, `sweep`.
     pub actor: String,
     pub lineage: Lineage,
-    /// `{"before": ..., "after": ...}` plus anything the event type adds.
+    /// The entity's scope (facts and rules) and owning butler, for filtered streams.
+    pub scope: Option<String>,
+    pub butler: Option<String>,
+    /// `{"before": ..., "after": ...}` plus anything the event type adds. `after` holds the
+    /// state after the change (the whole record, or only the fields that changed), so
+    /// folding the `after` objects of an entity's events in order gives its current state.
     pub payload: Value,
 }

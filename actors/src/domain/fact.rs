@@ -44,6 +44,8 @@ pub struct Fact {
     pub last_confirmed_at: DateTime<Utc>,
     pub last_referenced_at: DateTime<Utc>,
     pub retracted_at: Option<DateTime<Utc>>,
+    /// The validity a retraction replaced, which `memory_restore` puts back.
+    pub retracted_from: Option<String>,
     pub tags: Value,
     pub metadata: Value,
     pub embedding_model: Option<String>,

@@ -98,7 +98,7 @@ impl Engine {
     }
 }
 
-fn author(caller: &Caller, lineage: Lineage) -> Author {
+pub(super) fn author(caller: &Caller, lineage: Lineage) -> Author {
     Author {
         actor: caller.actor(),
         lineage,

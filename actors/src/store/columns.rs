@@ -17,7 +17,7 @@ macro_rules! fact_columns {
     () => {
         "id, tenant_id, subject, predicate, content, scope, validity, confidence, decay_rate, \
          permanence, importance, source_butler, source_episode_id, supersedes_id, reference_count, \
-         created_at, last_confirmed_at, last_referenced_at, retracted_at, tags, metadata, \
+         created_at, last_confirmed_at, last_referenced_at, retracted_at, retracted_from, tags, metadata, \
          (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
          request_id"
     };
@@ -29,10 +29,28 @@ macro_rules! rule_columns {
         "id, tenant_id, content, original_content, scope, maturity, validity, confidence, decay_rate, \
          permanence, importance, effectiveness_score, applied_count, success_count, harmful_count, \
          source_butler, source_episode_id, reference_count, created_at, last_applied_at, \
-         last_evaluated_at, last_confirmed_at, last_referenced_at, retracted_at, tags, metadata, \
+         last_evaluated_at, last_confirmed_at, last_referenced_at, retracted_at, retracted_from, tags, metadata, \
          (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
          request_id"
     };
 }
 
-pub(crate) use {episode_columns, fact_columns, rule_columns};
+/// The effective confidence of memory_butler.md §6.2 in SQL, for the row alias `$t` (with
+/// its dot, or empty) at the time parameter `$now`. The exponent is floored: PostgreSQL's
+/// `exp` fails on underflow, and a memory decayed for centuries is simply ~0.
+macro_rules! effective_confidence {
+    ($t:literal, $now:literal) => {
+        concat!(
+            $t,
+            "confidence * exp(GREATEST(-700.0, -",
+            $t,
+            "decay_rate * GREATEST(0, extract(epoch FROM (",
+            $now,
+            " - ",
+            $t,
+            "last_confirmed_at)) / 86400.0)))"
+        )
+    };
+}
+
+pub(crate) use {effective_confidence, episode_columns, fact_columns, rule_columns};

@@ -58,6 +58,8 @@ pub async fn insert(
             entity_id: stored.id,
             actor: actor.to_owned(),
             lineage: lineage.clone(),
+            scope: None,
+            butler: Some(stored.butler.clone()),
             payload: json!({ "before": null, "after": stored }),
         },
         episode.created_at,

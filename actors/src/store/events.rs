@@ -36,8 +36,8 @@ pub async fn append(
     sqlx::query(
         "INSERT INTO memory_events
              (tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
-              request_id, subrequest_id, segment_id, payload)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+              request_id, subrequest_id, segment_id, scope, butler, payload)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(&event.tenant_id)
     .bind(event.event_type.as_str())
@@ -48,6 +48,8 @@ pub async fn append(
     .bind(&event.lineage.request_id)
     .bind(&event.lineage.subrequest_id)
     .bind(&event.lineage.segment_id)
+    .bind(&event.scope)
+    .bind(&event.butler)
     .bind(&event.payload)
     .execute(conn)
     .await?;

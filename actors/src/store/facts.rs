@@ -19,6 +19,23 @@ use super::columns::fact_columns;
 use super::episodes::Embedded;
 use super::{events, links};
 
+/// Serialises, until the transaction ends, every writer of one fact key (supersession,
+/// restore), whichever shard it runs in.
+pub async fn lock_fact_key(
+    conn: &mut PgConnection,
+    tenant_id: &str,
+    scope: &str,
+    subject: &str,
+    predicate: &str,
+) -> MemoryResult<()> {
+    let key = format!("fact\u{1f}{tenant_id}\u{1f}{scope}\u{1f}{subject}\u{1f}{predicate}");
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(&key)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// Stores a fact: supersedes the live fact with the same key, or confirms it when it
 /// already says exactly the same thing.
 pub async fn insert_superseding(
@@ -28,14 +45,14 @@ pub async fn insert_superseding(
     actor: &str,
     lineage: &Lineage,
 ) -> MemoryResult<StoredFact> {
-    let key = format!(
-        "fact\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
-        fact.tenant_id, fact.scope, fact.subject, fact.predicate
-    );
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-        .bind(&key)
-        .execute(&mut *conn)
-        .await?;
+    lock_fact_key(
+        conn,
+        &fact.tenant_id,
+        &fact.scope,
+        &fact.subject,
+        &fact.predicate,
+    )
+    .await?;
 
     let live: Option<Fact> = sqlx::query_as(concat!(
         "SELECT ",
@@ -59,6 +76,8 @@ pub async fn insert_superseding(
         entity_id,
         actor: actor.to_owned(),
         lineage: lineage.clone(),
+        scope: Some(fact.scope.clone()),
+        butler: fact.source_butler.clone(),
         payload,
     };
 

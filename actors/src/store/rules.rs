@@ -66,6 +66,8 @@ pub async fn insert(
             entity_id: stored.id,
             actor: actor.to_owned(),
             lineage: lineage.clone(),
+            scope: Some(stored.scope.clone()),
+            butler: stored.source_butler.clone(),
             payload: json!({ "before": null, "after": stored, "links": written }),
         },
         rule.created_at,

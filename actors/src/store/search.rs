@@ -12,6 +12,7 @@ use crate::domain::search::{Candidate, SearchScope, SessionNeighbours};
 use crate::error::MemoryResult;
 
 use super::Store;
+use super::columns::effective_confidence;
 
 /// The candidate columns of each table, in `Candidate`'s order (without `signal`).
 macro_rules! episode_candidate {
@@ -47,16 +48,22 @@ macro_rules! episode_filter {
 }
 macro_rules! fact_filter {
     () => {
-        "f.tenant_id = $1 AND ($2::text[] IS NULL OR f.scope = ANY($2))
-         AND f.validity IN ('active', 'fading')
-         AND f.confidence * exp(-f.decay_rate * GREATEST(0, extract(epoch FROM ($3 - f.last_confirmed_at)) / 86400.0)) >= $4"
+        concat!(
+            "f.tenant_id = $1 AND ($2::text[] IS NULL OR f.scope = ANY($2))
+             AND f.validity IN ('active', 'fading') AND ",
+            effective_confidence!("f.", "$3"),
+            " >= $4"
+        )
     };
 }
 macro_rules! rule_filter {
     () => {
-        "r.tenant_id = $1 AND ($2::text[] IS NULL OR r.scope = ANY($2))
-         AND r.validity IN ('active', 'fading')
-         AND r.confidence * exp(-r.decay_rate * GREATEST(0, extract(epoch FROM ($3 - r.last_confirmed_at)) / 86400.0)) >= $4"
+        concat!(
+            "r.tenant_id = $1 AND ($2::text[] IS NULL OR r.scope = ANY($2))
+             AND r.validity IN ('active', 'fading') AND ",
+            effective_confidence!("r.", "$3"),
+            " >= $4"
+        )
     };
 }
 

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::error::MemoryResult;
 
 use super::Store;
+use super::columns::effective_confidence;
 
 /// Which part of a tenant's memory to count.
 #[derive(Debug, Clone, Default)]
@@ -69,13 +70,6 @@ fn fold(rows: Vec<Count>) -> (i64, Breakdown) {
         }
     }
     (total, breakdown)
-}
-
-/// The effective-confidence expression of memory_butler.md §6.2, evaluated at `$2`.
-macro_rules! effective_confidence_sql {
-    () => {
-        "confidence * exp(-decay_rate * GREATEST(0, extract(epoch FROM ($2::timestamptz - last_confirmed_at)) / 86400.0))"
-    };
 }
 
 /// Bands of effective confidence, named by their bounds (dashboard colours: `>= 0.8`
@@ -149,7 +143,7 @@ impl Store {
             "WITH f AS (
                  SELECT validity, permanence,
                         CASE WHEN validity IN ('active', 'fading') THEN ",
-            effective_confidence_sql!(),
+            effective_confidence!("", "$2::timestamptz"),
             " END AS eff
                  FROM facts
                  WHERE tenant_id = $1 AND ($3::text[] IS NULL OR scope = ANY($3)))
@@ -178,7 +172,7 @@ impl Store {
             "WITH r AS (
                  SELECT validity, maturity, effectiveness_score, applied_count,
                         CASE WHEN validity IN ('active', 'fading') THEN ",
-            effective_confidence_sql!(),
+            effective_confidence!("", "$2::timestamptz"),
             " END AS eff
                  FROM rules
                  WHERE tenant_id = $1 AND ($3::text[] IS NULL OR scope = ANY($3)))
