@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use butler_memory_actors::config::{
     EngineConfig, EpisodesConfig, FactsConfig, IndexerConfig, LifecycleConfig, RetrievalConfig,
-    RulesConfig, ShardsConfig,
+    RulesConfig, ShardsConfig, WritesConfig,
 };
 use butler_memory_actors::domain::text::Limits;
 use butler_memory_actors::embedder::EmbedderConfig;
@@ -37,6 +37,7 @@ pub struct Config {
     pub embedder: EmbedderConfig,
     pub indexer: IndexerConfig,
     pub lifecycle: LifecycleConfig,
+    pub writes: WritesConfig,
     pub shards: ShardsConfig,
     pub retrieval: RetrievalConfig,
     pub episodes: EpisodesConfig,
@@ -179,6 +180,7 @@ impl Config {
             embedder: self.embedder.clone(),
             indexer: self.indexer.clone(),
             lifecycle: self.lifecycle.clone(),
+            writes: self.writes.clone(),
         }
     }
 

@@ -30,8 +30,9 @@ use crate::config::McpConfig;
 use crate::startup::AppState;
 use params::{
     ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, ForgetParams,
-    GetParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams, RestoreParams, RunSweepParams,
-    SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams,
+    GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams,
+    RestoreParams, RunSweepParams, SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams,
+    StoreRuleParams,
 };
 use tools::Outcome;
 
@@ -49,6 +50,13 @@ const TOOLS: &[ToolSpec] = &[
         description: "Store what happened in a session (an episode). Acknowledged once durable; \
             consolidation later turns episodes into facts and rules.",
         schema: schema_for_type::<StoreEpisodeParams>,
+    },
+    ToolSpec {
+        name: "memory_ingest_batch",
+        description: "Store many episodes in one call (bulk import, load tests): each butler's \
+            share is committed in one transaction; ids come back in input order. Give each an \
+            idempotency_key to make retries safe.",
+        schema: schema_for_type::<IngestBatchParams>,
     },
     ToolSpec {
         name: "memory_store_fact",
@@ -199,6 +207,7 @@ impl ServerHandler for MemoryServer {
         let engine = &self.state.engine;
         let outcome = match name {
             "memory_store_episode" => run(args, |p| tools::store_episode(engine, &caller, p)).await,
+            "memory_ingest_batch" => run(args, |p| tools::ingest_batch(engine, &caller, p)).await,
             "memory_store_fact" => run(args, |p| tools::store_fact(engine, &caller, p)).await,
             "memory_store_rule" => run(args, |p| tools::store_rule(engine, &caller, p)).await,
             "memory_get" => run(args, |p| tools::get(engine, &caller, p)).await,

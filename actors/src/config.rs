@@ -160,6 +160,27 @@ pub struct IndexerConfig {
     pub session_context_weight: f64,
 }
 
+/// `[writes]`: group commit and admission of episode writes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WritesConfig {
+    /// Most episodes a shard commits in one transaction.
+    pub group_commit_max: u32,
+    /// How long a shard waits for more episodes before committing the first of a group
+    /// (0: commit as soon as the episodes already queued have been gathered).
+    pub group_commit_linger_ms: u64,
+    /// Episodes accepted but not yet committed, across all shards; beyond, writes are
+    /// refused as `overloaded`.
+    pub max_in_flight: u32,
+    /// Messages waiting in one shard's mailbox; beyond, its writes are refused as
+    /// `overloaded`.
+    pub max_queued_per_shard: u32,
+    /// The retry hint of an `overloaded` refusal.
+    pub overload_retry_after_ms: u64,
+    /// Most episodes in one `memory_ingest_batch`.
+    pub max_ingest_batch: u32,
+}
+
 /// `[lifecycle]`: the per-shard sweeps and when they run.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -190,6 +211,7 @@ pub struct EngineConfig {
     pub embedder: EmbedderConfig,
     pub indexer: IndexerConfig,
     pub lifecycle: LifecycleConfig,
+    pub writes: WritesConfig,
 }
 
 impl EngineConfig {
@@ -355,6 +377,27 @@ impl EngineConfig {
         check(
             self.indexer.poll_interval_ms > 0,
             "indexer.poll_interval_ms",
+            "must be at least 1",
+        );
+        let w = &self.writes;
+        check(
+            w.group_commit_max > 0,
+            "writes.group_commit_max",
+            "must be at least 1",
+        );
+        check(
+            w.max_in_flight >= w.max_ingest_batch,
+            "writes.max_in_flight",
+            "must be at least writes.max_ingest_batch",
+        );
+        check(
+            w.max_queued_per_shard > 0,
+            "writes.max_queued_per_shard",
+            "must be at least 1",
+        );
+        check(
+            w.max_ingest_batch > 0,
+            "writes.max_ingest_batch",
             "must be at least 1",
         );
         let lc = &self.lifecycle;

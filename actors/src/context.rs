@@ -9,6 +9,7 @@ use dashmap::DashMap;
 use ractor::Message;
 
 use crate::actor_directory::ActorDirectory;
+use crate::admission::Admission;
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
 use crate::corpus_cache::CorpusCache;
@@ -91,6 +92,8 @@ pub struct EngineContext {
     pub result_cache: ResultCache,
     /// Counts the context budget.
     pub token_counter: Arc<dyn TokenCounter>,
+    /// The write budget.
+    pub admission: Admission,
 }
 
 impl EngineContext {
@@ -109,6 +112,7 @@ impl EngineContext {
                 config.retrieval.result_cache_ttl_ms,
             ),
             token_counter,
+            admission: Admission::new(&config.writes),
             store,
             clock,
             config,

@@ -212,6 +212,12 @@ impl Engine {
         }
     }
 
+    /// Takes `episodes` of room from the write budget and holds it until the returned value
+    /// is dropped: a drill (and a test) of how writes are refused when the budget is spent.
+    pub fn reserve_write_room(&self, episodes: u32) -> MemoryResult<crate::admission::Admitted> {
+        self.ctx.admission.admit(episodes, 0)
+    }
+
     /// Stops the embedder pool and keeps it down (`false`), or starts it again (`true`).
     /// While it is down, reads answer from the keyword path (`degraded`) and `/readyz`
     /// names the embedder. An operator drill; tests use it too.

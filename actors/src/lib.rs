@@ -12,6 +12,7 @@
 //! routes writes to the owning shard and reads to the least busy reader.
 
 pub mod actor_directory;
+pub mod admission;
 pub mod clock;
 pub mod config;
 pub mod context;

@@ -7,6 +7,12 @@
 //! it, except as reference-count bumps (`Touch`), which it batches into one UPDATE per
 //! flush. `Flush` is a barrier: it answers after everything sent before it is written.
 //!
+//! Episodes are group-committed: a `StoreEpisode` joins a pending group and the shard sends
+//! itself `CommitEpisodes`, which reaches it after every message already queued; whatever
+//! episodes arrived by then are written in one transaction (one statement for the rows,
+//! one for their events) and each caller is answered after the commit. Any other write
+//! first commits the pending group, so the shard's order of writes is their arrival order.
+//!
 //! Lifecycle changes of the shard's rows (confirmations, feedback, forgetting) are writes
 //! like any other. Sweeps run here too, one bounded step per message (`SweepStep`), so they
 //! are ordered with the writes without holding them up for more than one page.
@@ -20,7 +26,7 @@ use uuid::Uuid;
 
 use crate::actor_directory::ActorInfo;
 use crate::context::EngineContext;
-use crate::domain::episode::{Episode, NewEpisode};
+use crate::domain::episode::NewEpisode;
 use crate::domain::fact::{NewFact, StoredFact};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::MemoryRecord;
@@ -29,9 +35,10 @@ use crate::domain::rule::{NewRule, Rule};
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
 use crate::error::{MemoryError, MemoryResult};
+use crate::store::episodes::{self, Inserted, Submitted};
 use crate::store::feedback::{self, Actor as EventActor, Application, Rated};
 use crate::store::forgetting::{self, Forgetting};
-use crate::store::{episodes, facts, references, rules};
+use crate::store::{facts, references, rules};
 use crate::supervisor::SupervisorMsg;
 use crate::sweep_run::SweepRun;
 
@@ -64,8 +71,16 @@ pub enum ShardMsg {
     StoreEpisode {
         episode: Box<NewEpisode>,
         author: Author,
-        reply: RpcReplyPort<MemoryResult<Episode>>,
+        reply: RpcReplyPort<MemoryResult<Inserted>>,
     },
+    /// Episodes of one `memory_ingest_batch` for this shard, committed together.
+    StoreEpisodes {
+        episodes: Vec<NewEpisode>,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Vec<Inserted>>>,
+    },
+    /// Internal: write the pending group of episodes.
+    CommitEpisodes,
     StoreFact {
         fact: Box<NewFact>,
         author: Author,
@@ -125,6 +140,35 @@ pub enum ShardMsg {
     InjectFailure { panic: bool },
 }
 
+/// Where the outcome of a pending write goes.
+enum EpisodeReply {
+    One(RpcReplyPort<MemoryResult<Inserted>>),
+    Many(RpcReplyPort<MemoryResult<Vec<Inserted>>>),
+}
+
+/// Episodes waiting for the next group commit, from one request.
+struct PendingEpisodes {
+    episodes: Vec<NewEpisode>,
+    author: Author,
+    reply: EpisodeReply,
+}
+
+impl PendingEpisodes {
+    fn answer(self, result: MemoryResult<Vec<Inserted>>) {
+        match self.reply {
+            EpisodeReply::One(port) => {
+                let _ = port.send(result.and_then(|mut v| {
+                    v.pop()
+                        .ok_or_else(|| MemoryError::internal("a stored episode went missing"))
+                }));
+            }
+            EpisodeReply::Many(port) => {
+                let _ = port.send(result);
+            }
+        }
+    }
+}
+
 pub struct ShardState {
     key: ShardKey,
     ctx: Arc<EngineContext>,
@@ -135,6 +179,9 @@ pub struct ShardState {
     last_touch_flush: Instant,
     /// Sweeps asked for, the running one first.
     sweeps: VecDeque<(SweepRun, RpcReplyPort<MemoryResult<SweepReport>>)>,
+    /// Episodes waiting for the next group commit, in arrival order.
+    pending: Vec<PendingEpisodes>,
+    pending_count: usize,
 }
 
 impl Actor for Shard {
@@ -162,6 +209,8 @@ impl Actor for Shard {
             touches: HashMap::new(),
             last_touch_flush: Instant::now(),
             sweeps: VecDeque::new(),
+            pending: Vec::new(),
+            pending_count: 0,
         })
     }
 
@@ -175,15 +224,52 @@ impl Actor for Shard {
             state.info.begin();
             state.last_work = Instant::now();
         }
+        // Writes are done in arrival order: a pending group of episodes goes first.
+        if !matches!(
+            message,
+            ShardMsg::StoreEpisode { .. }
+                | ShardMsg::StoreEpisodes { .. }
+                | ShardMsg::CommitEpisodes
+                | ShardMsg::Touch { .. }
+                | ShardMsg::Tick
+                | ShardMsg::InjectFailure { .. }
+        ) {
+            state.commit_pending().await;
+        }
         match message {
             ShardMsg::StoreEpisode {
                 episode,
                 author,
                 reply,
             } => {
-                let result = state.store_episode(&episode, &author).await;
-                let _ = reply.send(result);
+                state
+                    .enqueue(
+                        &myself,
+                        PendingEpisodes {
+                            episodes: vec![*episode],
+                            author,
+                            reply: EpisodeReply::One(reply),
+                        },
+                    )
+                    .await?;
             }
+            ShardMsg::StoreEpisodes {
+                episodes,
+                author,
+                reply,
+            } => {
+                state
+                    .enqueue(
+                        &myself,
+                        PendingEpisodes {
+                            episodes,
+                            author,
+                            reply: EpisodeReply::Many(reply),
+                        },
+                    )
+                    .await?;
+            }
+            ShardMsg::CommitEpisodes => state.commit_pending().await,
             ShardMsg::StoreFact {
                 fact,
                 author,
@@ -270,6 +356,7 @@ impl Actor for Shard {
                 if state.last_work.elapsed() >= idle_for
                     && state.touches.is_empty()
                     && state.sweeps.is_empty()
+                    && state.pending.is_empty()
                 {
                     // The supervisor unregisters us before draining, so no new work arrives.
                     let _ = state.supervisor.cast(SupervisorMsg::ShardIdle {
@@ -296,6 +383,8 @@ impl Actor for Shard {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // Stopping while idle drains the mailbox first; what it left pending is written now.
+        state.commit_pending().await;
         if let Err(e) = state.flush_touches().await {
             tracing::warn!(shard = %state.key, error = %e, "reference counts lost at stop");
         }
@@ -304,17 +393,83 @@ impl Actor for Shard {
 }
 
 impl ShardState {
-    async fn store_episode(
+    /// Adds a request's episodes to the pending group; commits at once when the group is
+    /// full, otherwise when `CommitEpisodes` comes round.
+    async fn enqueue(
         &mut self,
-        episode: &NewEpisode,
-        author: &Author,
-    ) -> MemoryResult<Episode> {
+        myself: &ActorRef<ShardMsg>,
+        request: PendingEpisodes,
+    ) -> Result<(), ActorProcessingErr> {
+        let first = self.pending.is_empty();
+        self.pending_count += request.episodes.len();
+        self.pending.push(request);
+        let writes = &self.ctx.config.writes;
+        if self.pending_count >= writes.group_commit_max as usize {
+            self.commit_pending().await;
+        } else if first {
+            match writes.group_commit_linger_ms {
+                0 => myself.send_message(ShardMsg::CommitEpisodes)?,
+                ms => {
+                    myself.send_after(Duration::from_millis(ms), || ShardMsg::CommitEpisodes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the pending group in one transaction and answers each request. If the group
+    /// fails as a whole, each request is tried on its own, so one bad request cannot fail
+    /// the others.
+    async fn commit_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let group = std::mem::take(&mut self.pending);
+        self.pending_count = 0;
+        let size: usize = group.iter().map(|p| p.episodes.len()).sum();
+        metrics::histogram!("butler_memory_group_commit_episodes").record(size as f64);
+        match self.insert_episodes(&group).await {
+            Ok(mut inserted) => {
+                self.committed();
+                for request in group {
+                    let rest = inserted.split_off(request.episodes.len());
+                    let mine = std::mem::replace(&mut inserted, rest);
+                    request.answer(Ok(mine));
+                }
+            }
+            Err(e) if group.len() == 1 => {
+                for request in group {
+                    request.answer(Err(e.clone()));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(shard = %self.key, error = %e, size, "group commit failed; writing its requests one by one");
+                for request in group {
+                    let result = self.insert_episodes(std::slice::from_ref(&request)).await;
+                    if result.is_ok() {
+                        self.committed();
+                    }
+                    request.answer(result);
+                }
+            }
+        }
+    }
+
+    async fn insert_episodes(&self, group: &[PendingEpisodes]) -> MemoryResult<Vec<Inserted>> {
+        let batch: Vec<Submitted> = group
+            .iter()
+            .flat_map(|p| {
+                p.episodes.iter().map(|episode| Submitted {
+                    episode,
+                    actor: &p.author.actor,
+                    lineage: &p.author.lineage,
+                })
+            })
+            .collect();
         let mut tx = self.ctx.store.begin().await?;
-        let stored =
-            episodes::insert(&mut tx, episode, None, &author.actor, &author.lineage).await?;
+        let inserted = episodes::insert_batch(&mut tx, &batch).await?;
         tx.commit().await?;
-        self.committed();
-        Ok(stored)
+        Ok(inserted)
     }
 
     async fn store_fact(&mut self, fact: &NewFact, author: &Author) -> MemoryResult<StoredFact> {
@@ -490,7 +645,7 @@ impl ShardState {
             return Ok(());
         }
         let now = self.ctx.clock.now();
-        let mut conn = self.ctx.store.pool().acquire().await?;
+        let mut conn = self.ctx.store.writer().acquire().await?;
         for (memory_type, counts) in std::mem::take(&mut self.touches) {
             references::bump(&mut conn, memory_type, &self.key.tenant_id, counts, now).await?;
         }

@@ -40,8 +40,11 @@ pub const MIN_PGVECTOR: (u32, u32, u32) = (0, 8, 0);
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
-    /// Upper bound on open connections.
+    /// Upper bound on open connections for reads.
     pub max_connections: u32,
+    /// Connections reserved for writes (shards, the indexer, sweeps), apart from the read
+    /// connections, so that a write burst cannot take the connections reads need.
+    pub write_connections: u32,
     /// Connections kept open while idle.
     pub min_connections: u32,
     /// How long a request waits for a free connection before failing as `unavailable`.
@@ -71,10 +74,11 @@ pub enum StoreStartError {
     Check(#[source] sqlx::Error),
 }
 
-/// The system of record.
+/// The system of record: a pool for reads and a smaller one for writes.
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: PgPool,
+    writer: PgPool,
 }
 
 impl Store {
@@ -99,12 +103,23 @@ impl Store {
             .max_connections(config.max_connections)
             .min_connections(config.min_connections)
             .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
+            .connect_lazy_with(options.clone());
+        let writer = PgPoolOptions::new()
+            .max_connections(config.write_connections)
+            .min_connections(config.min_connections.min(config.write_connections))
+            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
             .connect_lazy_with(options);
-        Store { pool }
+        Store { pool, writer }
     }
 
+    /// The read pool (and for start-up work).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The write pool.
+    pub fn writer(&self) -> &PgPool {
+        &self.writer
     }
 
     /// Checks pgvector, then applies pending migrations (forward-only).
@@ -153,12 +168,13 @@ impl Store {
         Ok(applied as usize >= MIGRATOR.iter().count())
     }
 
-    /// Begins a transaction.
+    /// Begins a write transaction.
     pub async fn begin(&self) -> MemoryResult<sqlx::Transaction<'static, sqlx::Postgres>> {
-        self.pool.begin().await.map_err(MemoryError::from)
+        self.writer.begin().await.map_err(MemoryError::from)
     }
 
     pub async fn close(&self) {
+        self.writer.close().await;
         self.pool.close().await;
     }
 }

@@ -175,13 +175,23 @@ impl Mcp {
     /// Calls `tool`; a tool error (`isError`) is an `Err` carrying its structured body, so
     /// callers can count it.
     pub async fn call(&self, tool: &str, args: Value) -> anyhow::Result<Value> {
+        self.call_within(tool, args, CALL_TIMEOUT).await
+    }
+
+    /// A call that may take up to `limit` (sweeps over large shards).
+    pub async fn call_within(
+        &self,
+        tool: &str,
+        args: Value,
+        limit: Duration,
+    ) -> anyhow::Result<Value> {
         let Value::Object(args) = args else {
             anyhow::bail!("tool arguments must be a JSON object");
         };
         let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-        let result = tokio::time::timeout(CALL_TIMEOUT, self.service.call_tool(request))
+        let result = tokio::time::timeout(limit, self.service.call_tool(request))
             .await
-            .with_context(|| format!("{tool} did not answer within {CALL_TIMEOUT:?}"))?
+            .with_context(|| format!("{tool} did not answer within {limit:?}"))?
             .with_context(|| format!("{tool} call"))?;
         let body = result.structured_content.unwrap_or(Value::Null);
         if result.is_error == Some(true) {

@@ -34,6 +34,39 @@ pub struct StoreEpisodeParams {
     /// Any JSON object to keep with it.
     #[serde(default)]
     pub metadata: Option<Map<String, Value>>,
+    /// Makes retries safe: a second submission with the same key (for the same butler)
+    /// stores nothing and returns the episode stored the first time, marked `duplicate`.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Request lineage, echoed in the response and recorded in the audit stream.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// One episode of `memory_ingest_batch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestEpisode {
+    pub content: String,
+    pub butler: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub importance: Option<f64>,
+    #[serde(default)]
+    pub ttl_days: Option<f64>,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `memory_ingest_batch`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestBatchParams {
+    /// Up to 1000 episodes (configurable), of any of the key's butlers.
+    pub episodes: Vec<IngestEpisode>,
     /// Request lineage, echoed in the response and recorded in the audit stream.
     #[serde(default)]
     pub request_context: Option<RequestContext>,

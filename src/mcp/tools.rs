@@ -21,8 +21,9 @@ use serde_json::{Value, json};
 
 use super::params::{
     ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, ForgetParams,
-    GetParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams, RestoreParams, RunSweepParams,
-    SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams,
+    GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams,
+    RestoreParams, RunSweepParams, SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams,
+    StoreRuleParams,
 };
 use super::reply::to_json;
 
@@ -62,9 +63,45 @@ pub async fn store_episode(engine: &Engine, caller: &Caller, p: StoreEpisodePara
             importance: p.importance,
             metadata: p.metadata.map(Value::Object),
             ttl_days: p.ttl_days,
+            idempotency_key: p.idempotency_key,
         };
-        let episode = engine.store_episode(caller, input, lineage).await?;
-        to_json(MemoryRecord::Episode(episode))
+        let stored = engine.store_episode(caller, input, lineage).await?;
+        let mut body = to_json(MemoryRecord::Episode(stored.episode))?;
+        body["duplicate"] = json!(stored.duplicate);
+        Ok(body)
+    })
+    .await
+}
+
+pub async fn ingest_batch(engine: &Engine, caller: &Caller, p: IngestBatchParams) -> Outcome {
+    with_lineage(p.request_context, |lineage| async move {
+        let inputs = p
+            .episodes
+            .into_iter()
+            .map(|e| EpisodeInput {
+                butler: e.butler,
+                session_id: e.session_id,
+                content: e.content,
+                importance: e.importance,
+                metadata: e.metadata.map(Value::Object),
+                ttl_days: e.ttl_days,
+                idempotency_key: e.idempotency_key,
+            })
+            .collect();
+        let stored = engine.ingest_batch(caller, inputs, lineage).await?;
+        let ids: Vec<_> = stored.iter().map(|s| s.episode.id).collect();
+        let duplicates: Vec<usize> = stored
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.duplicate)
+            .map(|(i, _)| i)
+            .collect();
+        Ok(json!({
+            "ids": ids,
+            "count": ids.len(),
+            "stored": ids.len() - duplicates.len(),
+            "duplicates": duplicates,
+        }))
     })
     .await
 }

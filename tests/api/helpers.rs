@@ -106,6 +106,7 @@ intra_threads = 1
 workers = 2
 [database]
 max_connections = 6
+write_connections = 3
 min_connections = 0
 [log]
 level = "warn"
@@ -182,6 +183,7 @@ fn cluster() -> &'static Cluster {
 fn db_config() -> DatabaseConfig {
     DatabaseConfig {
         max_connections: 4,
+        write_connections: 2,
         min_connections: 0,
         acquire_timeout_ms: 5000,
         statement_timeout_ms: 10000,

@@ -2,6 +2,7 @@
 //! embedding model) on port 0, driven the way butlers and operators drive it.
 
 mod auth_and_tenancy;
+mod bursty_writes;
 mod context;
 mod decay_and_maturity;
 mod embedding;

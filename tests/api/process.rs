@@ -132,13 +132,11 @@ async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-#[tokio::test]
-async fn embedded_postgres_lifecycle_crash_recovery_and_readiness() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let config_path = dir.path().join("config.toml");
-    // The test keys and absolute asset paths, the embedded default for the database.
-    let config = base_config("");
+/// Writes a configuration for the real binary: the embedded default under `dir/data`, the
+/// test assets, one butler key of tenant-a. Returns its path.
+fn write_config(dir: &Path) -> std::path::PathBuf {
+    let data_dir = dir.join("data");
+    let config_path = dir.join("config.toml");
     let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps");
     std::fs::write(
         &config_path,
@@ -171,6 +169,15 @@ butler = "health"
         ),
     )
     .unwrap();
+    config_path
+}
+
+#[tokio::test]
+async fn embedded_postgres_lifecycle_crash_recovery_and_readiness() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config_path = write_config(dir.path());
+    let config = base_config("");
     assert!(
         config
             .auth
@@ -238,4 +245,91 @@ butler = "health"
     signal(second.child.id() as i32, "TERM");
     let status = second.child.wait().unwrap();
     assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn acknowledged_writes_survive_kill_9_in_the_middle_of_a_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = write_config(dir.path());
+    let mut first = Service::start(&config_path);
+    let base = Arc::new(first.base.clone());
+
+    // Eight writers send single episodes and batches back to back; every acknowledged id is
+    // kept. The service is killed while they are still writing.
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let (acked, base) = (acked.clone(), base.clone());
+        writers.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            for i in 0.. {
+                let (tool, args) = if i % 4 == 3 {
+                    let episodes: Vec<Value> = (0..20)
+                        .map(|j| json!({"content": format!("burst {w}/{i}/{j}"), "butler": "health"}))
+                        .collect();
+                    ("memory_ingest_batch", json!({"episodes": episodes}))
+                } else {
+                    (
+                        "memory_store_episode",
+                        json!({"content": format!("burst {w}/{i}"), "butler": "health"}),
+                    )
+                };
+                let sent = client
+                    .post(format!("{base}/mcp"))
+                    .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
+                    .header("Accept", "application/json, text/event-stream")
+                    .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                  "params": {"name": tool, "arguments": args}}))
+                    .send()
+                    .await;
+                let Ok(response) = sent else { return };
+                let Ok(body) = response.json::<Value>().await else { return };
+                let result = &body["result"];
+                if result["isError"] == true {
+                    continue;
+                }
+                let content = &result["structuredContent"];
+                let mut acked = acked.lock().unwrap();
+                match content["ids"].as_array() {
+                    Some(ids) => acked.extend(ids.iter().map(|v| v.as_str().unwrap().to_owned())),
+                    None => acked.push(content["id"].as_str().unwrap().to_owned()),
+                }
+            }
+        }));
+    }
+    wait_until("a few hundred acknowledged writes", || {
+        acked.lock().unwrap().len() >= 300
+    })
+    .await;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+
+    // After a restart every acknowledged episode is there, and the embedding backlog drains.
+    let second = Service::start(&config_path);
+    for id in &acked {
+        let (failed, got) = second
+            .call("memory_get", json!({"type": "episode", "id": id}))
+            .await;
+        assert!(!failed, "acknowledged episode {id} lost: {got}");
+    }
+    let started = Instant::now();
+    loop {
+        let (_, stats) = second.call("memory_stats", json!({})).await;
+        if stats["episodes"]["unembedded"] == 0 {
+            assert!(stats["episodes"]["total"].as_u64().unwrap() >= acked.len() as u64);
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the embedding backlog did not drain: {stats}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut second = second;
+    signal(second.child.id() as i32, "TERM");
+    assert!(second.child.wait().unwrap().success());
 }

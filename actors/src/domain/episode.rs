@@ -37,6 +37,7 @@ pub struct Episode {
     /// The model that embedded this row; `None` until it is embedded.
     pub embedding_model: Option<String>,
     pub request_id: Option<String>,
+    pub idempotency_key: Option<String>,
 }
 
 /// What a caller asks to store, before validation.
@@ -49,6 +50,8 @@ pub struct EpisodeInput {
     pub metadata: Option<Value>,
     /// Overrides the configured time to live, in days.
     pub ttl_days: Option<f64>,
+    /// Stores the episode once however often it is submitted with this key (per butler).
+    pub idempotency_key: Option<String>,
 }
 
 /// A validated episode, ready for its shard to write.
@@ -63,6 +66,7 @@ pub struct NewEpisode {
     pub metadata: Value,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    pub idempotency_key: Option<String>,
 }
 
 /// Longest time to live a caller may ask for.
@@ -84,6 +88,9 @@ impl EpisodeInput {
         if let Some(session) = &self.session_id {
             check_identifier_text("session_id", session)?;
         }
+        if let Some(key) = &self.idempotency_key {
+            check_identifier_text("idempotency_key", key)?;
+        }
         let ttl_days = self.ttl_days.unwrap_or(default_ttl_days);
         if !(ttl_days.is_finite() && ttl_days > 0.0 && ttl_days <= MAX_TTL_DAYS) {
             return Err(MemoryError::invalid_input(
@@ -101,6 +108,7 @@ impl EpisodeInput {
             metadata: check_metadata(self.metadata, limits)?,
             created_at: now,
             expires_at: now + Duration::milliseconds((ttl_days * 86_400_000.0) as i64),
+            idempotency_key: self.idempotency_key,
         })
     }
 }

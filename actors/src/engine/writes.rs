@@ -2,22 +2,25 @@
 
 use super::Engine;
 use crate::domain::caller::Caller;
-use crate::domain::episode::{Episode, EpisodeInput};
+use crate::domain::episode::{EpisodeInput, NewEpisode};
 use crate::domain::fact::{FactInput, StoredFact};
 use crate::domain::request_context::Lineage;
 use crate::domain::rule::{Rule, RuleInput};
 use crate::domain::shard_key::ShardKey;
-use crate::error::MemoryResult;
+use crate::error::{MemoryError, MemoryResult};
 use crate::shard::{Author, ShardMsg};
+use crate::store::episodes::Inserted;
 
 impl Engine {
-    /// Stores an episode in its butler's shard. Answers after it is committed.
+    /// Stores an episode in its butler's shard. Answers after it is committed (with the
+    /// other episodes that reached the shard meanwhile: group commit), or refuses it at
+    /// once as `overloaded` when the write budget is spent.
     pub async fn store_episode(
         &self,
         caller: &Caller,
         input: EpisodeInput,
         lineage: Lineage,
-    ) -> MemoryResult<Episode> {
+    ) -> MemoryResult<Inserted> {
         let episode = input.validate(
             caller,
             &self.ctx.config.limits,
@@ -27,6 +30,7 @@ impl Engine {
         let shard = self
             .shard(&ShardKey::new(&caller.tenant_id, &episode.butler))
             .await?;
+        let _room = self.ctx.admission.admit(1, shard.info.queue_depth())?;
         let author = author(caller, lineage);
         shard
             .ask(
@@ -39,6 +43,91 @@ impl Engine {
                 "the shard",
             )
             .await?
+    }
+
+    /// `memory_ingest_batch`: many episodes, possibly of several butlers, each shard's share
+    /// committed in one transaction, answered in input order. Every input is validated
+    /// before anything is written; the whole batch is admitted or refused at once. A batch
+    /// spanning several shards is not atomic across them: retry with idempotency keys.
+    pub async fn ingest_batch(
+        &self,
+        caller: &Caller,
+        inputs: Vec<EpisodeInput>,
+        lineage: Lineage,
+    ) -> MemoryResult<Vec<Inserted>> {
+        let config = &self.ctx.config;
+        let max = config.writes.max_ingest_batch as usize;
+        if inputs.is_empty() || inputs.len() > max {
+            return Err(MemoryError::invalid_input(
+                "invalid_batch",
+                format!("`episodes` must hold 1 to {max} episodes"),
+            ));
+        }
+        let now = self.ctx.clock.now();
+        let mut by_shard: Vec<(ShardKey, Vec<usize>, Vec<NewEpisode>)> = Vec::new();
+        for (i, input) in inputs.into_iter().enumerate() {
+            let episode = input
+                .validate(
+                    caller,
+                    &config.limits,
+                    config.episodes.default_ttl_days,
+                    now,
+                )
+                .map_err(|e| MemoryError {
+                    message: format!("episodes[{i}]: {}", e.message),
+                    ..e
+                })?;
+            let key = ShardKey::new(&caller.tenant_id, &episode.butler);
+            match by_shard.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, positions, episodes)) => {
+                    positions.push(i);
+                    episodes.push(episode);
+                }
+                None => by_shard.push((key, vec![i], vec![episode])),
+            }
+        }
+        let total: usize = by_shard.iter().map(|(_, p, _)| p.len()).sum();
+        let mut shards = Vec::with_capacity(by_shard.len());
+        for (key, _, _) in &by_shard {
+            shards.push(self.shard(key).await?);
+        }
+        let deepest = shards
+            .iter()
+            .map(|s| s.info.queue_depth())
+            .max()
+            .unwrap_or(0);
+        let _room = self.ctx.admission.admit(total as u32, deepest)?;
+        let author = author(caller, lineage);
+        let sends = by_shard
+            .into_iter()
+            .zip(&shards)
+            .map(|((_, positions, episodes), shard)| {
+                let author = author.clone();
+                async move {
+                    let stored = shard
+                        .ask(
+                            |reply| ShardMsg::StoreEpisodes {
+                                episodes,
+                                author,
+                                reply,
+                            },
+                            self.write_timeout(),
+                            "the shard",
+                        )
+                        .await??;
+                    Ok::<_, MemoryError>((positions, stored))
+                }
+            });
+        let mut out: Vec<Option<Inserted>> = (0..total).map(|_| None).collect();
+        for result in futures::future::join_all(sends).await {
+            let (positions, stored) = result?;
+            for (i, inserted) in positions.into_iter().zip(stored) {
+                out[i] = Some(inserted);
+            }
+        }
+        out.into_iter()
+            .map(|o| o.ok_or_else(|| MemoryError::internal("an ingested episode went missing")))
+            .collect()
     }
 
     /// Stores a fact, superseding the live fact with the same subject and predicate.

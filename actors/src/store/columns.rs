@@ -8,7 +8,7 @@ macro_rules! episode_columns {
          consolidation_status, consolidated, consolidation_attempts, last_consolidation_error, \
          next_consolidation_retry_at, created_at, last_referenced_at, expires_at, forgotten_at, \
          metadata, (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
-         request_id"
+         request_id, idempotency_key"
     };
 }
 

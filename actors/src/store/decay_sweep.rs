@@ -127,7 +127,7 @@ impl Store {
             .bind(thresholds.retrieval)
             .bind(thresholds.expiry)
             .bind(actor)
-            .fetch_one(self.pool())
+            .fetch_one(self.writer())
             .await?)
     }
 

@@ -74,7 +74,7 @@ impl Store {
             .bind(version_id)
             .bind(ids)
             .bind(vectors)
-            .fetch_all(self.pool())
+            .fetch_all(self.writer())
             .await?)
     }
 

@@ -79,7 +79,7 @@ impl Store {
             .bind(cleanup.batch)
             .bind(actor)
             .bind(cleanup.dead_letter_cutoff)
-            .fetch_one(self.pool())
+            .fetch_one(self.writer())
             .await?;
         Ok(n as u64)
     }
@@ -113,7 +113,7 @@ impl Store {
             .bind(actor)
             .bind(cleanup.dead_letter_cutoff)
             .bind(excess as i64)
-            .fetch_one(self.pool())
+            .fetch_one(self.writer())
             .await?;
         Ok(n as u64)
     }

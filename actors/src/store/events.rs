@@ -56,6 +56,51 @@ pub async fn append(
     Ok(())
 }
 
+/// Appends many events in one statement, in order.
+pub async fn append_all(
+    conn: &mut PgConnection,
+    events: &[(NewEvent, DateTime<Utc>)],
+) -> MemoryResult<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let col =
+        |f: fn(&NewEvent) -> Option<String>| events.iter().map(|(e, _)| f(e)).collect::<Vec<_>>();
+    sqlx::query(
+        "INSERT INTO memory_events
+             (tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
+              request_id, subrequest_id, segment_id, scope, butler, payload)
+         SELECT tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
+                request_id, subrequest_id, segment_id, scope, butler, payload
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::timestamptz[],
+                     $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+                     $12::jsonb[]) WITH ORDINALITY
+              AS e(tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
+                   request_id, subrequest_id, segment_id, scope, butler, payload, ord)
+         ORDER BY ord",
+    )
+    .bind(col(|e| Some(e.tenant_id.clone())))
+    .bind(col(|e| Some(e.event_type.as_str().to_owned())))
+    .bind(col(|e| Some(e.entity_type.as_str().to_owned())))
+    .bind(events.iter().map(|(e, _)| e.entity_id).collect::<Vec<_>>())
+    .bind(events.iter().map(|(_, at)| *at).collect::<Vec<_>>())
+    .bind(col(|e| Some(e.actor.clone())))
+    .bind(col(|e| Some(e.lineage.request_id.clone())))
+    .bind(col(|e| e.lineage.subrequest_id.clone()))
+    .bind(col(|e| e.lineage.segment_id.clone()))
+    .bind(col(|e| e.scope.clone()))
+    .bind(col(|e| e.butler.clone()))
+    .bind(
+        events
+            .iter()
+            .map(|(e, _)| e.payload.clone())
+            .collect::<Vec<_>>(),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     /// The events of one entity, oldest first.
     pub async fn events_for(

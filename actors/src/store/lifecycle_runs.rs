@@ -53,7 +53,7 @@ impl Store {
         .bind(started_at)
         .bind(finished_at)
         .bind(result)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }

@@ -1,0 +1,112 @@
+//! Admission of writes: bounded, and refused at once when full. A write takes room for its
+//! episodes from a global budget (`writes.max_in_flight`, episodes accepted but not yet
+//! committed) and is refused if its shard's mailbox is already `writes.max_queued_per_shard`
+//! deep. A refusal is `overloaded` with a retry hint and happens before anything is sent to
+//! a shard, so nothing is half-written and nothing waits.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::config::WritesConfig;
+use crate::error::{MemoryError, MemoryResult};
+
+/// The write budget.
+#[derive(Debug)]
+pub struct Admission {
+    in_flight: Arc<Semaphore>,
+    max_in_flight: u32,
+    max_queued_per_shard: i64,
+    retry_after_ms: u64,
+}
+
+/// Room for some episodes; given back when dropped (after the write is answered).
+#[derive(Debug)]
+pub struct Admitted {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Admission {
+    pub fn new(config: &WritesConfig) -> Self {
+        Admission {
+            in_flight: Arc::new(Semaphore::new(config.max_in_flight as usize)),
+            max_in_flight: config.max_in_flight,
+            max_queued_per_shard: i64::from(config.max_queued_per_shard),
+            retry_after_ms: config.overload_retry_after_ms,
+        }
+    }
+
+    /// Room for `episodes` episodes going to shards whose deepest mailbox holds
+    /// `shard_queue_depth` messages, or `overloaded`.
+    pub fn admit(&self, episodes: u32, shard_queue_depth: i64) -> MemoryResult<Admitted> {
+        if shard_queue_depth >= self.max_queued_per_shard {
+            metrics::counter!("butler_memory_writes_refused_total", "reason" => "shard_queue")
+                .increment(u64::from(episodes));
+            return Err(MemoryError::overloaded(
+                "shard_busy",
+                format!("this butler's writes are queued {shard_queue_depth} deep; retry shortly"),
+                self.retry_after_ms,
+            ));
+        }
+        match self.in_flight.clone().try_acquire_many_owned(episodes) {
+            Ok(permit) => {
+                metrics::gauge!("butler_memory_writes_in_flight").set(self.in_flight());
+                Ok(Admitted { _permit: permit })
+            }
+            Err(_) => {
+                metrics::counter!("butler_memory_writes_refused_total", "reason" => "in_flight")
+                    .increment(u64::from(episodes));
+                Err(MemoryError::overloaded(
+                    "writes_in_flight",
+                    format!(
+                        "{} episodes are being written (the limit is {}); retry shortly",
+                        self.in_flight() as u64,
+                        self.max_in_flight
+                    ),
+                    self.retry_after_ms,
+                ))
+            }
+        }
+    }
+
+    /// Episodes accepted and not yet committed.
+    pub fn in_flight(&self) -> f64 {
+        f64::from(self.max_in_flight) - self.in_flight.available_permits() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorClass;
+
+    fn config(max_in_flight: u32, max_queued_per_shard: u32) -> WritesConfig {
+        WritesConfig {
+            group_commit_max: 10,
+            group_commit_linger_ms: 0,
+            max_in_flight,
+            max_queued_per_shard,
+            overload_retry_after_ms: 150,
+            max_ingest_batch: 5,
+        }
+    }
+
+    #[test]
+    fn room_is_taken_and_given_back() {
+        let a = Admission::new(&config(10, 100));
+        let first = a.admit(6, 0).unwrap();
+        let err = a.admit(5, 0).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Overloaded);
+        assert_eq!(err.retry_after_ms, Some(150));
+        drop(first);
+        assert!(a.admit(10, 0).is_ok());
+    }
+
+    #[test]
+    fn a_deep_shard_queue_refuses_without_taking_room() {
+        let a = Admission::new(&config(10, 3));
+        assert_eq!(a.admit(1, 3).unwrap_err().code, "shard_busy");
+        assert_eq!(a.in_flight(), 0.0);
+        assert!(a.admit(1, 2).is_ok());
+    }
+}

@@ -1,0 +1,189 @@
+//! The daily decay sweep over a large shard: how long it takes for `--facts` live facts
+//! (default 1,000,000) in one `(tenant, butler)` shard, against the contract's 30 minutes.
+//!
+//! Runs a private service in-process (embedded PostgreSQL in a temporary directory), loads
+//! the facts straight into the `facts` table with one `generate_series` INSERT (a write path
+//! benchmark this is not: through MCP a million facts would take over an hour of embedding),
+//! with a deterministic mix of permanence classes and confirmation ages so that a known
+//! share of them fade or expire, then calls `memory_run_sweep` over MCP with an admin key,
+//! twice: the first run makes the transitions, the second finds nothing to change (the
+//! idempotent steady state, which is what most daily runs look like). A concurrent writer
+//! stores episodes into the same shard during the first run and reports its worst latency:
+//! the sweep runs in bounded steps, so writes wait for at most one page.
+//!
+//!     cargo bench --bench sweep
+//!     cargo bench --bench sweep -- --facts 100000 --json out.json
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+use serde_json::{Value, json};
+
+use support::{Key, Latency, Service, round3};
+
+const TENANT: &str = "bench";
+const BUTLER: &str = "sweeps";
+const ADMIN_KEY: &str = "sweep-bench-admin-key-0000";
+const BUTLER_KEY: &str = "sweep-bench-butler-key-000";
+
+/// The contract's bound on the daily sweep.
+const CONTRACT_SECONDS: f64 = 30.0 * 60.0;
+
+#[derive(Parser)]
+struct Args {
+    /// Live facts in the shard.
+    #[arg(long, default_value_t = 1_000_000)]
+    facts: u64,
+    /// Also write the numbers as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Extra service configuration (TOML layered over the defaults), e.g. the page size.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Accepted for `cargo bench` compatibility.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let extra = support::extra_toml(args.config.as_ref())?;
+    let service = Service::start(
+        &[
+            Key::admin(ADMIN_KEY, TENANT),
+            Key::butler(BUTLER_KEY, TENANT, BUTLER),
+        ],
+        &extra,
+    )
+    .await?;
+    let pool = service.state.engine.store().pool().clone();
+
+    // Permanence cycles over five classes; confirmation ages spread over 0-399 days. Of
+    // each 2,000 facts: permanent never move; stable (0.002/day) never drop below 0.2 in
+    // 400 days; standard fades after 201 days and expires after 374; volatile fades after
+    // 53 and expires after 100; ephemeral fades after 16 and expires after 30.
+    let started = Instant::now();
+    sqlx::query(
+        "INSERT INTO facts (id, tenant_id, subject, predicate, content, permanence, decay_rate,
+                            scope, validity, source_butler, created_at, last_confirmed_at,
+                            last_referenced_at)
+         SELECT gen_random_uuid(), $1, 'user', 'p' || i, 'synthetic fact number ' || i,
+                (ARRAY['permanent','stable','standard','volatile','ephemeral'])[1 + i % 5],
+                (ARRAY[0.0, 0.002, 0.008, 0.03, 0.1])[1 + i % 5],
+                'global', 'active', $2, now() - interval '400 days',
+                now() - make_interval(days => (i / 5) % 400),
+                now() - make_interval(days => (i / 5) % 400)
+         FROM generate_series(1, $3::bigint) AS i",
+    )
+    .bind(TENANT)
+    .bind(BUTLER)
+    .bind(args.facts as i64)
+    .execute(&pool)
+    .await
+    .context("loading facts")?;
+    sqlx::raw_sql("VACUUM ANALYZE facts")
+        .execute(&pool)
+        .await
+        .context("VACUUM ANALYZE")?;
+    let load_s = started.elapsed().as_secs_f64();
+    eprintln!("loaded {} facts in {load_s:.1} s", args.facts);
+
+    let admin = service.client(ADMIN_KEY).await?;
+    let butler = service.client(BUTLER_KEY).await?;
+
+    // A writer into the same shard while the first sweep runs.
+    let sweeping = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let sweeping = sweeping.clone();
+        tokio::spawn(async move {
+            let mut samples = Vec::new();
+            let mut errors = 0u64;
+            let mut i = 0u64;
+            while sweeping.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let stored = butler
+                    .call(
+                        "memory_store_episode",
+                        json!({"content": format!("write during the sweep {i}"), "butler": BUTLER}),
+                    )
+                    .await;
+                samples.push(t.elapsed());
+                if stored.is_err() {
+                    errors += 1;
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (samples, errors)
+        })
+    };
+
+    let mut runs = Vec::new();
+    for run in 1..=2 {
+        let t = Instant::now();
+        let report = admin
+            .call_within(
+                "memory_run_sweep",
+                json!({"kinds": ["decay_sweep"], "butler": BUTLER}),
+                Duration::from_secs_f64(CONTRACT_SECONDS),
+            )
+            .await?;
+        let seconds = t.elapsed().as_secs_f64();
+        if run == 1 {
+            sweeping.store(false, Ordering::Relaxed);
+        }
+        let shard = report["reports"]
+            .as_array()
+            .and_then(|r| r.first())
+            .cloned()
+            .unwrap_or(Value::Null);
+        eprintln!("run {run}: {seconds:.1} s, {}", shard["changes"]);
+        runs.push(json!({
+            "run": run,
+            "seconds": round3(seconds),
+            "scanned": shard["scanned"],
+            "changes": shard["changes"],
+            "facts_per_second": round3(args.facts as f64 / seconds),
+        }));
+    }
+    let (samples, errors) = writer.await?;
+    let writes = Latency::of(&samples);
+
+    println!("## Decay sweep over one shard\n");
+    println!(
+        "- {} live facts in one shard, loaded in {load_s:.1} s; page size from config; contract: {} s\n",
+        args.facts, CONTRACT_SECONDS
+    );
+    println!("| run | seconds | live facts scanned | facts/s | changes |");
+    println!("|---:|---:|---:|---:|---|");
+    for r in &runs {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            r["run"], r["seconds"], r["scanned"], r["facts_per_second"], r["changes"]
+        );
+    }
+    println!(
+        "\nwrites into the same shard during run 1: {} calls, {errors} errors, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        samples.len(),
+        writes.p50,
+        writes.p99,
+        writes.max
+    );
+    if let Some(path) = &args.json {
+        support::write_json(
+            path,
+            &json!({"facts": args.facts, "load_seconds": round3(load_s), "runs": runs,
+                    "writes_during_sweep": writes.json(), "write_errors": errors}),
+        )?;
+    }
+    admin.close().await;
+    service.stop().await
+}
