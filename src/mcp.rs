@@ -76,8 +76,8 @@ const TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "memory_search",
-        description: "Search memories: hybrid (default: semantic + keyword fused by Reciprocal \
-            Rank Fusion), semantic or keyword. Each result carries its composite score and the \
+        description: "Search memories: hybrid (default: semantic and keyword lists fused by \
+            relative score), semantic or keyword (BM25). Each result carries its composite score and the \
             components behind it. Superseded, expired and retracted memories never appear; \
             fading ones only with min_confidence 0.",
         schema: schema_for_type::<SearchParams>,

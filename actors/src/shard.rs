@@ -595,12 +595,19 @@ impl ShardState {
             return false;
         };
         let stepped = run.step(&self.ctx).await;
-        if stepped.is_ok() && !run.is_done() {
+        let done = run.is_done();
+        if let Ok(changed) = stepped
+            && changed > 0
+        {
+            // Reads see each committed page at once; inverted rules get embedded again.
+            self.committed();
+        }
+        if stepped.is_ok() && !done {
             return true;
         }
         let (run, reply) = self.sweeps.pop_front().expect("a sweep at the head");
         let result = match stepped {
-            Ok(()) => self.sweep_finished(run.finish()).await,
+            Ok(_) => self.sweep_finished(run.finish()).await,
             Err(e) => {
                 tracing::warn!(shard = %self.key, error = %e, "sweep failed; the next one resumes its work");
                 metrics::counter!("butler_memory_sweeps_total", "outcome" => "failed").increment(1);
@@ -619,9 +626,6 @@ impl ShardState {
         for (change, n) in &report.changes {
             metrics::counter!("butler_memory_sweep_changes_total", "kind" => kind, "change" => change.clone())
                 .increment(*n);
-        }
-        if report.changed() > 0 {
-            self.committed();
         }
         let finished = self.ctx.clock.now();
         self.ctx

@@ -64,8 +64,15 @@ impl SweepRun {
         self.report
     }
 
-    /// Runs one bounded step (one page or batch, in its own transaction).
-    pub async fn step(&mut self, ctx: &EngineContext) -> MemoryResult<()> {
+    /// Runs one bounded step (one page or batch, in its own transaction). Returns how many
+    /// rows it changed.
+    pub async fn step(&mut self, ctx: &EngineContext) -> MemoryResult<u64> {
+        let before = self.report.changed();
+        self.advance(ctx).await?;
+        Ok(self.report.changed() - before)
+    }
+
+    async fn advance(&mut self, ctx: &EngineContext) -> MemoryResult<()> {
         let store = &ctx.store;
         let config = &ctx.config;
         let page_size = i64::from(config.lifecycle.sweep_page_size);
@@ -113,10 +120,6 @@ impl SweepRun {
                     .await?;
                 self.report.add("rule_promoted", promoted);
                 self.report.add("rule_inverted", inverted);
-                if inverted > 0 {
-                    // Inverted rules read differently now: embed them again.
-                    ctx.kick_indexer();
-                }
                 Stage::Done
             }
             Stage::Expired => {

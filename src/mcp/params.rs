@@ -8,7 +8,6 @@ use butler_memory_actors::domain::relation::LinkTarget;
 use butler_memory_actors::domain::request_context::RequestContext;
 use butler_memory_actors::domain::search::SearchMode;
 use butler_memory_actors::domain::sweep::SweepKind;
-use butler_memory_actors::domain::validity::Validity;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -330,16 +329,24 @@ pub struct ForgetParams {
     /// Why, for the audit stream.
     #[serde(default)]
     pub reason: Option<String>,
-    /// Legacy compatibility: the state a forgotten fact takes. Only `retracted` (the default)
-    /// or its legacy alias `forgotten`, which is normalised to `retracted`.
+    /// Legacy compatibility: the state a forgotten fact takes, `retracted` (the default) or
+    /// its legacy name `forgotten`, which means the same and is stored as `retracted`.
     #[serde(default)]
-    pub validity: Option<Validity>,
+    pub validity: Option<ForgottenState>,
     /// The butler forgetting (default: the key's butler).
     #[serde(default)]
     pub butler: Option<String>,
     /// Request lineage, echoed in the response and recorded in the audit stream.
     #[serde(default)]
     pub request_context: Option<RequestContext>,
+}
+
+/// The state `memory_forget` leaves a fact in, by its canonical or its legacy name.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ForgottenState {
+    Retracted,
+    Forgotten,
 }
 
 /// `memory_restore`

@@ -11,7 +11,6 @@ use butler_memory_actors::domain::request_context::Lineage;
 use butler_memory_actors::domain::rule::RuleInput;
 use butler_memory_actors::domain::search::{ContextInput, Hit, SearchInput};
 use butler_memory_actors::domain::sweep::SweepKind;
-use butler_memory_actors::domain::validity::Validity;
 use butler_memory_actors::engine::Since;
 use butler_memory_actors::error::{MemoryError, MemoryResult};
 use butler_memory_actors::retrieval::context::ContextOutcome;
@@ -361,15 +360,8 @@ fn rated_json(rated: Rated) -> MemoryResult<Value> {
 
 pub async fn forget(engine: &Engine, caller: &Caller, p: ForgetParams) -> Outcome {
     with_lineage(p.request_context, |lineage| async move {
-        // Legacy callers may name the state; `forgotten` has already been read as `retracted`.
-        if let Some(v) = p.validity
-            && v != Validity::Retracted
-        {
-            return Err(MemoryError::invalid_input(
-                "invalid_validity",
-                format!("a forgotten memory becomes `retracted`, not `{v}`"),
-            ));
-        }
+        // Legacy callers may name the state: `forgotten` and `retracted` mean the same.
+        let _ = p.validity;
         let done = engine
             .forget(caller, p.memory_type, p.id, p.reason, p.butler, lineage)
             .await?;

@@ -301,6 +301,15 @@ async fn repeated_harm_inverts_a_rule_into_an_anti_pattern_warning() {
         text.contains("Avoid: ANTI-PATTERN: Do NOT Suggest peanut snacks"),
         "{text}"
     );
+    // A warning does not fade away: a year on, with no confirmation, it still surfaces.
+    clock.advance(Duration::days(400));
+    let found = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "peanut snacks", "types": ["rule"]}),
+        )
+        .await;
+    assert_eq!(found["results"][0]["warning"], true, "{found}");
     // Inversion is final: help does not turn it back into guidance.
     let r = mcp.ok("memory_mark_helpful", json!({"rule_id": id})).await;
     assert_eq!(r["maturity"], "anti_pattern");

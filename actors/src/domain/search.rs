@@ -32,7 +32,7 @@ super::string_enum! {
         Semantic => "semantic",
         /// PostgreSQL full text.
         Keyword => "keyword",
-        /// Reciprocal Rank Fusion of both lists.
+        /// Both lists fused (relative-score fusion by default, RRF in configuration).
         Hybrid => "hybrid",
     }
 }
@@ -114,7 +114,8 @@ impl Candidate {
     }
 }
 
-/// Why a hit ranked where it did: every component of its score, each in [0, 1].
+/// Why a hit ranked where it did: the components of its score (`relevance`, `importance`,
+/// `recency`, `confidence` in [0, 1]) and the raw signals behind relevance.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ComponentScores {
     pub relevance: f64,
@@ -126,7 +127,7 @@ pub struct ComponentScores {
     pub maturity_weight: f64,
     /// Cosine similarity, when the semantic list found it.
     pub semantic: Option<f64>,
-    /// Full-text rank, when the keyword list found it.
+    /// BM25 score (unbounded), when the keyword list found it.
     pub keyword: Option<f64>,
     /// 1-based position in the semantic list.
     pub semantic_rank: Option<usize>,

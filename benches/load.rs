@@ -1,0 +1,439 @@
+//! The load generator: bursty episode writes with concurrent readers, over MCP Streamable
+//! HTTP with bearer keys, against a private service started in-process (embedded
+//! PostgreSQL in a temporary directory, the real embedder), as a fleet of butlers drives it.
+//!
+//! Writes are open-loop: `--rate` episodes per second are scheduled during each burst of
+//! `--burst-secs`, followed by `--pause-secs` of silence, for `--duration` seconds in all,
+//! spread over `--tenants` x `--butlers` butlers and sent by `--writers` connections
+//! (`memory_store_episode`, or `memory_ingest_batch` of `--batch-size` episodes). A call
+//! that finds every writer busy waits for one: its latency counts from when it was due, so
+//! a saturated service shows up as latency, not as a quietly lower rate. Readers call
+//! `memory_context` and `memory_search` (alternating) at `--read-rate` per second in all.
+//!
+//! At the end it checks that every acknowledged episode is in the database (count and
+//! ids), then waits for the embedding backlog to drain and reports how long that took.
+//! Output: a table per tool (calls, episodes, throughput, p50/p95/p99/max, errors by
+//! class) and, with `--json`, the same as JSON.
+//!
+//!     cargo bench --bench load -- --rate 2000 --duration 60 --burst-secs 60
+//!     cargo bench --bench load -- --rate 10000 --batch-size 500 --duration 30
+//!     cargo test --bench load -- --smoke       # a few seconds, as CI runs it
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use support::{Key, Latency, Rng, Service, round3};
+
+#[derive(Parser, Clone)]
+struct Args {
+    /// Tenants, each with its own admin key and butler keys.
+    #[arg(long, default_value_t = 2)]
+    tenants: usize,
+    /// Butlers per tenant (one shard each).
+    #[arg(long, default_value_t = 4)]
+    butlers: usize,
+    /// Episodes per second during a burst, across all butlers.
+    #[arg(long, default_value_t = 2000.0)]
+    rate: f64,
+    /// Length of a burst.
+    #[arg(long, default_value_t = 10.0)]
+    burst_secs: f64,
+    /// Silence between bursts.
+    #[arg(long, default_value_t = 5.0)]
+    pause_secs: f64,
+    /// Total length of the run (bursts and pauses).
+    #[arg(long, default_value_t = 30.0)]
+    duration: f64,
+    /// Episodes per call: 1 sends memory_store_episode, more send memory_ingest_batch.
+    #[arg(long, default_value_t = 1)]
+    batch_size: usize,
+    /// Write connections (calls in flight at most).
+    #[arg(long, default_value_t = 64)]
+    writers: usize,
+    /// Reader connections.
+    #[arg(long, default_value_t = 4)]
+    readers: usize,
+    /// Reads per second across all readers (memory_context and memory_search alternating).
+    #[arg(long, default_value_t = 20.0)]
+    read_rate: f64,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// A short run for CI: 3 s at 100 episodes/s, batches of 10, 2 readers.
+    #[arg(long)]
+    smoke: bool,
+    /// Also write the numbers as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Extra service configuration (TOML layered over the defaults).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Accepted for `cargo bench` compatibility.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// One finished call.
+struct Sample {
+    tool: &'static str,
+    episodes: usize,
+    latency: Duration,
+    /// `ok` or the error class.
+    outcome: String,
+    ids: Vec<String>,
+}
+
+/// A butler the generator writes as.
+#[derive(Clone)]
+struct Butler {
+    key: String,
+    name: String,
+}
+
+const PROMPTS: &[&str] = &[
+    "Plan the week's meals",
+    "Remind me about the dentist",
+    "What did we decide about the trip?",
+    "Summarise yesterday's calls",
+    "Any allergies to keep in mind?",
+    "Book a table for Friday",
+];
+
+/// One MCP tool call over Streamable HTTP (stateless JSON-RPC POST): `Ok(structured
+/// content)` or `Err(error class)`.
+async fn call(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    tool: &str,
+    args: Value,
+) -> Result<Value, String> {
+    let response = http
+        .post(url)
+        .bearer_auth(key)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": tool, "arguments": args}}))
+        .send()
+        .await
+        .map_err(|_| "transport".to_owned())?;
+    let body: Value = response.json().await.map_err(|_| "transport".to_owned())?;
+    let result = &body["result"];
+    if result.is_null() {
+        return Err("protocol".to_owned());
+    }
+    let content = result["structuredContent"].clone();
+    if result["isError"] == true {
+        return Err(content["class"].as_str().unwrap_or("unknown").to_owned());
+    }
+    Ok(content)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = Args::parse();
+    if args.smoke {
+        args.rate = 100.0;
+        args.duration = 3.0;
+        args.burst_secs = 2.0;
+        args.pause_secs = 1.0;
+        args.batch_size = 10;
+        args.writers = 4;
+        args.readers = 2;
+        args.read_rate = 10.0;
+    }
+    anyhow::ensure!(
+        args.rate > 0.0 && args.batch_size > 0,
+        "rate and batch size must be positive"
+    );
+    let extra = support::extra_toml(args.config.as_ref())?;
+    let mut keys = Vec::new();
+    let mut butlers = Vec::new();
+    for t in 0..args.tenants {
+        let tenant = format!("load-{t}");
+        keys.push(Key::admin(format!("load-admin-{t}-000000000"), &tenant));
+        for b in 0..args.butlers {
+            let key = format!("load-butler-{t}-{b}-0000000");
+            let name = format!("butler-{b}");
+            keys.push(Key::butler(&key, &tenant, &name));
+            butlers.push(Butler { key, name });
+        }
+    }
+    let service = Service::start(&keys, &extra).await?;
+    let url = format!("http://{}/mcp", service.address);
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.writers + args.readers)
+        .build()?;
+    let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+
+    // The write schedule: calls due at fixed intervals inside bursts.
+    let call_rate = args.rate / args.batch_size as f64;
+    let (due_tx, due_rx) = mpsc::unbounded_channel::<(Instant, usize)>();
+    let due_rx = Arc::new(tokio::sync::Mutex::new(due_rx));
+    let started = Instant::now();
+    let end = started + Duration::from_secs_f64(args.duration);
+    let scheduler = {
+        let args = args.clone();
+        tokio::spawn(async move {
+            let period = args.burst_secs + args.pause_secs;
+            let mut n = 0usize;
+            let mut at = 0.0f64;
+            while at < args.duration {
+                let in_period = at % period;
+                if in_period >= args.burst_secs {
+                    at += period - in_period;
+                    continue;
+                }
+                let due = started + Duration::from_secs_f64(at);
+                tokio::time::sleep_until(due.into()).await;
+                if due_tx.send((due, n)).is_err() {
+                    return;
+                }
+                n += 1;
+                at += 1.0 / call_rate;
+            }
+        })
+    };
+    let mut writers = Vec::new();
+    for _ in 0..args.writers {
+        let (http, url, samples, due_rx, butlers) = (
+            http.clone(),
+            url.clone(),
+            samples.clone(),
+            due_rx.clone(),
+            butlers.clone(),
+        );
+        let batch_size = args.batch_size;
+        writers.push(tokio::spawn(async move {
+            loop {
+                let next = due_rx.lock().await.recv().await;
+                let Some((due, n)) = next else { return };
+                let butler = &butlers[n % butlers.len()];
+                let episode = |i: usize| {
+                    json!({"content": format!("Load episode {n}.{i}: the user asked {} about the plan for day {}", butler.name, n % 31),
+                           "butler": butler.name, "session_id": format!("s{}", n / 20)})
+                };
+                let (tool, request) = if batch_size == 1 {
+                    ("memory_store_episode", episode(0))
+                } else {
+                    let episodes: Vec<Value> = (0..batch_size).map(episode).collect();
+                    ("memory_ingest_batch", json!({"episodes": episodes}))
+                };
+                let result = call(&http, &url, &butler.key, tool, request).await;
+                let latency = due.elapsed();
+                let (outcome, ids) = match result {
+                    Ok(body) => {
+                        let ids = match body["ids"].as_array() {
+                            Some(ids) => ids.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+                            None => body["id"].as_str().map(str::to_owned).into_iter().collect(),
+                        };
+                        ("ok".to_owned(), ids)
+                    }
+                    Err(class) => (class, Vec::new()),
+                };
+                samples.lock().unwrap().push(Sample {
+                    tool,
+                    episodes: batch_size,
+                    latency,
+                    outcome,
+                    ids,
+                });
+            }
+        }));
+    }
+    let mut readers = Vec::new();
+    for r in 0..args.readers {
+        let (http, url, samples, butlers) =
+            (http.clone(), url.clone(), samples.clone(), butlers.clone());
+        let interval = Duration::from_secs_f64(args.readers as f64 / args.read_rate.max(0.001));
+        let mut rng = Rng::new(args.seed + r as u64);
+        readers.push(tokio::spawn(async move {
+            let mut i = 0usize;
+            let mut next = Instant::now() + interval.mul_f64(r as f64 / 4.0);
+            while next < end {
+                tokio::time::sleep_until(next.into()).await;
+                let butler = rng.pick(&butlers).clone();
+                let prompt = *rng.pick(PROMPTS);
+                let (tool, request) = if i.is_multiple_of(2) {
+                    (
+                        "memory_context",
+                        json!({"trigger_prompt": prompt, "butler": butler.name}),
+                    )
+                } else {
+                    ("memory_search", json!({"query": prompt}))
+                };
+                let t = Instant::now();
+                let result = call(&http, &url, &butler.key, tool, request).await;
+                samples.lock().unwrap().push(Sample {
+                    tool,
+                    episodes: 0,
+                    latency: t.elapsed(),
+                    outcome: result.err().unwrap_or_else(|| "ok".to_owned()),
+                    ids: Vec::new(),
+                });
+                i += 1;
+                next += interval;
+            }
+        }));
+    }
+    scheduler.await?;
+    for w in writers {
+        w.await?;
+    }
+    for r in readers {
+        r.await?;
+    }
+    let load_secs = started.elapsed().as_secs_f64();
+    let load_ended = Instant::now();
+    let samples = std::mem::take(&mut *samples.lock().unwrap());
+
+    // Every acknowledged episode must be in the database.
+    let acked: Vec<uuid::Uuid> = samples
+        .iter()
+        .flat_map(|s| s.ids.iter())
+        .map(|id| id.parse())
+        .collect::<Result<_, _>>()
+        .context("an acknowledged id is not a UUID")?;
+    let pool = service.state.engine.store().pool().clone();
+    let mut found = 0i64;
+    for chunk in acked.chunks(10_000) {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM episodes WHERE id = ANY($1)")
+            .bind(chunk)
+            .fetch_one(&pool)
+            .await?;
+        found += n;
+    }
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM episodes")
+        .fetch_one(&pool)
+        .await?;
+    let lost = acked.len() as i64 - found;
+
+    // Then the embedding backlog drains; how long after the load ended?
+    let mut backlog_at_end = None;
+    let drain_secs = loop {
+        let (waiting, _) = service
+            .state
+            .engine
+            .store()
+            .embedding_backlog()
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        backlog_at_end.get_or_insert(waiting);
+        if waiting == 0 {
+            break load_ended.elapsed().as_secs_f64();
+        }
+        anyhow::ensure!(
+            load_ended.elapsed() < Duration::from_secs(3600),
+            "the embedding backlog did not drain within an hour"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+
+    // Per tool: calls, episodes, throughput, latency, errors by class.
+    let mut by_tool: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+    for s in &samples {
+        by_tool.entry(s.tool).or_default().push(s);
+    }
+    println!("## Load: bursty writes with concurrent readers\n");
+    println!(
+        "- {} tenants x {} butlers; writes {} episodes/s in bursts of {} s every {} s, {} episodes per call, {} writer connections; {} readers at {} reads/s; {:.1} s in all",
+        args.tenants,
+        args.butlers,
+        args.rate,
+        args.burst_secs,
+        args.burst_secs + args.pause_secs,
+        args.batch_size,
+        args.writers,
+        args.readers,
+        args.read_rate,
+        load_secs
+    );
+    println!(
+        "- acknowledged episodes: {}, found in the database: {found}, lost: {lost}; rows in the table: {stored}",
+        acked.len()
+    );
+    println!(
+        "- embedding backlog when the load ended: {} rows, drained {:.1} s after the end\n",
+        backlog_at_end.unwrap_or(0),
+        drain_secs
+    );
+    println!(
+        "| tool | calls | ok | episodes acked | ok calls/s | episodes/s | p50 ms | p95 ms | p99 ms | max ms | errors |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let mut tools_json = serde_json::Map::new();
+    for (tool, list) in &by_tool {
+        let ok: Vec<&&Sample> = list.iter().filter(|s| s.outcome == "ok").collect();
+        let latency = Latency::of(&ok.iter().map(|s| s.latency).collect::<Vec<_>>());
+        let mut errors: BTreeMap<&str, usize> = BTreeMap::new();
+        for s in list.iter().filter(|s| s.outcome != "ok") {
+            *errors.entry(s.outcome.as_str()).or_default() += 1;
+        }
+        let episodes: usize = ok.iter().map(|s| s.episodes).sum();
+        let active = if *tool == "memory_context" || *tool == "memory_search" {
+            load_secs
+        } else {
+            active_write_secs(&args)
+        };
+        println!(
+            "| {tool} | {} | {} | {episodes} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            list.len(),
+            ok.len(),
+            ok.len() as f64 / active,
+            episodes as f64 / active,
+            latency.p50,
+            latency.p95,
+            latency.p99,
+            latency.max,
+            if errors.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("{errors:?}")
+            }
+        );
+        tools_json.insert(
+            tool.to_string(),
+            json!({"calls": list.len(), "ok": ok.len(), "episodes": episodes,
+                   "ok_calls_per_second": round3(ok.len() as f64 / active),
+                   "episodes_per_second": round3(episodes as f64 / active),
+                   "latency": latency.json(), "errors": errors}),
+        );
+    }
+    println!(
+        "\nthroughputs are over the time writes were scheduled ({:.1} s of bursts) or, for reads, the whole run",
+        active_write_secs(&args)
+    );
+    if let Some(path) = &args.json {
+        support::write_json(
+            path,
+            &json!({"args": {"tenants": args.tenants, "butlers": args.butlers, "rate": args.rate,
+                             "burst_secs": args.burst_secs, "pause_secs": args.pause_secs,
+                             "duration": args.duration, "batch_size": args.batch_size,
+                             "writers": args.writers, "readers": args.readers,
+                             "read_rate": args.read_rate},
+                    "seconds": round3(load_secs), "acknowledged": acked.len(), "found": found,
+                    "lost": lost, "backlog_at_end": backlog_at_end, "drain_seconds": round3(drain_secs),
+                    "tools": tools_json}),
+        )?;
+    }
+    service.stop().await?;
+    anyhow::ensure!(lost == 0, "{lost} acknowledged episodes are missing");
+    Ok(())
+}
+
+/// Seconds of the run during which writes were scheduled.
+fn active_write_secs(args: &Args) -> f64 {
+    let period = args.burst_secs + args.pause_secs;
+    let full = (args.duration / period).floor();
+    let rest = (args.duration - full * period).min(args.burst_secs);
+    (full * args.burst_secs + rest).max(1e-9)
+}
