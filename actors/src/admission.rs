@@ -5,6 +5,7 @@
 //! a shard, so nothing is half-written and nothing waits.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -18,6 +19,8 @@ pub struct Admission {
     max_in_flight: u32,
     max_queued_per_shard: i64,
     retry_after_ms: u64,
+    /// Episodes admitted since start (the write rate, for work that yields to writes).
+    admitted: AtomicU64,
 }
 
 /// Room for some episodes; given back when dropped (after the write is answered).
@@ -33,6 +36,7 @@ impl Admission {
             max_in_flight: config.max_in_flight,
             max_queued_per_shard: i64::from(config.max_queued_per_shard),
             retry_after_ms: config.overload_retry_after_ms,
+            admitted: AtomicU64::new(0),
         }
     }
 
@@ -50,6 +54,8 @@ impl Admission {
         }
         match self.in_flight.clone().try_acquire_many_owned(episodes) {
             Ok(permit) => {
+                self.admitted
+                    .fetch_add(u64::from(episodes), Ordering::Relaxed);
                 metrics::gauge!("butler_memory_writes_in_flight").set(self.in_flight());
                 Ok(Admitted { _permit: permit })
             }
@@ -67,6 +73,11 @@ impl Admission {
                 ))
             }
         }
+    }
+
+    /// Episodes admitted since start.
+    pub fn admitted_total(&self) -> u64 {
+        self.admitted.load(Ordering::Relaxed)
     }
 
     /// Episodes accepted and not yet committed.

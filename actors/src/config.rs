@@ -158,6 +158,11 @@ pub struct IndexerConfig {
     /// An episode in a session is embedded as a blend of its own text and its text read
     /// after the episode before it, with this weight on the latter (0: its own text only).
     pub session_context_weight: f64,
+    /// While episodes are admitted faster than this (per second), the indexer leaves the
+    /// CPU to the writes (0: never yields).
+    pub yield_above_writes_per_sec: f64,
+    /// ... unless its oldest row has waited this long.
+    pub max_defer_secs: f64,
 }
 
 /// `[writes]`: group commit and admission of episode writes.

@@ -6,6 +6,10 @@
 //! with load and a lone request at low load goes out at once (after at most `max_wait_ms`).
 //! Inference is CPU-bound and runs on a blocking thread; the result comes back as a `Done`
 //! message. Beyond `max_queue` waiting texts, requests are refused as `overloaded` at once.
+//!
+//! Two queues: queries (someone is waiting for a read) and background work (the indexer
+//! embedding stored rows). A batch takes queries first and fills up with background work,
+//! so a read waits for at most the batch already running, never for the indexer's backlog.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -48,8 +52,13 @@ pub struct PoolStatus {
 }
 
 pub enum EmbedderMsg {
-    /// Embed these texts.
+    /// Embed these texts for a caller who is waiting (a query).
     Embed {
+        texts: Vec<String>,
+        reply: RpcReplyPort<MemoryResult<Embeddings>>,
+    },
+    /// Embed these texts when no query is waiting (the indexer's backlog).
+    EmbedBackground {
         texts: Vec<String>,
         reply: RpcReplyPort<MemoryResult<Embeddings>>,
     },
@@ -77,6 +86,7 @@ pub struct EmbedderPoolState {
     workers: usize,
     queue: VecDeque<Job>,
     queued_texts: usize,
+    background: VecDeque<Job>,
     dispatch_scheduled: bool,
 }
 
@@ -111,6 +121,7 @@ impl Actor for EmbedderPool {
             config: args.config,
             queue: VecDeque::new(),
             queued_texts: 0,
+            background: VecDeque::new(),
             dispatch_scheduled: false,
         })
     }
@@ -152,6 +163,15 @@ impl Actor for EmbedderPool {
                     });
                 }
             }
+            EmbedderMsg::EmbedBackground { texts, reply } => {
+                state.info.begin();
+                if texts.is_empty() {
+                    let _ = reply.send(Ok(Vec::new()));
+                    return Ok(());
+                }
+                state.background.push_back(Job { texts, reply });
+                state.dispatch(&myself);
+            }
             EmbedderMsg::Dispatch => {
                 state.dispatch_scheduled = false;
                 state.dispatch(&myself);
@@ -190,23 +210,28 @@ impl Actor for EmbedderPool {
 }
 
 impl EmbedderPoolState {
-    /// Hands queued work to idle workers, up to `max_batch` texts each.
+    /// Hands queued work to idle workers, up to `max_batch` texts each: queries first,
+    /// then background work.
     fn dispatch(&mut self, myself: &ActorRef<EmbedderMsg>) {
-        while !self.queue.is_empty() {
+        while !self.queue.is_empty() || !self.background.is_empty() {
             let Some(mut worker) = self.idle.pop() else {
                 return;
             };
             let mut jobs = Vec::new();
             let mut texts = Vec::new();
-            while let Some(job) = self.queue.front() {
-                if !jobs.is_empty() && texts.len() + job.texts.len() > self.config.max_batch {
-                    break;
+            for (queue, counted) in [(&mut self.queue, true), (&mut self.background, false)] {
+                while let Some(job) = queue.front() {
+                    if !jobs.is_empty() && texts.len() + job.texts.len() > self.config.max_batch {
+                        break;
+                    }
+                    let job = queue.pop_front().expect("front exists");
+                    if counted {
+                        self.queued_texts -= job.texts.len();
+                    }
+                    texts.extend(job.texts.iter().cloned());
+                    jobs.push(job);
                 }
-                let job = self.queue.pop_front().expect("front exists");
-                texts.extend(job.texts.iter().cloned());
-                jobs.push(job);
             }
-            self.queued_texts -= texts.len();
             let myself = myself.clone();
             tokio::task::spawn_blocking(move || {
                 let started = Instant::now();

@@ -6,10 +6,15 @@
 //! per engine, so no row is embedded twice. It is told about new rows (`Kick`, coalesced),
 //! and also polls, so rows left by a crash or an embedder outage are picked up again.
 //! `Flush` answers once the backlog is empty: tests and shutdown use it instead of sleeping.
+//!
+//! Background work yields to foreground work: while episodes are being admitted faster than
+//! `indexer.yield_above_writes_per_sec`, the indexer leaves the CPU to the writes and
+//! catches up when the burst is over — unless its oldest row has waited longer than
+//! `indexer.max_defer_secs`, so that semantic search is never stale without bound.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use uuid::Uuid;
@@ -49,6 +54,10 @@ pub struct IndexerState {
     version_id: i16,
     info: Arc<ActorInfo>,
     kick_pending: Arc<AtomicBool>,
+    /// Episodes admitted so far and when that was read, for the write rate.
+    writes_seen: (Instant, u64),
+    /// Whether writes were hot when last measured.
+    hot: bool,
 }
 
 impl Actor for Indexer {
@@ -71,6 +80,8 @@ impl Actor for Indexer {
             version_id: args.version_id,
             info: args.info,
             kick_pending: args.kick_pending,
+            writes_seen: (Instant::now(), 0),
+            hot: false,
         })
     }
 
@@ -87,12 +98,12 @@ impl Actor for Indexer {
         match message {
             IndexerMsg::Kick => {
                 state.kick_pending.store(false, Ordering::Release);
-                if let Err(e) = state.drain().await {
+                if let Err(e) = state.drain(true).await {
                     tracing::warn!(error = %e, "indexing deferred; will retry");
                 }
             }
             IndexerMsg::Tick => {
-                if let Err(e) = state.drain().await {
+                if let Err(e) = state.drain(true).await {
                     tracing::warn!(error = %e, "indexing deferred; will retry");
                 }
                 if let Ok((depth, oldest)) = state.ctx.store.embedding_backlog().await {
@@ -105,7 +116,7 @@ impl Actor for Indexer {
                 }
             }
             IndexerMsg::Flush { reply } => {
-                let _ = reply.send(state.drain().await.map(|_| ()));
+                let _ = reply.send(state.drain(false).await.map(|_| ()));
             }
         }
         Ok(())
@@ -113,10 +124,15 @@ impl Actor for Indexer {
 }
 
 impl IndexerState {
-    /// Embeds batches until no row is left without an embedding. Returns how many it embedded.
-    async fn drain(&mut self) -> MemoryResult<u64> {
+    /// Embeds batches until no row is left without an embedding, or (when `yielding`)
+    /// until a write burst asks for the CPU. Returns how many it embedded.
+    async fn drain(&mut self, yielding: bool) -> MemoryResult<u64> {
         let mut total = 0;
         loop {
+            if yielding && self.writes_are_hot().await? {
+                metrics::counter!("butler_memory_indexer_yields_total").increment(1);
+                return Ok(total);
+            }
             let mut round = 0;
             for memory_type in [MemoryType::Fact, MemoryType::Rule, MemoryType::Episode] {
                 round += self.embed_batch(memory_type).await?;
@@ -126,6 +142,34 @@ impl IndexerState {
                 return Ok(total);
             }
         }
+    }
+
+    /// Whether episodes are being admitted faster than the yield threshold and the backlog
+    /// may still wait.
+    async fn writes_are_hot(&mut self) -> MemoryResult<bool> {
+        let config = &self.ctx.config.indexer;
+        if config.yield_above_writes_per_sec <= 0.0 {
+            return Ok(false);
+        }
+        // Re-measured at most four times a second; in between, the last answer stands.
+        let (since, seen) = self.writes_seen;
+        let elapsed = since.elapsed().as_secs_f64();
+        if elapsed < 0.25 {
+            return Ok(self.hot);
+        }
+        let now = self.ctx.admission.admitted_total();
+        self.writes_seen = (Instant::now(), now);
+        let rate = now.saturating_sub(seen) as f64 / elapsed;
+        self.hot = if rate <= config.yield_above_writes_per_sec {
+            false
+        } else {
+            let oldest = self.ctx.store.oldest_unembedded().await?;
+            let waited = oldest
+                .map(|t| (self.ctx.clock.now() - t).num_milliseconds() as f64 / 1000.0)
+                .unwrap_or(0.0);
+            waited < config.max_defer_secs
+        };
+        Ok(self.hot)
     }
 
     async fn embed_batch(&mut self, memory_type: MemoryType) -> MemoryResult<u64> {
@@ -153,13 +197,21 @@ impl IndexerState {
             Vec::new()
         };
         let embedder = self.ctx.embedder.get()?;
-        let mut vectors = embedder
-            .ask(
-                |reply| EmbedderMsg::Embed { texts, reply },
+        // In requests of at most one batch each, so that a query waiting for the model
+        // waits for one batch at most, never for this whole round.
+        let chunk = self.ctx.config.embedder.max_batch.max(1);
+        let requests = texts.chunks(chunk).map(|part| {
+            let texts = part.to_vec();
+            embedder.ask(
+                |reply| EmbedderMsg::EmbedBackground { texts, reply },
                 EMBED_TIMEOUT,
                 "the embedder pool",
             )
-            .await??;
+        });
+        let mut vectors = Vec::with_capacity(texts.len());
+        for answer in futures::future::join_all(requests).await {
+            vectors.extend(answer??);
+        }
         let in_context = vectors.split_off(rows.len());
         for (i, context_vector) in contextual.into_iter().zip(in_context) {
             vectors[i] = blend(&vectors[i], &context_vector, weight);

@@ -78,6 +78,19 @@ impl Store {
             .await?)
     }
 
+    /// Since when the oldest row without an embedding has waited: one index probe per table,
+    /// cheap enough to ask often (unlike counting the backlog).
+    pub async fn oldest_unembedded(&self) -> MemoryResult<Option<DateTime<Utc>>> {
+        Ok(sqlx::query_scalar(
+            "SELECT min(oldest) FROM (
+                 (SELECT created_at AS oldest FROM episodes WHERE embedding IS NULL ORDER BY created_at LIMIT 1)
+                 UNION ALL (SELECT created_at FROM facts WHERE embedding IS NULL ORDER BY created_at LIMIT 1)
+                 UNION ALL (SELECT created_at FROM rules WHERE embedding IS NULL ORDER BY created_at LIMIT 1)) b",
+        )
+        .fetch_one(self.pool())
+        .await?)
+    }
+
     /// How many rows wait for an embedding, and since when.
     pub async fn embedding_backlog(&self) -> MemoryResult<(i64, Option<DateTime<Utc>>)> {
         Ok(sqlx::query_as(
