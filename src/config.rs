@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use butler_memory_actors::config::{
-    EngineConfig, EpisodesConfig, FactsConfig, IndexerConfig, LifecycleConfig, RetrievalConfig,
-    RulesConfig, ShardsConfig, WritesConfig,
+    ConsolidationConfig, EngineConfig, EpisodesConfig, FactsConfig, IndexerConfig, LifecycleConfig,
+    RetrievalConfig, RulesConfig, ShardsConfig, WritesConfig,
 };
 use butler_memory_actors::domain::text::Limits;
 use butler_memory_actors::embedder::EmbedderConfig;
@@ -38,6 +38,7 @@ pub struct Config {
     pub indexer: IndexerConfig,
     pub lifecycle: LifecycleConfig,
     pub writes: WritesConfig,
+    pub consolidation: ConsolidationConfig,
     pub shards: ShardsConfig,
     pub retrieval: RetrievalConfig,
     pub episodes: EpisodesConfig,
@@ -181,6 +182,7 @@ impl Config {
             indexer: self.indexer.clone(),
             lifecycle: self.lifecycle.clone(),
             writes: self.writes.clone(),
+            consolidation: self.consolidation.clone(),
         }
     }
 

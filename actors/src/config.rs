@@ -186,6 +186,14 @@ pub struct WritesConfig {
     pub max_ingest_batch: u32,
 }
 
+/// `[consolidation]`: turning episodes into facts and rules.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsolidationConfig {
+    /// Episodes per job (one transaction), in `created_at, id` order.
+    pub batch_size: u32,
+}
+
 /// `[lifecycle]`: the per-shard sweeps and when they run.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -194,6 +202,8 @@ pub struct LifecycleConfig {
     pub decay_sweep_cron: String,
     /// Cron expression of the daily episode cleanup.
     pub episode_cleanup_cron: String,
+    /// Cron expression of consolidation (every six hours by default).
+    pub consolidation_cron: String,
     /// Rows per statement of a sweep: bounded transactions, no row loops.
     pub sweep_page_size: u32,
     /// Dead-lettered episodes are kept this many days past their expiry for inspection.
@@ -217,6 +227,7 @@ pub struct EngineConfig {
     pub indexer: IndexerConfig,
     pub lifecycle: LifecycleConfig,
     pub writes: WritesConfig,
+    pub consolidation: ConsolidationConfig,
 }
 
 impl EngineConfig {
@@ -405,10 +416,16 @@ impl EngineConfig {
             "writes.max_ingest_batch",
             "must be at least 1",
         );
+        check(
+            self.consolidation.batch_size > 0,
+            "consolidation.batch_size",
+            "must be at least 1",
+        );
         let lc = &self.lifecycle;
         for (key, expr) in [
             ("lifecycle.decay_sweep_cron", &lc.decay_sweep_cron),
             ("lifecycle.episode_cleanup_cron", &lc.episode_cleanup_cron),
+            ("lifecycle.consolidation_cron", &lc.consolidation_cron),
         ] {
             if let Err(e) = crate::schedule::Schedule::parse(expr) {
                 check(false, key, &e);

@@ -64,6 +64,7 @@ impl Actor for Scheduler {
         for (kind, expression) in [
             (SweepKind::DecaySweep, &lifecycle.decay_sweep_cron),
             (SweepKind::EpisodeCleanup, &lifecycle.episode_cleanup_cron),
+            (SweepKind::Consolidation, &lifecycle.consolidation_cron),
         ] {
             let schedule = Schedule::parse(expression)?;
             let mut next = schedule.next_after(now);

@@ -12,9 +12,10 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::context::EngineContext;
+use crate::domain::heuristic_extractor;
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
-use crate::error::MemoryResult;
+use crate::error::{MemoryError, MemoryResult};
 use crate::store::decay_sweep::{DecayTable, Thresholds};
 use crate::store::episode_cleanup::Cleanup;
 
@@ -27,6 +28,7 @@ enum Stage {
     Reevaluate,
     Expired,
     Capacity,
+    Consolidate,
     Done,
 }
 
@@ -46,6 +48,7 @@ impl SweepRun {
                 after: Uuid::nil(),
             },
             SweepKind::EpisodeCleanup => Stage::Expired,
+            SweepKind::Consolidation => Stage::Consolidate,
         };
         SweepRun {
             report: SweepReport::new(kind, shard, as_of),
@@ -152,6 +155,34 @@ impl SweepRun {
                     } else {
                         self.report.scanned = count - n;
                         Stage::Capacity
+                    }
+                }
+            }
+            Stage::Consolidate => {
+                let batch_size = i64::from(config.consolidation.batch_size);
+                let batch = store.pending_episodes(&shard, as_of, batch_size).await?;
+                if batch.is_empty() {
+                    Stage::Done
+                } else {
+                    let extraction = heuristic_extractor::extract(&batch);
+                    extraction
+                        .validate(&batch, config.limits.max_key_chars.max(1000))
+                        .map_err(|e| MemoryError::internal(format!("extraction invalid: {e}")))?;
+                    let outcome = store
+                        .persist_consolidation(&shard, &batch, &extraction, "heuristic", as_of)
+                        .await?;
+                    self.report.scanned += outcome.episodes;
+                    self.report.add("episodes_consolidated", outcome.episodes);
+                    self.report.add("facts_created", outcome.facts_created);
+                    self.report
+                        .add("facts_superseded", outcome.facts_superseded);
+                    self.report.add("facts_confirmed", outcome.facts_confirmed);
+                    self.report.add("rules_created", outcome.rules_created);
+                    self.report.add("rules_confirmed", outcome.rules_confirmed);
+                    if (batch.len() as i64) < batch_size {
+                        Stage::Done
+                    } else {
+                        Stage::Consolidate
                     }
                 }
             }

@@ -389,7 +389,8 @@ pub struct ActivityStreamParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunSweepParams {
-    /// Which sweeps: `decay_sweep`, `episode_cleanup` (default: both, in that order).
+    /// Which sweeps: `decay_sweep`, `episode_cleanup`, `consolidation` (default: all three,
+    /// in that order).
     #[serde(default)]
     pub kinds: Option<Vec<SweepKind>>,
     /// Only this butler's shard (default: every shard of the tenant).

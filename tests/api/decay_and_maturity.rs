@@ -165,7 +165,7 @@ async fn a_sweep_run_twice_changes_nothing_the_second_time() {
         .fetch_one(&mut db)
         .await
         .unwrap();
-    assert_eq!(runs, 4, "two kinds, two runs, one shard");
+    assert_eq!(runs, 6, "three kinds, two runs, one shard");
     let stats = admin.ok("memory_stats", json!({})).await;
     assert!(stats["last_runs"]["decay_sweep"].is_string(), "{stats}");
     app.stop().await;

@@ -14,6 +14,8 @@ super::string_enum! {
         DecaySweep => "decay_sweep",
         /// Expired episodes deleted; capacity enforced, oldest consolidated first.
         EpisodeCleanup => "episode_cleanup",
+        /// Pending episodes extracted into facts and rules, batch by batch.
+        Consolidation => "consolidation",
     }
 }
 
@@ -22,6 +24,7 @@ impl SweepKind {
         match s {
             "decay" => Some(SweepKind::DecaySweep),
             "cleanup" => Some(SweepKind::EpisodeCleanup),
+            "consolidate" => Some(SweepKind::Consolidation),
             _ => None,
         }
     }

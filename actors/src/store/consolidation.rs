@@ -1,0 +1,303 @@
+//! Consolidation jobs: a bounded batch of one shard's pending episodes, extracted and
+//! persisted in one transaction — the job row (found again by its idempotency key if the
+//! batch is retried), one `consolidation_items` row per extracted item (the database
+//! refuses to persist an item twice), the facts and rules with their `derived_from` links
+//! and events (actor `consolidation`), and every episode of the batch marked
+//! `consolidated`. A crash anywhere before the commit leaves nothing behind; the batch is
+//! simply pending again.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::domain::extraction::{Extraction, SourceEpisode};
+use crate::domain::fact::NewFact;
+use crate::domain::memory_type::MemoryType;
+use crate::domain::relation::{LinkTarget, Relation};
+use crate::domain::request_context::Lineage;
+use crate::domain::rule::{NEW_RULE_CONFIDENCE, NewRule};
+use crate::domain::shard_key::{ShardKey, TENANT_SHARD_BUTLER};
+use crate::error::MemoryResult;
+
+use super::{Store, facts, rules};
+
+/// The actor recorded for consolidation's changes.
+pub const CONSOLIDATION_ACTOR: &str = "consolidation";
+
+/// What one job did.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct JobOutcome {
+    pub episodes: u64,
+    pub facts_created: u64,
+    pub facts_superseded: u64,
+    pub facts_confirmed: u64,
+    pub rules_created: u64,
+    pub rules_confirmed: u64,
+}
+
+impl Store {
+    /// The shard's next batch: pending, not forgotten, not expired, due for (re)trying, in
+    /// `created_at, id` order.
+    pub async fn pending_episodes(
+        &self,
+        shard: &ShardKey,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> MemoryResult<Vec<SourceEpisode>> {
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT id, content FROM episodes
+             WHERE tenant_id = $1 AND butler = $2 AND consolidation_status = 'pending'
+               AND forgotten_at IS NULL AND expires_at > $3
+               AND (next_consolidation_retry_at IS NULL OR next_consolidation_retry_at <= $3)
+             ORDER BY created_at, id LIMIT $4",
+        )
+        .bind(&shard.tenant_id)
+        .bind(&shard.butler)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, content)| SourceEpisode { id, content })
+            .collect())
+    }
+
+    /// Persists one batch's extraction and marks the batch consolidated, atomically.
+    pub async fn persist_consolidation(
+        &self,
+        shard: &ShardKey,
+        batch: &[SourceEpisode],
+        extraction: &Extraction,
+        extractor: &str,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<JobOutcome> {
+        let ids: Vec<Uuid> = batch.iter().map(|e| e.id).collect();
+        let key = format!(
+            "{}:{}:{}:{}",
+            shard.butler,
+            ids.first().copied().unwrap_or_default(),
+            ids.last().copied().unwrap_or_default(),
+            ids.len()
+        );
+        let mut tx = self.begin().await?;
+        let job_id: Uuid = sqlx::query_scalar(
+            "INSERT INTO consolidation_jobs
+                 (id, tenant_id, butler, idempotency_key, status, extractor, episode_ids, started_at)
+             VALUES ($1, $2, $3, $4, 'running', $5, $6, $7)
+             ON CONFLICT (tenant_id, idempotency_key)
+             DO UPDATE SET attempt = consolidation_jobs.attempt + 1, started_at = EXCLUDED.started_at
+             RETURNING id",
+        )
+        .bind(Uuid::now_v7())
+        .bind(&shard.tenant_id)
+        .bind(&shard.butler)
+        .bind(&key)
+        .bind(extractor)
+        .bind(&ids)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let lineage = Lineage {
+            request_id: format!("consolidation-{job_id}"),
+            subrequest_id: None,
+            segment_id: None,
+            generated: true,
+        };
+        let butler = (shard.butler != TENANT_SHARD_BUTLER).then(|| shard.butler.clone());
+        let mut outcome = JobOutcome {
+            episodes: ids.len() as u64,
+            ..JobOutcome::default()
+        };
+        let derived_from = |episode: Uuid| LinkTarget {
+            target_type: MemoryType::Episode,
+            target_id: episode,
+            relation: Relation::DerivedFrom,
+        };
+
+        for (i, f) in extraction.facts.iter().enumerate() {
+            if !claim_item(
+                &mut tx,
+                shard,
+                &format!("{key}:fact:{i}"),
+                job_id,
+                MemoryType::Fact,
+                now,
+            )
+            .await?
+            {
+                continue;
+            }
+            let fact = NewFact {
+                id: Uuid::now_v7(),
+                tenant_id: shard.tenant_id.clone(),
+                subject: f.subject.clone(),
+                predicate: f.predicate.clone(),
+                content: f.content.clone(),
+                scope: crate::domain::caller::GLOBAL_SCOPE.to_owned(),
+                confidence: 1.0,
+                decay_rate: f.permanence.decay_rate(),
+                permanence: f.permanence,
+                importance: f.importance,
+                source_butler: butler.clone(),
+                source_episode_id: Some(f.source_episode_id),
+                tags: Vec::new(),
+                metadata: json!({"extracted_by": extractor, "consolidation_job_id": job_id}),
+                links: vec![derived_from(f.source_episode_id)],
+                created_at: now,
+            };
+            let stored =
+                facts::insert_superseding(&mut tx, &fact, None, CONSOLIDATION_ACTOR, &lineage)
+                    .await?;
+            item_entity(&mut tx, shard, &format!("{key}:fact:{i}"), stored.fact.id).await?;
+            match stored.outcome {
+                crate::domain::fact::FactOutcome::Created => outcome.facts_created += 1,
+                crate::domain::fact::FactOutcome::Superseded => outcome.facts_superseded += 1,
+                crate::domain::fact::FactOutcome::Confirmed => outcome.facts_confirmed += 1,
+            }
+        }
+
+        let scope = butler
+            .clone()
+            .unwrap_or_else(|| crate::domain::caller::GLOBAL_SCOPE.to_owned());
+        for (i, r) in extraction.rules.iter().enumerate() {
+            if !claim_item(
+                &mut tx,
+                shard,
+                &format!("{key}:rule:{i}"),
+                job_id,
+                MemoryType::Rule,
+                now,
+            )
+            .await?
+            {
+                continue;
+            }
+            // The same advice again confirms the live rule instead of duplicating it.
+            let confirmed: Option<Uuid> = sqlx::query_scalar(
+                "UPDATE rules SET last_confirmed_at = $4, validity = 'active'
+                 WHERE id = (SELECT id FROM rules
+                             WHERE tenant_id = $1 AND scope = $2 AND content = $3
+                               AND validity IN ('active', 'fading')
+                             ORDER BY created_at LIMIT 1)
+                 RETURNING id",
+            )
+            .bind(&shard.tenant_id)
+            .bind(&scope)
+            .bind(&r.content)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(id) = confirmed {
+                item_entity(&mut tx, shard, &format!("{key}:rule:{i}"), id).await?;
+                super::events::append(
+                    &mut tx,
+                    &crate::domain::event::NewEvent {
+                        tenant_id: shard.tenant_id.clone(),
+                        event_type: crate::domain::event::EventType::RuleConfirmed,
+                        entity_type: MemoryType::Rule,
+                        entity_id: id,
+                        actor: CONSOLIDATION_ACTOR.to_owned(),
+                        lineage: lineage.clone(),
+                        scope: Some(scope.clone()),
+                        butler: butler.clone(),
+                        payload: json!({"after": {"validity": "active", "last_confirmed_at": now},
+                                        "source_episode_id": r.source_episode_id}),
+                    },
+                    now,
+                )
+                .await?;
+                outcome.rules_confirmed += 1;
+                continue;
+            }
+            let permanence = crate::domain::permanence::Permanence::DEFAULT;
+            let rule = NewRule {
+                id: Uuid::now_v7(),
+                tenant_id: shard.tenant_id.clone(),
+                content: r.content.clone(),
+                scope: scope.clone(),
+                confidence: NEW_RULE_CONFIDENCE,
+                decay_rate: permanence.decay_rate(),
+                permanence,
+                importance: 5.0,
+                source_butler: butler.clone(),
+                source_episode_id: Some(r.source_episode_id),
+                tags: Vec::new(),
+                metadata: json!({"extracted_by": extractor, "consolidation_job_id": job_id}),
+                links: vec![derived_from(r.source_episode_id)],
+                created_at: now,
+            };
+            let stored = rules::insert(&mut tx, &rule, None, CONSOLIDATION_ACTOR, &lineage).await?;
+            item_entity(&mut tx, shard, &format!("{key}:rule:{i}"), stored.id).await?;
+            outcome.rules_created += 1;
+        }
+
+        sqlx::query(
+            "UPDATE episodes SET consolidation_status = 'consolidated', consolidation_job_id = $2,
+                                 last_consolidation_error = NULL, next_consolidation_retry_at = NULL
+             WHERE tenant_id = $1 AND id = ANY($3) AND consolidation_status = 'pending'",
+        )
+        .bind(&shard.tenant_id)
+        .bind(job_id)
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE consolidation_jobs SET status = 'succeeded', finished_at = $2, output = $3
+             WHERE id = $1",
+        )
+        .bind(job_id)
+        .bind(now)
+        .bind(json!({"extraction": extraction, "outcome": outcome}))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(outcome)
+    }
+}
+
+/// Records that a job persists one item (its entity is filled in once stored); false if
+/// the item was persisted before.
+async fn claim_item(
+    conn: &mut sqlx::PgConnection,
+    shard: &ShardKey,
+    item_key: &str,
+    job_id: Uuid,
+    entity_type: MemoryType,
+    now: DateTime<Utc>,
+) -> MemoryResult<bool> {
+    let claimed: Option<String> = sqlx::query_scalar(
+        "INSERT INTO consolidation_items (tenant_id, item_key, job_id, entity_type, entity_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (tenant_id, item_key) DO NOTHING
+         RETURNING item_key",
+    )
+    .bind(&shard.tenant_id)
+    .bind(item_key)
+    .bind(job_id)
+    .bind(entity_type.as_str())
+    .bind(Uuid::nil())
+    .bind(now)
+    .fetch_optional(conn)
+    .await?;
+    Ok(claimed.is_some())
+}
+
+/// Points a claimed item at the memory it became.
+async fn item_entity(
+    conn: &mut sqlx::PgConnection,
+    shard: &ShardKey,
+    item_key: &str,
+    entity_id: Uuid,
+) -> MemoryResult<()> {
+    sqlx::query(
+        "UPDATE consolidation_items SET entity_id = $3 WHERE tenant_id = $1 AND item_key = $2",
+    )
+    .bind(&shard.tenant_id)
+    .bind(item_key)
+    .bind(entity_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
