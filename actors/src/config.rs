@@ -192,6 +192,39 @@ pub struct WritesConfig {
 pub struct ConsolidationConfig {
     /// Episodes per job (one transaction), in `created_at, id` order.
     pub batch_size: u32,
+    /// `heuristic` (no model) or `llm` (an OpenAI-compatible endpoint, `[consolidation.llm]`).
+    pub extractor: String,
+    /// Failed attempts after which an episode is dead-lettered.
+    pub max_attempts: u32,
+    /// Backoff before the first retry; it doubles per attempt (with jitter) up to the max.
+    pub retry_base_secs: f64,
+    pub retry_max_secs: f64,
+    pub llm: LlmConfig,
+}
+
+/// `[consolidation.llm]`: the chat-completions endpoint of the `llm` extractor.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    /// e.g. `http://127.0.0.1:8080/v1` (llama.cpp), `http://127.0.0.1:11434/v1` (Ollama).
+    pub base_url: String,
+    pub model: String,
+    /// Sent as a bearer token when set (env `BUTLER_MEMORY_CONSOLIDATION__LLM__API_KEY`).
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// How long one extraction call may take before it is a (retryable) failure.
+    pub timeout_ms: u64,
+}
+
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
 }
 
 /// `[lifecycle]`: the per-shard sweeps and when they run.
@@ -416,11 +449,25 @@ impl EngineConfig {
             "writes.max_ingest_batch",
             "must be at least 1",
         );
+        let c = &self.consolidation;
         check(
-            self.consolidation.batch_size > 0,
+            c.batch_size > 0,
             "consolidation.batch_size",
             "must be at least 1",
         );
+        check(
+            c.max_attempts > 0,
+            "consolidation.max_attempts",
+            "must be at least 1",
+        );
+        check(
+            c.retry_base_secs >= 0.0 && c.retry_max_secs >= c.retry_base_secs,
+            "consolidation.retry_max_secs",
+            "must be at least consolidation.retry_base_secs (both not negative)",
+        );
+        if let Err(e) = crate::extractor::Extractor::from_config(c) {
+            check(false, "consolidation", &e);
+        }
         let lc = &self.lifecycle;
         for (key, expr) in [
             ("lifecycle.decay_sweep_cron", &lc.decay_sweep_cron),

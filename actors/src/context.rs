@@ -17,6 +17,7 @@ use crate::domain::context::TokenCounter;
 use crate::domain::shard_key::ShardKey;
 use crate::embedder_pool::EmbedderMsg;
 use crate::error::{MemoryError, MemoryResult};
+use crate::extractor::Extractor;
 use crate::generations::Generations;
 use crate::indexer::IndexerMsg;
 use crate::mailbox::Mailbox;
@@ -94,6 +95,8 @@ pub struct EngineContext {
     pub token_counter: Arc<dyn TokenCounter>,
     /// The write budget.
     pub admission: Admission,
+    /// Consolidation's extractor.
+    pub extractor: Extractor,
 }
 
 impl EngineContext {
@@ -113,6 +116,9 @@ impl EngineContext {
             ),
             token_counter,
             admission: Admission::new(&config.writes),
+            // The configuration was checked at load; a bad extractor setting cannot get here.
+            extractor: Extractor::from_config(&config.consolidation)
+                .unwrap_or(Extractor::Heuristic),
             store,
             clock,
             config,

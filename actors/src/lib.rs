@@ -22,6 +22,7 @@ pub mod embedder;
 pub mod embedder_pool;
 pub mod engine;
 pub mod error;
+pub mod extractor;
 pub mod generations;
 pub mod indexer;
 pub mod mailbox;

@@ -12,10 +12,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::context::EngineContext;
-use crate::domain::heuristic_extractor;
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::MemoryResult;
 use crate::store::decay_sweep::{DecayTable, Thresholds};
 use crate::store::episode_cleanup::Cleanup;
 
@@ -38,6 +37,8 @@ pub struct SweepRun {
     report: SweepReport,
     stage: Stage,
     started: Instant,
+    /// A consolidation attempt failed in this run: stop, the batch waits for its retry.
+    failed: bool,
 }
 
 impl SweepRun {
@@ -54,6 +55,7 @@ impl SweepRun {
             report: SweepReport::new(kind, shard, as_of),
             stage,
             started: Instant::now(),
+            failed: false,
         }
     }
 
@@ -164,22 +166,8 @@ impl SweepRun {
                 if batch.is_empty() {
                     Stage::Done
                 } else {
-                    let extraction = heuristic_extractor::extract(&batch);
-                    extraction
-                        .validate(&batch, config.limits.max_key_chars.max(1000))
-                        .map_err(|e| MemoryError::internal(format!("extraction invalid: {e}")))?;
-                    let outcome = store
-                        .persist_consolidation(&shard, &batch, &extraction, "heuristic", as_of)
-                        .await?;
-                    self.report.scanned += outcome.episodes;
-                    self.report.add("episodes_consolidated", outcome.episodes);
-                    self.report.add("facts_created", outcome.facts_created);
-                    self.report
-                        .add("facts_superseded", outcome.facts_superseded);
-                    self.report.add("facts_confirmed", outcome.facts_confirmed);
-                    self.report.add("rules_created", outcome.rules_created);
-                    self.report.add("rules_confirmed", outcome.rules_confirmed);
-                    if (batch.len() as i64) < batch_size {
+                    self.consolidate(ctx, &shard, &batch).await?;
+                    if self.failed || (batch.len() as i64) < batch_size {
                         Stage::Done
                     } else {
                         Stage::Consolidate
@@ -191,11 +179,106 @@ impl SweepRun {
         Ok(())
     }
 
+    /// One consolidation job: extract, validate, persist — or record a failed attempt.
+    async fn consolidate(
+        &mut self,
+        ctx: &EngineContext,
+        shard: &crate::domain::shard_key::ShardKey,
+        batch: &[crate::domain::extraction::SourceEpisode],
+    ) -> MemoryResult<()> {
+        let store = &ctx.store;
+        let config = &ctx.config.consolidation;
+        let as_of = self.report.as_of;
+        let extractor = ctx.extractor.name();
+        let (facts, rules) = store.known_for_consolidation(shard, 200).await?;
+        let extracted = ctx
+            .extractor
+            .extract(batch, &facts, &rules)
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|x| {
+                x.validate(batch, &facts, ctx.config.limits.max_key_chars.max(1000))
+                    .map(|()| x)
+                    .map_err(|e| format!("the extractor's answer is not valid: {e}"))
+            });
+        match extracted {
+            Ok(extraction) => {
+                let outcome = store
+                    .persist_consolidation(shard, batch, &extraction, extractor, as_of)
+                    .await?;
+                self.report.scanned += outcome.episodes;
+                self.report.add("episodes_consolidated", outcome.episodes);
+                self.report.add("facts_created", outcome.facts_created);
+                self.report
+                    .add("facts_superseded", outcome.facts_superseded);
+                self.report.add("facts_confirmed", outcome.facts_confirmed);
+                self.report.add("rules_created", outcome.rules_created);
+                self.report.add("rules_confirmed", outcome.rules_confirmed);
+            }
+            Err(error) => {
+                tracing::warn!(shard = %shard, %error, "consolidation attempt failed");
+                let (base, max) = (config.retry_base_secs, config.retry_max_secs);
+                let failed = store
+                    .record_failed_attempt(
+                        shard,
+                        batch,
+                        extractor,
+                        &error,
+                        as_of,
+                        config.max_attempts,
+                        |attempt| backoff(attempt, base, max),
+                    )
+                    .await?;
+                self.report.add("episodes_retrying", failed.retrying);
+                self.report
+                    .add("episodes_dead_lettered", failed.dead_lettered);
+                // The batch waits for its retry time; this run stops here.
+                self.failed = true;
+            }
+        }
+        Ok(())
+    }
+
     fn cleanup(&self, ctx: &EngineContext, batch: i64) -> Cleanup {
         Cleanup::new(
             self.report.as_of,
             ctx.config.lifecycle.dead_letter_retention_days,
             batch,
         )
+    }
+}
+
+/// Exponential backoff with jitter: `base * 2^(attempt-1)`, at most `max`, then between
+/// half and all of it (so retries of many shards do not land together).
+fn backoff(attempt: i32, base_secs: f64, max_secs: f64) -> chrono::Duration {
+    let exp = base_secs * 2f64.powi((attempt - 1).clamp(0, 30));
+    let capped = exp.min(max_secs);
+    let jitter = 0.5 + 0.5 * rand_fraction();
+    chrono::Duration::milliseconds((capped * jitter * 1000.0) as i64)
+}
+
+/// A fraction in [0, 1) from the clock's nanoseconds: jitter needs spread, not quality.
+fn rand_fraction() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    f64::from(nanos % 1_000_000) / 1_000_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_jitter() {
+        for attempt in 1..=10 {
+            let d = backoff(attempt, 60.0, 3600.0).num_milliseconds() as f64 / 1000.0;
+            let full = (60.0 * 2f64.powi(attempt - 1)).min(3600.0);
+            assert!(
+                d >= full * 0.5 - 0.001 && d <= full + 0.001,
+                "{attempt}: {d}"
+            );
+        }
     }
 }

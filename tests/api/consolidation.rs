@@ -106,3 +106,259 @@ async fn episodes_become_facts_and_rules_once() {
     assert_eq!(jobs, vec!["succeeded".to_owned(), "succeeded".to_owned()]);
     app.stop().await;
 }
+
+/// What the scripted chat-completions server answers, call by call.
+#[derive(Clone, Copy, Debug)]
+enum Script {
+    /// A new fact, an update of the known `city` fact, a rule and a confirmation of the
+    /// known `name` fact, built from the request's episodes and known facts.
+    Happy,
+    /// Content that is not JSON.
+    Malformed,
+    /// JSON with a field the schema does not have.
+    SchemaInvalid,
+    /// HTTP 429.
+    RateLimited,
+    /// No answer within the client's timeout.
+    Slow,
+}
+
+struct LlmServer {
+    base_url: String,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+/// A local server speaking the OpenAI chat-completions protocol, answering `script` in
+/// order (the last entry repeats).
+async fn llm_server(script: Vec<Script>) -> LlmServer {
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use std::sync::{Arc, Mutex};
+    type Shared = (Arc<Mutex<Vec<Script>>>, Arc<Mutex<Vec<Value>>>);
+    async fn complete(
+        State((script, seen)): State<Shared>,
+        body: axum::Json<Value>,
+    ) -> axum::response::Response {
+        let request = body.0;
+        seen.lock().unwrap().push(request.clone());
+        let step = {
+            let mut s = script.lock().unwrap();
+            if s.len() > 1 { s.remove(0) } else { s[0] }
+        };
+        let user: Value =
+            serde_json::from_str(request["messages"][1]["content"].as_str().unwrap()).unwrap();
+        let episode = user["episodes"][0]["id"].clone();
+        let content = match step {
+            Script::Happy => {
+                let known = |predicate: &str| {
+                    user["known_facts"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|f| f["predicate"] == predicate)
+                        .map(|f| f["id"].clone())
+                        .unwrap_or(Value::Null)
+                };
+                json!({
+                    "new_facts": [{"subject": "user", "predicate": "favourite_tea", "content": "Likes oolong tea",
+                                   "permanence": "stable", "importance": 6, "source_episode_id": episode}],
+                    "updated_facts": [{"supersedes_fact_id": known("city"), "subject": "user", "predicate": "city",
+                                       "content": "Lives in Nantes", "permanence": "stable", "importance": 7,
+                                       "source_episode_id": episode}],
+                    "new_rules": [{"content": "Offer tea when the user is tired", "source_episode_id": episode}],
+                    "confirmations": [{"fact_id": known("name")}],
+                })
+                .to_string()
+            }
+            Script::Malformed => "{not json".to_owned(),
+            Script::SchemaInvalid => json!({"new_facts": [], "updated_facts": [], "new_rules": [],
+                                            "confirmations": [], "mood": "happy"})
+            .to_string(),
+            Script::RateLimited => {
+                return (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
+            }
+            Script::Slow => {
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                return (StatusCode::OK, "late").into_response();
+            }
+        };
+        axum::Json(
+            json!({"id": "cmpl-1", "object": "chat.completion", "model": "test",
+                          "choices": [{"index": 0, "finish_reason": "stop",
+                                       "message": {"role": "assistant", "content": content}}]}),
+        )
+        .into_response()
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let state: Shared = (Arc::new(Mutex::new(script)), seen.clone());
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(complete))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    LlmServer {
+        base_url: format!("http://{address}/v1"),
+        requests: seen,
+    }
+}
+
+fn llm_config(server: &LlmServer) -> String {
+    format!(
+        "[consolidation]\nextractor = \"llm\"\nmax_attempts = 4\nretry_base_secs = 60.0\nretry_max_secs = 600.0\n\
+         [consolidation.llm]\nbase_url = \"{}\"\nmodel = \"test-model\"\ntimeout_ms = 500\n",
+        server.base_url
+    )
+}
+
+#[tokio::test]
+async fn the_llm_extractor_creates_supersedes_confirms_and_links() {
+    let server = llm_server(vec![Script::Happy]).await;
+    let app = spawn_app_with(&llm_config(&server)).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let city = mcp
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "city", "content": "Lives in Lyon"}),
+        )
+        .await;
+    let name = mcp
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "name", "content": "Name is Ada"}),
+        )
+        .await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "Ada moved to Nantes and had oolong tea after a long day.", "butler": "health"}),
+    )
+    .await;
+    let report = consolidate(&admin).await;
+    let changes = &report["reports"][0]["changes"];
+    assert_eq!(changes["episodes_consolidated"], 1, "{report}");
+    // The tea fact is new; the city update supersedes the live city fact.
+    assert_eq!(changes["facts_created"], 1, "{report}");
+    assert_eq!(changes["rules_created"], 1, "{report}");
+    assert_eq!(changes["facts_confirmed"], 1, "{report}");
+    // The request followed the protocol: a JSON schema response format, the episodes and the
+    // shard's live facts as reference.
+    let request = server.requests.lock().unwrap()[0].clone();
+    assert_eq!(request["model"], "test-model");
+    assert_eq!(request["response_format"]["type"], "json_schema");
+    let user: Value =
+        serde_json::from_str(request["messages"][1]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(user["known_facts"].as_array().unwrap().len(), 2);
+    assert_eq!(changes["facts_superseded"], 1, "{report}");
+    let old = mcp
+        .ok("memory_get", json!({"type": "fact", "id": city["id"]}))
+        .await;
+    assert_eq!(old["validity"], "superseded");
+    let confirmed = mcp
+        .ok("memory_get", json!({"type": "fact", "id": name["id"]}))
+        .await;
+    assert_eq!(confirmed["validity"], "active");
+    let mut db = app.sql().await;
+    let live_city: String = sqlx::query_scalar(
+        "SELECT content FROM facts WHERE predicate = 'city' AND validity = 'active'",
+    )
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(live_city, "Lives in Nantes");
+    let confirmed_by: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM memory_events
+         WHERE event_type = 'fact_confirmed' AND actor = 'consolidation' AND entity_id = $1::uuid",
+    )
+    .bind(name["id"].as_str().unwrap())
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(confirmed_by, 1);
+    let derived: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM memory_links WHERE relation = 'derived_from'")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    assert_eq!(derived, 3, "two facts and a rule point at their episode");
+    app.stop().await;
+}
+
+async fn episode_state(db: &mut sqlx::PgConnection) -> (String, i32, Option<String>) {
+    sqlx::query_as(
+        "SELECT consolidation_status, consolidation_attempts, last_consolidation_error FROM episodes",
+    )
+    .fetch_one(db)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn failed_extractions_are_retried_with_backoff_then_dead_lettered() {
+    let server = llm_server(vec![
+        Script::Malformed,
+        Script::SchemaInvalid,
+        Script::RateLimited,
+        Script::Slow,
+    ])
+    .await;
+    let clock = std::sync::Arc::new(butler_memory_actors::clock::ManualClock::new(
+        chrono::DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc),
+    ));
+    let app = spawn_app_at(&llm_config(&server), clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let episode = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"content": "A day at the beach.", "butler": "health"}),
+        )
+        .await;
+    let mut db = app.sql().await;
+    let expected = [
+        "not JSON",
+        "does not match the schema",
+        "HTTP 429",
+        "did not answer",
+    ];
+    for (attempt, error) in expected.iter().enumerate() {
+        let report = consolidate(&admin).await;
+        let (status, attempts, last) = episode_state(&mut db).await;
+        assert_eq!(attempts as usize, attempt + 1, "{report}");
+        assert!(last.as_deref().unwrap_or("").contains(error), "{last:?}");
+        if attempt + 1 < expected.len() {
+            assert_eq!(status, "pending");
+            // Not due before its backoff: another run now does nothing.
+            let idle = consolidate(&admin).await;
+            assert!(
+                idle["reports"][0]["changes"]
+                    .as_object()
+                    .unwrap()
+                    .is_empty(),
+                "{idle}"
+            );
+            clock.advance(chrono::Duration::minutes(15));
+        } else {
+            assert_eq!(status, "dead_letter", "{report}");
+            assert_eq!(report["reports"][0]["changes"]["episodes_dead_lettered"], 1);
+        }
+    }
+    let dead: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM memory_events WHERE event_type = 'episode_dead_lettered' AND entity_id = $1::uuid",
+    )
+    .bind(episode["id"].as_str().unwrap())
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(dead, 1);
+    // Nothing was persisted by any failed attempt.
+    let facts: i64 = sqlx::query_scalar("SELECT count(*) FROM facts")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(facts, 0);
+    app.stop().await;
+}

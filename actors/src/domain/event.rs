@@ -16,6 +16,8 @@ super::string_enum! {
         EpisodeRestored => "episode_restored",
         /// Deleted by episode cleanup (expired, or beyond the shard's capacity).
         EpisodeDeleted => "episode_deleted",
+        /// Consolidation failed on it `consolidation.max_attempts` times.
+        EpisodeDeadLettered => "episode_dead_lettered",
         FactCreated => "fact_created",
         FactSuperseded => "fact_superseded",
         FactConfirmed => "fact_confirmed",

@@ -24,6 +24,9 @@ pub struct ExtractedFact {
     pub permanence: Permanence,
     pub importance: f64,
     pub source_episode_id: Uuid,
+    /// The existing fact this one updates (it must be among the known facts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes_fact_id: Option<Uuid>,
 }
 
 /// A rule to store as a candidate.
@@ -38,13 +41,35 @@ pub struct ExtractedRule {
 pub struct Extraction {
     pub facts: Vec<ExtractedFact>,
     pub rules: Vec<ExtractedRule>,
+    /// Known facts the batch confirms.
+    pub confirmations: Vec<Uuid>,
+}
+
+/// A live fact of the shard, given to the extractor as reference.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct KnownFact {
+    pub id: Uuid,
+    pub subject: String,
+    pub predicate: String,
+    pub content: String,
 }
 
 impl Extraction {
     /// Checks the output against the batch it came from: every item names one of the
     /// batch's episodes and has non-empty text within the size limit.
-    pub fn validate(&self, batch: &[SourceEpisode], max_chars: usize) -> Result<(), String> {
+    pub fn validate(
+        &self,
+        batch: &[SourceEpisode],
+        facts: &[KnownFact],
+        max_chars: usize,
+    ) -> Result<(), String> {
         let known = |id: &Uuid| batch.iter().any(|e| e.id == *id);
+        let known_fact = |id: &Uuid| facts.iter().any(|f| f.id == *id);
+        for (i, id) in self.confirmations.iter().enumerate() {
+            if !known_fact(id) {
+                return Err(format!("confirmations[{i}] is not one of the known facts"));
+            }
+        }
         for (i, f) in self.facts.iter().enumerate() {
             if !known(&f.source_episode_id) {
                 return Err(format!("facts[{i}] names an episode outside the batch"));
@@ -57,6 +82,11 @@ impl Extraction {
                 if value.trim().is_empty() || value.chars().count() > max_chars {
                     return Err(format!("facts[{i}].{field} is empty or too long"));
                 }
+            }
+            if let Some(id) = &f.supersedes_fact_id
+                && !known_fact(id)
+            {
+                return Err(format!("facts[{i}] supersedes a fact that is not known"));
             }
             if !(0.0..=10.0).contains(&f.importance) {
                 return Err(format!("facts[{i}].importance is outside 0 to 10"));

@@ -200,6 +200,7 @@ fn fact_in(
             permanence: *permanence,
             importance: *importance,
             source_episode_id: episode.id,
+            supersedes_fact_id: None,
         });
     }
     None
@@ -345,7 +346,7 @@ mod tests {
         ];
         let out = extract(&batch);
         assert_eq!(out.facts.len(), 1);
-        assert!(out.validate(&batch, 1000).is_ok());
-        assert!(out.validate(&[], 1000).is_err());
+        assert!(out.validate(&batch, &[], 1000).is_ok());
+        assert!(out.validate(&[], &[], 1000).is_err());
     }
 }

@@ -36,7 +36,137 @@ pub struct JobOutcome {
     pub rules_confirmed: u64,
 }
 
+/// What a failed attempt did to its batch.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct FailedAttempt {
+    /// Episodes that will be retried.
+    pub retrying: u64,
+    /// Episodes that ran out of attempts.
+    pub dead_lettered: u64,
+}
+
 impl Store {
+    /// The shard's live facts (most recently confirmed first) and rules, as reference for
+    /// an extractor.
+    pub async fn known_for_consolidation(
+        &self,
+        shard: &ShardKey,
+        limit: i64,
+    ) -> MemoryResult<(Vec<crate::domain::extraction::KnownFact>, Vec<String>)> {
+        let facts = sqlx::query_as(
+            "SELECT id, subject, predicate, content FROM facts
+             WHERE tenant_id = $1 AND validity IN ('active', 'fading')
+               AND (scope = 'global' OR scope = $2)
+             ORDER BY last_confirmed_at DESC, id LIMIT $3",
+        )
+        .bind(&shard.tenant_id)
+        .bind(&shard.butler)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        let rules = sqlx::query_scalar(
+            "SELECT content FROM rules
+             WHERE tenant_id = $1 AND validity IN ('active', 'fading')
+               AND (scope = 'global' OR scope = $2)
+             ORDER BY last_confirmed_at DESC, id LIMIT $3",
+        )
+        .bind(&shard.tenant_id)
+        .bind(&shard.butler)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        Ok((facts, rules))
+    }
+
+    /// Records a failed attempt on a batch: each episode's attempts go up, the error is
+    /// kept, and it is retried after `backoff(attempts)` — or, with no attempts left,
+    /// dead-lettered (with an event). The job row records the failure.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn record_failed_attempt(
+        &self,
+        shard: &ShardKey,
+        batch: &[SourceEpisode],
+        extractor: &str,
+        error: &str,
+        now: DateTime<Utc>,
+        max_attempts: u32,
+        backoff: impl Fn(i32) -> chrono::Duration,
+    ) -> MemoryResult<FailedAttempt> {
+        let ids: Vec<Uuid> = batch.iter().map(|e| e.id).collect();
+        let mut tx = self.begin().await?;
+        let attempts: Vec<(Uuid, i32)> = sqlx::query_as(
+            "SELECT id, consolidation_attempts + 1 FROM episodes
+             WHERE tenant_id = $1 AND id = ANY($2) AND consolidation_status = 'pending'
+             ORDER BY created_at, id FOR UPDATE",
+        )
+        .bind(&shard.tenant_id)
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut out = FailedAttempt::default();
+        let lineage = Lineage::generated();
+        for (id, attempt) in attempts {
+            let dead = attempt as u32 >= max_attempts;
+            let retry_at = (!dead).then(|| now + backoff(attempt));
+            sqlx::query(
+                "UPDATE episodes SET consolidation_attempts = $3, last_consolidation_error = $4,
+                                     next_consolidation_retry_at = $5,
+                                     consolidation_status = CASE WHEN $6 THEN 'dead_letter' ELSE 'pending' END
+                 WHERE tenant_id = $1 AND id = $2",
+            )
+            .bind(&shard.tenant_id)
+            .bind(id)
+            .bind(attempt)
+            .bind(error)
+            .bind(retry_at)
+            .bind(dead)
+            .execute(&mut *tx)
+            .await?;
+            if dead {
+                out.dead_lettered += 1;
+                super::events::append(
+                    &mut tx,
+                    &crate::domain::event::NewEvent {
+                        tenant_id: shard.tenant_id.clone(),
+                        event_type: crate::domain::event::EventType::EpisodeDeadLettered,
+                        entity_type: MemoryType::Episode,
+                        entity_id: id,
+                        actor: CONSOLIDATION_ACTOR.to_owned(),
+                        lineage: lineage.clone(),
+                        scope: None,
+                        butler: Some(shard.butler.clone()),
+                        payload: json!({"before": {"consolidation_status": "pending"},
+                                        "after": {"consolidation_status": "dead_letter",
+                                                  "consolidation_attempts": attempt,
+                                                  "last_consolidation_error": error}}),
+                    },
+                    now,
+                )
+                .await?;
+            } else {
+                out.retrying += 1;
+            }
+        }
+        sqlx::query(
+            "INSERT INTO consolidation_jobs
+                 (id, tenant_id, butler, idempotency_key, status, extractor, episode_ids,
+                  started_at, finished_at, error)
+             VALUES ($1, $2, $3, $4, 'failed', $5, $6, $7, $7, $8)",
+        )
+        .bind(Uuid::now_v7())
+        .bind(&shard.tenant_id)
+        .bind(&shard.butler)
+        .bind(format!("failed:{}", Uuid::now_v7()))
+        .bind(extractor)
+        .bind(&ids)
+        .bind(now)
+        .bind(error)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
     /// The shard's next batch: pending, not forgotten, not expired, due for (re)trying, in
     /// `created_at, id` order.
     pub async fn pending_episodes(
@@ -151,6 +281,41 @@ impl Store {
                 facts::insert_superseding(&mut tx, &fact, None, CONSOLIDATION_ACTOR, &lineage)
                     .await?;
             item_entity(&mut tx, shard, &format!("{key}:fact:{i}"), stored.fact.id).await?;
+            // The fact it updates, when that one had another subject or predicate.
+            if let Some(old) = f.supersedes_fact_id
+                && stored.superseded.as_ref().map(|s| s.id) != Some(old)
+                && stored.fact.id != old
+            {
+                let done: Option<Uuid> = sqlx::query_scalar(
+                    "UPDATE facts SET validity = 'superseded'
+                     WHERE tenant_id = $1 AND id = $2 AND validity IN ('active', 'fading')
+                     RETURNING id",
+                )
+                .bind(&shard.tenant_id)
+                .bind(old)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if done.is_some() {
+                    super::events::append(
+                        &mut tx,
+                        &crate::domain::event::NewEvent {
+                            tenant_id: shard.tenant_id.clone(),
+                            event_type: crate::domain::event::EventType::FactSuperseded,
+                            entity_type: MemoryType::Fact,
+                            entity_id: old,
+                            actor: CONSOLIDATION_ACTOR.to_owned(),
+                            lineage: lineage.clone(),
+                            scope: None,
+                            butler: butler.clone(),
+                            payload: json!({"after": {"validity": "superseded"},
+                                            "superseded_by": stored.fact.id}),
+                        },
+                        now,
+                    )
+                    .await?;
+                    outcome.facts_superseded += 1;
+                }
+            }
             match stored.outcome {
                 crate::domain::fact::FactOutcome::Created => outcome.facts_created += 1,
                 crate::domain::fact::FactOutcome::Superseded => outcome.facts_superseded += 1,
@@ -231,6 +396,51 @@ impl Store {
             let stored = rules::insert(&mut tx, &rule, None, CONSOLIDATION_ACTOR, &lineage).await?;
             item_entity(&mut tx, shard, &format!("{key}:rule:{i}"), stored.id).await?;
             outcome.rules_created += 1;
+        }
+
+        for (i, id) in extraction.confirmations.iter().enumerate() {
+            if !claim_item(
+                &mut tx,
+                shard,
+                &format!("{key}:confirm:{i}"),
+                job_id,
+                MemoryType::Fact,
+                now,
+            )
+            .await?
+            {
+                continue;
+            }
+            let confirmed: Option<(Option<String>, String)> = sqlx::query_as(
+                "UPDATE facts SET last_confirmed_at = $3, validity = 'active'
+                 WHERE tenant_id = $1 AND id = $2 AND validity IN ('active', 'fading')
+                 RETURNING source_butler, scope",
+            )
+            .bind(&shard.tenant_id)
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some((source_butler, scope)) = confirmed {
+                item_entity(&mut tx, shard, &format!("{key}:confirm:{i}"), *id).await?;
+                super::events::append(
+                    &mut tx,
+                    &crate::domain::event::NewEvent {
+                        tenant_id: shard.tenant_id.clone(),
+                        event_type: crate::domain::event::EventType::FactConfirmed,
+                        entity_type: MemoryType::Fact,
+                        entity_id: *id,
+                        actor: CONSOLIDATION_ACTOR.to_owned(),
+                        lineage: lineage.clone(),
+                        scope: Some(scope),
+                        butler: source_butler,
+                        payload: json!({"after": {"validity": "active", "last_confirmed_at": now}}),
+                    },
+                    now,
+                )
+                .await?;
+                outcome.facts_confirmed += 1;
+            }
         }
 
         sqlx::query(
