@@ -29,10 +29,10 @@ use tokio_util::sync::CancellationToken;
 use crate::config::McpConfig;
 use crate::startup::AppState;
 use params::{
-    ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, ForgetParams,
-    GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams,
-    RestoreParams, RunSweepParams, SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams,
-    StoreRuleParams,
+    ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, DeadLettersParams,
+    ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams,
+    RequeueParams, RestoreParams, RunSweepParams, SearchParams, StatsParams, StoreEpisodeParams,
+    StoreFactParams, StoreRuleParams,
 };
 use tools::Outcome;
 
@@ -148,6 +148,18 @@ const TOOLS: &[ToolSpec] = &[
         schema: schema_for_type::<RunSweepParams>,
     },
     ToolSpec {
+        name: "memory_dead_letters",
+        description: "Admin: episodes consolidation gave up on (after its retries), with the \
+            last error, oldest first.",
+        schema: schema_for_type::<DeadLettersParams>,
+    },
+    ToolSpec {
+        name: "memory_requeue_dead_letters",
+        description: "Admin: put dead-lettered episodes (the given ids, or all) back in the \
+            consolidation queue with fresh attempts.",
+        schema: schema_for_type::<RequeueParams>,
+    },
+    ToolSpec {
         name: "memory_stats",
         description: "Counts and health indicators: memories by type and state, confidence and \
             effectiveness bands, the consolidation backlog, last lifecycle runs.",
@@ -225,6 +237,10 @@ impl ServerHandler for MemoryServer {
                 run(args, |p| tools::activity_stream(engine, &caller, p)).await
             }
             "memory_run_sweep" => run(args, |p| tools::run_sweep(engine, &caller, p)).await,
+            "memory_dead_letters" => run(args, |p| tools::dead_letters(engine, &caller, p)).await,
+            "memory_requeue_dead_letters" => {
+                run(args, |p| tools::requeue_dead_letters(engine, &caller, p)).await
+            }
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool `{other}`"),

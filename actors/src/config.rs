@@ -199,6 +199,11 @@ pub struct ConsolidationConfig {
     /// Backoff before the first retry; it doubles per attempt (with jitter) up to the max.
     pub retry_base_secs: f64,
     pub retry_max_secs: f64,
+    /// Between cron runs, a shard is consolidated as soon as its pending backlog reaches
+    /// this many episodes ...
+    pub trigger_backlog_size: u32,
+    /// ... or its oldest pending episode this age (the freshness SLO is 6 h at p95).
+    pub trigger_backlog_age_secs: f64,
     pub llm: LlmConfig,
 }
 

@@ -6,6 +6,10 @@
 //! to run the sweep; the shard runs it in order with its writes. At start, a job whose last
 //! scheduled time passed while the service was down runs at the first tick
 //! (`lifecycle.catch_up_missed_runs`).
+//!
+//! Each tick it also exports the consolidation backlog (size and age) and consolidates
+//! right away any shard whose backlog reached `consolidation.trigger_backlog_size` or
+//! `trigger_backlog_age_secs` (DECISIONS.md #14), so freshness holds between cron runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,6 +107,7 @@ impl Actor for Scheduler {
         match message {
             SchedulerMsg::Tick => {
                 let now = state.ctx.clock.now();
+                state.consolidate_backlogs(now).await;
                 for i in 0..state.jobs.len() {
                     if state.jobs[i].next.is_some_and(|due| due <= now) {
                         state.info.begin();
@@ -122,6 +127,36 @@ impl Actor for Scheduler {
 }
 
 impl SchedulerState {
+    /// Exports the consolidation backlog and consolidates the shards over a trigger.
+    async fn consolidate_backlogs(&self, now: DateTime<Utc>) {
+        let store = &self.ctx.store;
+        if let Ok((size, oldest)) = store.consolidation_backlog(now).await {
+            metrics::gauge!("butler_memory_consolidation_backlog").set(size as f64);
+            let age = oldest
+                .map(|t| ((now - t).num_milliseconds() as f64 / 1000.0).max(0.0))
+                .unwrap_or(0.0);
+            metrics::gauge!("butler_memory_consolidation_backlog_age_seconds").set(age);
+        }
+        let config = &self.ctx.config.consolidation;
+        let since =
+            now - chrono::Duration::milliseconds((config.trigger_backlog_age_secs * 1000.0) as i64);
+        let shards = match store
+            .backlogged_shards(i64::from(config.trigger_backlog_size), since, now)
+            .await
+        {
+            Ok(shards) => shards,
+            Err(e) => {
+                tracing::warn!(error = %e, "consolidation backlog unknown");
+                return;
+            }
+        };
+        for backlog in shards {
+            let key = crate::domain::shard_key::ShardKey::new(backlog.tenant_id, backlog.butler);
+            tracing::info!(shard = %key, pending = backlog.pending, "consolidation backlog over its trigger");
+            self.run_on(&key, SweepKind::Consolidation).await;
+        }
+    }
+
     /// Runs one sweep over every shard with data, one shard at a time.
     async fn run(&self, kind: SweepKind) {
         let keys = match self.ctx.store.shard_keys(None).await {
@@ -133,34 +168,39 @@ impl SchedulerState {
         };
         tracing::info!(kind = %kind, shards = keys.len(), "scheduled sweep");
         for key in keys {
-            let shard = match self
-                .supervisor
-                .call(
-                    |reply| SupervisorMsg::Shard {
-                        key: key.clone(),
-                        reply,
-                    },
-                    Some(Duration::from_secs(10)),
-                )
-                .await
-            {
-                Ok(ractor::rpc::CallResult::Success(Ok(shard))) => shard,
-                _ => {
-                    tracing::warn!(shard = %key, kind = %kind, "scheduled sweep skipped: shard unavailable");
-                    continue;
-                }
-            };
-            let result = shard
-                .ask(
-                    |reply| ShardMsg::Sweep { kind, reply },
-                    SWEEP_WAIT,
-                    "the shard",
-                )
-                .await
-                .and_then(|r| r);
-            if let Err(e) = result {
-                tracing::warn!(shard = %key, kind = %kind, error = %e, "scheduled sweep failed");
+            self.run_on(&key, kind).await;
+        }
+    }
+
+    /// Runs one sweep on one shard, starting it if it is not running.
+    async fn run_on(&self, key: &crate::domain::shard_key::ShardKey, kind: SweepKind) {
+        let shard = match self
+            .supervisor
+            .call(
+                |reply| SupervisorMsg::Shard {
+                    key: key.clone(),
+                    reply,
+                },
+                Some(Duration::from_secs(10)),
+            )
+            .await
+        {
+            Ok(ractor::rpc::CallResult::Success(Ok(shard))) => shard,
+            _ => {
+                tracing::warn!(shard = %key, kind = %kind, "sweep skipped: shard unavailable");
+                return;
             }
+        };
+        let result = shard
+            .ask(
+                |reply| ShardMsg::Sweep { kind, reply },
+                SWEEP_WAIT,
+                "the shard",
+            )
+            .await
+            .and_then(|r| r);
+        if let Err(e) = result {
+            tracing::warn!(shard = %key, kind = %kind, error = %e, "sweep failed");
         }
     }
 }

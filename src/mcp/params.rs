@@ -400,3 +400,27 @@ pub struct RunSweepParams {
     #[serde(default)]
     pub request_context: Option<RequestContext>,
 }
+
+/// `memory_dead_letters`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLettersParams {
+    /// Most episodes listed (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+/// `memory_requeue_dead_letters`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequeueParams {
+    /// The episodes to requeue (default: every dead letter of the tenant).
+    #[serde(default)]
+    pub ids: Option<Vec<Uuid>>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}

@@ -19,10 +19,10 @@ use butler_memory_actors::store::feedback::{Outcome as Feedback, Rated};
 use serde_json::{Value, json};
 
 use super::params::{
-    ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, ForgetParams,
-    GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams,
-    RestoreParams, RunSweepParams, SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams,
-    StoreRuleParams,
+    ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, DeadLettersParams,
+    ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams,
+    RequeueParams, RestoreParams, RunSweepParams, SearchParams, StatsParams, StoreEpisodeParams,
+    StoreFactParams, StoreRuleParams,
 };
 use super::reply::to_json;
 
@@ -428,6 +428,22 @@ pub async fn run_sweep(engine: &Engine, caller: &Caller, p: RunSweepParams) -> O
         }
         let reports = engine.sweep_now(caller, &kinds, p.butler).await?;
         Ok(json!({ "reports": reports, "count": reports.len() }))
+    })
+    .await
+}
+
+pub async fn dead_letters(engine: &Engine, caller: &Caller, p: DeadLettersParams) -> Outcome {
+    with_lineage(p.request_context, |_| async move {
+        let episodes = engine.dead_letters(caller, p.limit).await?;
+        Ok(json!({ "episodes": episodes, "count": episodes.len() }))
+    })
+    .await
+}
+
+pub async fn requeue_dead_letters(engine: &Engine, caller: &Caller, p: RequeueParams) -> Outcome {
+    with_lineage(p.request_context, |_| async move {
+        let ids = engine.requeue_dead_letters(caller, p.ids).await?;
+        Ok(json!({ "requeued": ids, "count": ids.len() }))
     })
     .await
 }

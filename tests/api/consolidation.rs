@@ -163,11 +163,11 @@ async fn llm_server(script: Vec<Script>) -> LlmServer {
                 json!({
                     "new_facts": [{"subject": "user", "predicate": "favourite_tea", "content": "Likes oolong tea",
                                    "permanence": "stable", "importance": 6, "source_episode_id": episode}],
-                    "updated_facts": [{"supersedes_fact_id": known("city"), "subject": "user", "predicate": "city",
+                    "updated_facts": if known("city").is_null() { json!([]) } else { json!([{"supersedes_fact_id": known("city"), "subject": "user", "predicate": "city",
                                        "content": "Lives in Nantes", "permanence": "stable", "importance": 7,
-                                       "source_episode_id": episode}],
+                                       "source_episode_id": episode}]) },
                     "new_rules": [{"content": "Offer tea when the user is tired", "source_episode_id": episode}],
-                    "confirmations": [{"fact_id": known("name")}],
+                    "confirmations": if known("name").is_null() { json!([]) } else { json!([{"fact_id": known("name")}]) },
                 })
                 .to_string()
             }
@@ -301,6 +301,7 @@ async fn failed_extractions_are_retried_with_backoff_then_dead_lettered() {
         Script::SchemaInvalid,
         Script::RateLimited,
         Script::Slow,
+        Script::Happy,
     ])
     .await;
     let clock = std::sync::Arc::new(butler_memory_actors::clock::ManualClock::new(
@@ -360,5 +361,67 @@ async fn failed_extractions_are_retried_with_backoff_then_dead_lettered() {
         .await
         .unwrap();
     assert_eq!(facts, 0);
+    // An admin sees the dead letter and its last error, and puts it back in the queue;
+    // the next run (the endpoint has recovered) consolidates it.
+    let listed = admin.ok("memory_dead_letters", json!({})).await;
+    assert_eq!(listed["count"], 1, "{listed}");
+    assert!(
+        listed["episodes"][0]["last_consolidation_error"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer")
+    );
+    let err = mcp.err("memory_dead_letters", json!({})).await;
+    assert_eq!(err["class"], "forbidden");
+    let requeued = admin.ok("memory_requeue_dead_letters", json!({})).await;
+    assert_eq!(requeued["count"], 1);
+    let report = consolidate(&admin).await;
+    assert_eq!(
+        report["reports"][0]["changes"]["episodes_consolidated"], 1,
+        "{report}"
+    );
+    let (status, _, _) = episode_state(&mut db).await;
+    assert_eq!(status, "consolidated");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_backlog_over_its_trigger_is_consolidated_between_cron_runs() {
+    let app = spawn_app_with(
+        "[lifecycle]\nscheduler_tick_ms = 50\ncatch_up_missed_runs = false\n\
+         [consolidation]\ntrigger_backlog_size = 3\n",
+    )
+    .await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    for i in 0..3 {
+        mcp.ok(
+            "memory_store_episode",
+            json!({"content": format!("I live in Town{i}"), "butler": "health"}),
+        )
+        .await;
+    }
+    let mut db = app.sql().await;
+    let mut waited = 0;
+    loop {
+        let pending: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM episodes WHERE consolidation_status = 'pending'",
+        )
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+        if pending == 0 {
+            break;
+        }
+        assert!(waited < 200, "the backlog was not consolidated");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    let city: String = sqlx::query_scalar(
+        "SELECT content FROM facts WHERE predicate = 'lives_in' AND validity = 'active'",
+    )
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(city, "Lives in Town2", "the newest statement holds");
     app.stop().await;
 }

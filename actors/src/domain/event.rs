@@ -18,6 +18,8 @@ super::string_enum! {
         EpisodeDeleted => "episode_deleted",
         /// Consolidation failed on it `consolidation.max_attempts` times.
         EpisodeDeadLettered => "episode_dead_lettered",
+        /// An admin put a dead letter back in the consolidation queue.
+        EpisodeRequeued => "episode_requeued",
         FactCreated => "fact_created",
         FactSuperseded => "fact_superseded",
         FactConfirmed => "fact_confirmed",

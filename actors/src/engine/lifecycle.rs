@@ -257,6 +257,49 @@ impl Engine {
             .await
     }
 
+    /// `memory_dead_letters` (admin): the tenant's dead-lettered episodes, oldest first.
+    pub async fn dead_letters(
+        &self,
+        caller: &Caller,
+        limit: Option<u32>,
+    ) -> MemoryResult<Vec<crate::store::consolidation::DeadLetter>> {
+        caller.require_admin()?;
+        let limit = limit.unwrap_or(100);
+        if limit == 0 || limit > MAX_ACTIVITY_PAGE {
+            return Err(MemoryError::invalid_input(
+                "invalid_limit",
+                format!("`limit` must be between 1 and {MAX_ACTIVITY_PAGE}"),
+            ));
+        }
+        self.ctx
+            .store
+            .dead_letters(&caller.tenant_id, i64::from(limit))
+            .await
+    }
+
+    /// `memory_requeue_dead_letters` (admin): back in the queue with fresh attempts.
+    pub async fn requeue_dead_letters(
+        &self,
+        caller: &Caller,
+        ids: Option<Vec<Uuid>>,
+    ) -> MemoryResult<Vec<Uuid>> {
+        caller.require_admin()?;
+        let requeued = self
+            .ctx
+            .store
+            .requeue_dead_letters(
+                &caller.tenant_id,
+                ids.as_deref(),
+                &caller.actor(),
+                self.ctx.clock.now(),
+            )
+            .await?;
+        if !requeued.is_empty() {
+            self.ctx.generations.bump(&caller.tenant_id);
+        }
+        Ok(requeued)
+    }
+
     /// The shard that owns a record the caller, acting as `butler`, may see; and the
     /// acting butler.
     async fn owner_of(

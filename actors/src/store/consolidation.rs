@@ -45,7 +45,127 @@ pub struct FailedAttempt {
     pub dead_lettered: u64,
 }
 
+/// A dead-lettered episode, for the admin who decides its fate.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct DeadLetter {
+    pub id: Uuid,
+    pub butler: String,
+    pub content: String,
+    pub consolidation_attempts: i32,
+    pub last_consolidation_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A shard whose consolidation backlog is over the size or age trigger.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ShardBacklog {
+    pub tenant_id: String,
+    pub butler: String,
+    pub pending: i64,
+    pub oldest: DateTime<Utc>,
+}
+
 impl Store {
+    /// The tenant's dead-lettered episodes, oldest first.
+    pub async fn dead_letters(&self, tenant_id: &str, limit: i64) -> MemoryResult<Vec<DeadLetter>> {
+        Ok(sqlx::query_as(
+            "SELECT id, butler, content, consolidation_attempts, last_consolidation_error,
+                    created_at, expires_at
+             FROM episodes WHERE tenant_id = $1 AND consolidation_status = 'dead_letter'
+             ORDER BY created_at, id LIMIT $2",
+        )
+        .bind(tenant_id)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    /// Puts dead letters back in the queue (all of the tenant's, or the given ids) with
+    /// their attempts reset; one `episode_requeued` event each. Returns the ids requeued.
+    pub async fn requeue_dead_letters(
+        &self,
+        tenant_id: &str,
+        ids: Option<&[Uuid]>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Vec<Uuid>> {
+        let mut tx = self.begin().await?;
+        let requeued: Vec<(Uuid, String)> = sqlx::query_as(
+            "UPDATE episodes SET consolidation_status = 'pending', consolidation_attempts = 0,
+                                 next_consolidation_retry_at = NULL
+             WHERE tenant_id = $1 AND consolidation_status = 'dead_letter'
+               AND ($2::uuid[] IS NULL OR id = ANY($2))
+             RETURNING id, butler",
+        )
+        .bind(tenant_id)
+        .bind(ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        let lineage = Lineage::generated();
+        for (id, butler) in &requeued {
+            super::events::append(
+                &mut tx,
+                &crate::domain::event::NewEvent {
+                    tenant_id: tenant_id.to_owned(),
+                    event_type: crate::domain::event::EventType::EpisodeRequeued,
+                    entity_type: MemoryType::Episode,
+                    entity_id: *id,
+                    actor: actor.to_owned(),
+                    lineage: lineage.clone(),
+                    scope: None,
+                    butler: Some(butler.clone()),
+                    payload: json!({"before": {"consolidation_status": "dead_letter"},
+                                    "after": {"consolidation_status": "pending",
+                                              "consolidation_attempts": 0,
+                                              "next_consolidation_retry_at": null}}),
+                },
+                now,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(requeued.into_iter().map(|(id, _)| id).collect())
+    }
+
+    /// Shards whose backlog of episodes due for consolidation at `now` is at least `size`
+    /// or has one older than `since`.
+    pub async fn backlogged_shards(
+        &self,
+        size: i64,
+        since: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Vec<ShardBacklog>> {
+        Ok(sqlx::query_as(
+            "SELECT tenant_id, butler, count(*) AS pending, min(created_at) AS oldest
+             FROM episodes
+             WHERE consolidation_status = 'pending' AND forgotten_at IS NULL AND expires_at > $3
+               AND (next_consolidation_retry_at IS NULL OR next_consolidation_retry_at <= $3)
+             GROUP BY tenant_id, butler
+             HAVING count(*) >= $1 OR min(created_at) <= $2",
+        )
+        .bind(size)
+        .bind(since)
+        .bind(now)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    /// The whole consolidation backlog (pending, live episodes): size and oldest, for
+    /// metrics.
+    pub async fn consolidation_backlog(
+        &self,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<(i64, Option<DateTime<Utc>>)> {
+        Ok(sqlx::query_as(
+            "SELECT count(*), min(created_at) FROM episodes
+             WHERE consolidation_status = 'pending' AND forgotten_at IS NULL AND expires_at > $1",
+        )
+        .bind(now)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
     /// The shard's live facts (most recently confirmed first) and rules, as reference for
     /// an extractor.
     pub async fn known_for_consolidation(
