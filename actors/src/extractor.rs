@@ -19,6 +19,7 @@ use crate::domain::extraction::{
 };
 use crate::domain::heuristic_extractor;
 use crate::domain::permanence::Permanence;
+use crate::domain::relation::Relation;
 
 /// Why an extraction failed. Every failure is an attempt: the episodes are retried with
 /// backoff and dead-lettered after `consolidation.max_attempts`.
@@ -90,7 +91,7 @@ standard (current interests, projects, possessions), volatile (temporary states,
 plans), ephemeral (what happened today); importance 0-10), updated_facts (a new value for one \
 of the known facts: give its id as supersedes_fact_id), new_rules (how the butler should behave, \
 learned from what worked or failed), and confirmations (ids of known facts the episodes show \
-are still true). Every item names the episode it came from. Do not repeat known facts as new \
+are still true). A new or updated fact may link to known facts it supports or contradicts. Every item names the episode it came from. Do not repeat known facts as new \
 facts; confirm them instead. Extract nothing you are not sure of.";
 
 #[derive(Deserialize)]
@@ -111,6 +112,15 @@ struct FactItem {
     permanence: Permanence,
     importance: f64,
     source_episode_id: Uuid,
+    links: Vec<LinkItem>,
+}
+
+/// A known fact the extracted one supports or contradicts.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkItem {
+    relation: Relation,
+    fact_id: Uuid,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +133,7 @@ struct UpdatedFactItem {
     permanence: Permanence,
     importance: f64,
     source_episode_id: Uuid,
+    links: Vec<LinkItem>,
 }
 
 #[derive(Deserialize)]
@@ -272,6 +283,11 @@ impl LlmExtractor {
                 importance: f.importance,
                 source_episode_id: f.source_episode_id,
                 supersedes_fact_id: None,
+                relations: f
+                    .links
+                    .into_iter()
+                    .map(|l| (l.relation, l.fact_id))
+                    .collect(),
             });
         }
         for f in answer.updated_facts {
@@ -283,6 +299,11 @@ impl LlmExtractor {
                 importance: f.importance,
                 source_episode_id: f.source_episode_id,
                 supersedes_fact_id: Some(f.supersedes_fact_id),
+                relations: f
+                    .links
+                    .into_iter()
+                    .map(|l| (l.relation, l.fact_id))
+                    .collect(),
             });
         }
         for r in answer.new_rules {

@@ -70,7 +70,7 @@ async fn episodes_become_facts_and_rules_once() {
             .fetch_one(&mut db)
             .await
             .unwrap();
-    assert_eq!(events, 3, "two facts and a rule");
+    assert_eq!(events, 5, "two facts, a rule and two episodes consolidated");
 
     // Nothing is pending: a second run creates nothing.
     let again = consolidate(&admin).await;
@@ -109,7 +109,7 @@ async fn episodes_become_facts_and_rules_once() {
 
 /// What the scripted chat-completions server answers, call by call.
 #[derive(Clone, Copy, Debug)]
-enum Script {
+pub enum Script {
     /// A new fact, an update of the known `city` fact, a rule and a confirmation of the
     /// known `name` fact, built from the request's episodes and known facts.
     Happy,
@@ -121,16 +121,18 @@ enum Script {
     RateLimited,
     /// No answer within the client's timeout.
     Slow,
+    /// No answer for a minute (the caller is killed meanwhile).
+    Hang,
 }
 
-struct LlmServer {
-    base_url: String,
-    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+pub struct LlmServer {
+    pub base_url: String,
+    pub requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
 /// A local server speaking the OpenAI chat-completions protocol, answering `script` in
 /// order (the last entry repeats).
-async fn llm_server(script: Vec<Script>) -> LlmServer {
+pub async fn llm_server(script: Vec<Script>) -> LlmServer {
     use axum::extract::State;
     use axum::http::StatusCode;
     use axum::response::IntoResponse;
@@ -162,10 +164,11 @@ async fn llm_server(script: Vec<Script>) -> LlmServer {
                 };
                 json!({
                     "new_facts": [{"subject": "user", "predicate": "favourite_tea", "content": "Likes oolong tea",
-                                   "permanence": "stable", "importance": 6, "source_episode_id": episode}],
+                                   "permanence": "stable", "importance": 6, "source_episode_id": episode,
+                                   "links": if known("name").is_null() { json!([]) } else { json!([{"relation": "supports", "fact_id": known("name")}]) }}],
                     "updated_facts": if known("city").is_null() { json!([]) } else { json!([{"supersedes_fact_id": known("city"), "subject": "user", "predicate": "city",
                                        "content": "Lives in Nantes", "permanence": "stable", "importance": 7,
-                                       "source_episode_id": episode}]) },
+                                       "source_episode_id": episode, "links": []}]) },
                     "new_rules": [{"content": "Offer tea when the user is tired", "source_episode_id": episode}],
                     "confirmations": if known("name").is_null() { json!([]) } else { json!([{"fact_id": known("name")}]) },
                 })
@@ -180,6 +183,10 @@ async fn llm_server(script: Vec<Script>) -> LlmServer {
             }
             Script::Slow => {
                 tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                return (StatusCode::OK, "late").into_response();
+            }
+            Script::Hang => {
+                tokio::time::sleep(std::time::Duration::from_secs(60)).await;
                 return (StatusCode::OK, "late").into_response();
             }
         };
@@ -282,6 +289,14 @@ async fn the_llm_extractor_creates_supersedes_confirms_and_links() {
             .await
             .unwrap();
     assert_eq!(derived, 3, "two facts and a rule point at their episode");
+    let supports: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM memory_links WHERE relation = 'supports' AND target_id = $1::uuid",
+    )
+    .bind(name["id"].as_str().unwrap())
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(supports, 1, "the link the output named");
     app.stop().await;
 }
 

@@ -63,9 +63,13 @@ impl Service {
     }
 
     async fn call(&self, tool: &str, args: Value) -> (bool, Value) {
+        self.call_as(TENANT_A_HEALTH, tool, args).await
+    }
+
+    async fn call_as(&self, key: &str, tool: &str, args: Value) -> (bool, Value) {
         let response: Value = reqwest::Client::new()
             .post(format!("{}/mcp", self.base))
-            .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
+            .header("Authorization", format!("Bearer {key}"))
             .header("Accept", "application/json, text/event-stream")
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": tool, "arguments": args}}))
@@ -134,7 +138,7 @@ async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 
 /// Writes a configuration for the real binary: the embedded default under `dir/data`, the
 /// test assets, one butler key of tenant-a. Returns its path.
-fn write_config(dir: &Path) -> std::path::PathBuf {
+fn write_config(dir: &Path, extra: &str) -> std::path::PathBuf {
     let data_dir = dir.join("data");
     let config_path = dir.join("config.toml");
     let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps");
@@ -162,10 +166,16 @@ key = "{key}"
 tenant = "tenant-a"
 role = "butler"
 butler = "health"
+[[auth.keys]]
+key = "{admin}"
+tenant = "tenant-a"
+role = "admin"
+{extra}
 "#,
             data = data_dir.display(),
             deps = deps.display(),
             key = TENANT_A_HEALTH,
+            admin = TENANT_A_ADMIN,
         ),
     )
     .unwrap();
@@ -176,7 +186,7 @@ butler = "health"
 async fn embedded_postgres_lifecycle_crash_recovery_and_readiness() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
-    let config_path = write_config(dir.path());
+    let config_path = write_config(dir.path(), "");
     let config = base_config("");
     assert!(
         config
@@ -250,7 +260,7 @@ async fn embedded_postgres_lifecycle_crash_recovery_and_readiness() {
 #[tokio::test]
 async fn acknowledged_writes_survive_kill_9_in_the_middle_of_a_burst() {
     let dir = tempfile::tempdir().unwrap();
-    let config_path = write_config(dir.path());
+    let config_path = write_config(dir.path(), "");
     let mut first = Service::start(&config_path);
     let base = Arc::new(first.base.clone());
 
@@ -329,6 +339,89 @@ async fn acknowledged_writes_survive_kill_9_in_the_middle_of_a_burst() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let mut second = second;
+    signal(second.child.id() as i32, "TERM");
+    assert!(second.child.wait().unwrap().success());
+}
+
+#[tokio::test]
+async fn a_crash_in_the_middle_of_consolidation_leaves_nothing_half_done() {
+    use crate::consolidation::{Script, llm_server};
+    // The first extraction hangs (the service is killed while it waits); after the restart
+    // the endpoint answers.
+    let server = llm_server(vec![Script::Hang, Script::Happy]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = write_config(
+        dir.path(),
+        &format!(
+            "[lifecycle]\ncatch_up_missed_runs = false\n[consolidation]\nextractor = \"llm\"\n\
+             [consolidation.llm]\nbase_url = \"{}\"\nmodel = \"m\"\ntimeout_ms = 20000\n",
+            server.base_url
+        ),
+    );
+    let mut first = Service::start(&config_path);
+    let (failed, _) = first
+        .call(
+            "memory_store_episode",
+            json!({"content": "Ada had oolong tea.", "butler": "health"}),
+        )
+        .await;
+    assert!(!failed);
+    let sweep = {
+        let base = first.base.clone();
+        tokio::spawn(async move {
+            let _ = reqwest::Client::new()
+                .post(format!("{base}/mcp"))
+                .header("Authorization", format!("Bearer {TENANT_A_ADMIN}"))
+                .header("Accept", "application/json, text/event-stream")
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": "memory_run_sweep",
+                                         "arguments": {"kinds": ["consolidation"]}}}))
+                .send()
+                .await;
+        })
+    };
+    let requests = server.requests.clone();
+    wait_until("the extraction request", || {
+        !requests.lock().unwrap().is_empty()
+    })
+    .await;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let _ = sweep.await;
+
+    // Nothing of the interrupted job is there; running again consolidates exactly once.
+    let second = Service::start(&config_path);
+    let (_, stats) = second
+        .call_as(TENANT_A_ADMIN, "memory_stats", json!({}))
+        .await;
+    assert_eq!(
+        stats["episodes"]["breakdown"]["consolidation_status"]["pending"], 1,
+        "{stats}"
+    );
+    assert_eq!(stats["facts"]["total"], 0, "{stats}");
+    for _ in 0..2 {
+        let (failed, report) = second
+            .call_as(
+                TENANT_A_ADMIN,
+                "memory_run_sweep",
+                json!({"kinds": ["consolidation"]}),
+            )
+            .await;
+        assert!(!failed, "{report}");
+    }
+    let (_, stats) = second
+        .call_as(TENANT_A_ADMIN, "memory_stats", json!({}))
+        .await;
+    assert_eq!(
+        stats["episodes"]["breakdown"]["consolidation_status"]["consolidated"], 1,
+        "{stats}"
+    );
+    assert_eq!(
+        stats["facts"]["total"], 1,
+        "one fact, extracted once: {stats}"
+    );
+    assert_eq!(stats["rules"]["total"], 1, "{stats}");
     let mut second = second;
     signal(second.child.id() as i32, "TERM");
     assert!(second.child.wait().unwrap().success());

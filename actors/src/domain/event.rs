@@ -18,6 +18,8 @@ super::string_enum! {
         EpisodeDeleted => "episode_deleted",
         /// Consolidation failed on it `consolidation.max_attempts` times.
         EpisodeDeadLettered => "episode_dead_lettered",
+        /// Consolidation extracted what it could from it.
+        EpisodeConsolidated => "episode_consolidated",
         /// An admin put a dead letter back in the consolidation queue.
         EpisodeRequeued => "episode_requeued",
         FactCreated => "fact_created",

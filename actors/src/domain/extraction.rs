@@ -27,6 +27,9 @@ pub struct ExtractedFact {
     /// The existing fact this one updates (it must be among the known facts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes_fact_id: Option<Uuid>,
+    /// Known facts this one supports or contradicts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub relations: Vec<(super::relation::Relation, Uuid)>,
 }
 
 /// A rule to store as a candidate.
@@ -81,6 +84,19 @@ impl Extraction {
             ] {
                 if value.trim().is_empty() || value.chars().count() > max_chars {
                     return Err(format!("facts[{i}].{field} is empty or too long"));
+                }
+            }
+            for (relation, id) in &f.relations {
+                if !known_fact(id) {
+                    return Err(format!("facts[{i}] {relation} a fact that is not known"));
+                }
+                if !matches!(
+                    relation,
+                    super::relation::Relation::Supports | super::relation::Relation::Contradicts
+                ) {
+                    return Err(format!(
+                        "facts[{i}] names relation {relation}; only supports and contradicts"
+                    ));
                 }
             }
             if let Some(id) = &f.supersedes_fact_id

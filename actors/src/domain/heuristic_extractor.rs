@@ -201,6 +201,7 @@ fn fact_in(
             importance: *importance,
             source_episode_id: episode.id,
             supersedes_fact_id: None,
+            relations: Vec::new(),
         });
     }
     None

@@ -394,7 +394,13 @@ impl Store {
                 source_episode_id: Some(f.source_episode_id),
                 tags: Vec::new(),
                 metadata: json!({"extracted_by": extractor, "consolidation_job_id": job_id}),
-                links: vec![derived_from(f.source_episode_id)],
+                links: std::iter::once(derived_from(f.source_episode_id))
+                    .chain(f.relations.iter().map(|(relation, id)| LinkTarget {
+                        target_type: MemoryType::Fact,
+                        target_id: *id,
+                        relation: *relation,
+                    }))
+                    .collect(),
                 created_at: now,
             };
             let stored =
@@ -563,14 +569,27 @@ impl Store {
             }
         }
 
+        // Every episode of the batch ends consolidated, one event each.
         sqlx::query(
-            "UPDATE episodes SET consolidation_status = 'consolidated', consolidation_job_id = $2,
-                                 last_consolidation_error = NULL, next_consolidation_retry_at = NULL
-             WHERE tenant_id = $1 AND id = ANY($3) AND consolidation_status = 'pending'",
+            "WITH done AS (
+                 UPDATE episodes SET consolidation_status = 'consolidated', consolidation_job_id = $2,
+                                     last_consolidation_error = NULL, next_consolidation_retry_at = NULL
+                 WHERE tenant_id = $1 AND id = ANY($3) AND consolidation_status = 'pending'
+                 RETURNING id, butler)
+             INSERT INTO memory_events (tenant_id, event_type, entity_type, entity_id, occurred_at,
+                                        actor, request_id, butler, payload)
+             SELECT $1, 'episode_consolidated', 'episode', id, $4, $5, $6, butler,
+                    jsonb_build_object('before', jsonb_build_object('consolidation_status', 'pending'),
+                                       'after', jsonb_build_object('consolidation_status', 'consolidated',
+                                                                   'consolidation_job_id', $2::uuid))
+             FROM done",
         )
         .bind(&shard.tenant_id)
         .bind(job_id)
         .bind(&ids)
+        .bind(now)
+        .bind(CONSOLIDATION_ACTOR)
+        .bind(&lineage.request_id)
         .execute(&mut *tx)
         .await?;
         sqlx::query(
