@@ -197,8 +197,7 @@ impl SweepRun {
             .await
             .map_err(|e| e.to_string())
             .and_then(|x| {
-                x.validate(batch, &facts, ctx.config.limits.max_key_chars.max(1000))
-                    .map(|()| x)
+                x.validated(batch, &facts, &ctx.config.limits)
                     .map_err(|e| format!("the extractor's answer is not valid: {e}"))
             });
         match extracted {

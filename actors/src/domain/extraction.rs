@@ -7,6 +7,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::permanence::Permanence;
+use super::text::{Limits, check_content, normalize_key};
 
 /// An episode as an extractor sees it.
 #[derive(Debug, Clone)]
@@ -58,14 +59,34 @@ pub struct KnownFact {
 }
 
 impl Extraction {
-    /// Checks the output against the batch it came from: every item names one of the
-    /// batch's episodes and has non-empty text within the size limit.
-    pub fn validate(
-        &self,
+    /// Checks the output against the batch it came from (every item names one of the
+    /// batch's episodes, every fact id one of the known facts) and puts its text in the
+    /// form `memory_store_fact` would: subjects and predicates normalised, contents
+    /// trimmed, all within the configured limits.
+    pub fn validated(
+        mut self,
         batch: &[SourceEpisode],
         facts: &[KnownFact],
-        max_chars: usize,
-    ) -> Result<(), String> {
+        limits: &Limits,
+    ) -> Result<Extraction, String> {
+        self.check(batch, facts)?;
+        for (i, f) in self.facts.iter_mut().enumerate() {
+            let field = |name: &str| format!("facts[{i}].{name}");
+            f.subject =
+                normalize_key(&field("subject"), &f.subject, limits).map_err(|e| e.message)?;
+            f.predicate =
+                normalize_key(&field("predicate"), &f.predicate, limits).map_err(|e| e.message)?;
+            f.content =
+                check_content(&field("content"), &f.content, limits).map_err(|e| e.message)?;
+        }
+        for (i, r) in self.rules.iter_mut().enumerate() {
+            r.content = check_content(&format!("rules[{i}].content"), &r.content, limits)
+                .map_err(|e| e.message)?;
+        }
+        Ok(self)
+    }
+
+    fn check(&self, batch: &[SourceEpisode], facts: &[KnownFact]) -> Result<(), String> {
         let known = |id: &Uuid| batch.iter().any(|e| e.id == *id);
         let known_fact = |id: &Uuid| facts.iter().any(|f| f.id == *id);
         for (i, id) in self.confirmations.iter().enumerate() {
@@ -76,15 +97,6 @@ impl Extraction {
         for (i, f) in self.facts.iter().enumerate() {
             if !known(&f.source_episode_id) {
                 return Err(format!("facts[{i}] names an episode outside the batch"));
-            }
-            for (field, value) in [
-                ("subject", &f.subject),
-                ("predicate", &f.predicate),
-                ("content", &f.content),
-            ] {
-                if value.trim().is_empty() || value.chars().count() > max_chars {
-                    return Err(format!("facts[{i}].{field} is empty or too long"));
-                }
             }
             for (relation, id) in &f.relations {
                 if !known_fact(id) {
@@ -112,10 +124,69 @@ impl Extraction {
             if !known(&r.source_episode_id) {
                 return Err(format!("rules[{i}] names an episode outside the batch"));
             }
-            if r.content.trim().is_empty() || r.content.chars().count() > max_chars {
-                return Err(format!("rules[{i}].content is empty or too long"));
-            }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch() -> Vec<SourceEpisode> {
+        vec![SourceEpisode {
+            id: Uuid::from_u128(7),
+            content: "x".into(),
+        }]
+    }
+
+    fn fact(subject: &str, predicate: &str, content: &str) -> ExtractedFact {
+        ExtractedFact {
+            subject: subject.into(),
+            predicate: predicate.into(),
+            content: content.into(),
+            permanence: Permanence::Stable,
+            importance: 5.0,
+            source_episode_id: Uuid::from_u128(7),
+            supersedes_fact_id: None,
+            relations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn text_is_put_in_stored_form_and_bad_references_are_refused() {
+        let limits = Limits::default();
+        let out = Extraction {
+            facts: vec![fact("  The User ", "Dietary  Restriction", "  Vegetarian ")],
+            ..Extraction::default()
+        }
+        .validated(&batch(), &[], &limits)
+        .unwrap();
+        assert_eq!(out.facts[0].subject, "the user");
+        assert_eq!(out.facts[0].predicate, "dietary restriction");
+        assert_eq!(out.facts[0].content, "Vegetarian");
+
+        let empty = Extraction {
+            facts: vec![fact("user", " ", "x")],
+            ..Extraction::default()
+        };
+        assert!(empty.validated(&batch(), &[], &limits).is_err());
+        let unknown = Extraction {
+            confirmations: vec![Uuid::from_u128(99)],
+            ..Extraction::default()
+        };
+        assert!(
+            unknown
+                .validated(&batch(), &[], &limits)
+                .unwrap_err()
+                .contains("confirmations[0]")
+        );
+        let mut elsewhere = fact("user", "p", "c");
+        elsewhere.source_episode_id = Uuid::from_u128(8);
+        let outside = Extraction {
+            facts: vec![elsewhere],
+            ..Extraction::default()
+        };
+        assert!(outside.validated(&batch(), &[], &limits).is_err());
     }
 }

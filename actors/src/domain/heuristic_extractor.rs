@@ -347,7 +347,8 @@ mod tests {
         ];
         let out = extract(&batch);
         assert_eq!(out.facts.len(), 1);
-        assert!(out.validate(&batch, &[], 1000).is_ok());
-        assert!(out.validate(&[], &[], 1000).is_err());
+        let limits = crate::domain::text::Limits::default();
+        assert!(out.clone().validated(&batch, &[], &limits).is_ok());
+        assert!(out.validated(&[], &[], &limits).is_err());
     }
 }
