@@ -10,6 +10,8 @@
 //! Each tick it also exports the consolidation backlog (size and age) and consolidates
 //! right away any shard whose backlog reached `consolidation.trigger_backlog_size` or
 //! `trigger_backlog_age_secs` (DECISIONS.md #14), so freshness holds between cron runs.
+//! While episodes are admitted faster than `indexer.yield_above_writes_per_sec`, only the
+//! age trigger applies: a burst keeps the CPU, and its backlog is consolidated after it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +52,8 @@ pub struct SchedulerState {
     info: Arc<ActorInfo>,
     supervisor: ActorRef<SupervisorMsg>,
     jobs: Vec<Job>,
+    /// Episodes admitted so far and when that was read, for the write rate.
+    writes_seen: (std::time::Instant, u64),
 }
 
 impl Actor for Scheduler {
@@ -95,6 +99,7 @@ impl Actor for Scheduler {
             info: args.info,
             supervisor: args.supervisor,
             jobs,
+            writes_seen: (std::time::Instant::now(), 0),
         })
     }
 
@@ -128,7 +133,7 @@ impl Actor for Scheduler {
 
 impl SchedulerState {
     /// Exports the consolidation backlog and consolidates the shards over a trigger.
-    async fn consolidate_backlogs(&self, now: DateTime<Utc>) {
+    async fn consolidate_backlogs(&mut self, now: DateTime<Utc>) {
         let store = &self.ctx.store;
         if let Ok((size, oldest)) = store.consolidation_backlog(now).await {
             metrics::gauge!("butler_memory_consolidation_backlog").set(size as f64);
@@ -150,7 +155,19 @@ impl SchedulerState {
                 return;
             }
         };
+        // During a write burst only the age trigger counts: the size trigger would spend
+        // the CPU the burst needs on work that can wait (as the indexer's yield does).
+        let (since_read, seen) = self.writes_seen;
+        let admitted = self.ctx.admission.admitted_total();
+        let rate =
+            admitted.saturating_sub(seen) as f64 / since_read.elapsed().as_secs_f64().max(1e-3);
+        self.writes_seen = (std::time::Instant::now(), admitted);
+        let hot = rate > self.ctx.config.indexer.yield_above_writes_per_sec
+            && self.ctx.config.indexer.yield_above_writes_per_sec > 0.0;
         for backlog in shards {
+            if hot && backlog.oldest > since {
+                continue;
+            }
             let key = crate::domain::shard_key::ShardKey::new(backlog.tenant_id, backlog.butler);
             tracing::info!(shard = %key, pending = backlog.pending, "consolidation backlog over its trigger");
             self.run_on(&key, SweepKind::Consolidation).await;
