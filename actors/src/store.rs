@@ -5,6 +5,7 @@ pub mod activity;
 pub mod anti_patterns;
 pub mod columns;
 pub mod consolidation;
+pub mod consolidation_queue;
 pub mod decay_sweep;
 pub mod embedded_postgres;
 pub mod embedding_backlog;

@@ -262,7 +262,7 @@ impl Engine {
         &self,
         caller: &Caller,
         limit: Option<u32>,
-    ) -> MemoryResult<Vec<crate::store::consolidation::DeadLetter>> {
+    ) -> MemoryResult<Vec<crate::store::consolidation_queue::DeadLetter>> {
         caller.require_admin()?;
         let limit = limit.unwrap_or(100);
         if limit == 0 || limit > MAX_ACTIVITY_PAGE {
