@@ -35,12 +35,15 @@ use crate::domain::rule::{NewRule, Rule};
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
 use crate::error::{MemoryError, MemoryResult};
-use crate::store::episodes::{self, Inserted, Submitted};
+use crate::store::episodes::Inserted;
 use crate::store::feedback::{self, Actor as EventActor, Application, Rated};
 use crate::store::forgetting::{self, Forgetting};
 use crate::store::{facts, references, rules};
 use crate::supervisor::SupervisorMsg;
 use crate::sweep_run::SweepRun;
+
+mod group_commit;
+use group_commit::{EpisodeReply, PendingEpisodes};
 
 pub struct Shard;
 
@@ -138,35 +141,6 @@ pub enum ShardMsg {
     /// Fail on purpose, as a crash would (an error, or a panic): exercises supervision
     /// (tests and drills only).
     InjectFailure { panic: bool },
-}
-
-/// Where the outcome of a pending write goes.
-enum EpisodeReply {
-    One(RpcReplyPort<MemoryResult<Inserted>>),
-    Many(RpcReplyPort<MemoryResult<Vec<Inserted>>>),
-}
-
-/// Episodes waiting for the next group commit, from one request.
-struct PendingEpisodes {
-    episodes: Vec<NewEpisode>,
-    author: Author,
-    reply: EpisodeReply,
-}
-
-impl PendingEpisodes {
-    fn answer(self, result: MemoryResult<Vec<Inserted>>) {
-        match self.reply {
-            EpisodeReply::One(port) => {
-                let _ = port.send(result.and_then(|mut v| {
-                    v.pop()
-                        .ok_or_else(|| MemoryError::internal("a stored episode went missing"))
-                }));
-            }
-            EpisodeReply::Many(port) => {
-                let _ = port.send(result);
-            }
-        }
-    }
 }
 
 pub struct ShardState {
@@ -393,85 +367,6 @@ impl Actor for Shard {
 }
 
 impl ShardState {
-    /// Adds a request's episodes to the pending group; commits at once when the group is
-    /// full, otherwise when `CommitEpisodes` comes round.
-    async fn enqueue(
-        &mut self,
-        myself: &ActorRef<ShardMsg>,
-        request: PendingEpisodes,
-    ) -> Result<(), ActorProcessingErr> {
-        let first = self.pending.is_empty();
-        self.pending_count += request.episodes.len();
-        self.pending.push(request);
-        let writes = &self.ctx.config.writes;
-        if self.pending_count >= writes.group_commit_max as usize {
-            self.commit_pending().await;
-        } else if first {
-            match writes.group_commit_linger_ms {
-                0 => myself.send_message(ShardMsg::CommitEpisodes)?,
-                ms => {
-                    myself.send_after(Duration::from_millis(ms), || ShardMsg::CommitEpisodes);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the pending group in one transaction and answers each request. If the group
-    /// fails as a whole, each request is tried on its own, so one bad request cannot fail
-    /// the others.
-    async fn commit_pending(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let group = std::mem::take(&mut self.pending);
-        self.pending_count = 0;
-        let size: usize = group.iter().map(|p| p.episodes.len()).sum();
-        metrics::histogram!("butler_memory_group_commit_episodes").record(size as f64);
-        match self.insert_episodes(&group).await {
-            Ok(mut inserted) => {
-                self.committed();
-                for request in group {
-                    let rest = inserted.split_off(request.episodes.len());
-                    let mine = std::mem::replace(&mut inserted, rest);
-                    request.answer(Ok(mine));
-                }
-            }
-            Err(e) if group.len() == 1 => {
-                for request in group {
-                    request.answer(Err(e.clone()));
-                }
-            }
-            Err(e) => {
-                tracing::warn!(shard = %self.key, error = %e, size, "group commit failed; writing its requests one by one");
-                for request in group {
-                    let result = self.insert_episodes(std::slice::from_ref(&request)).await;
-                    if result.is_ok() {
-                        self.committed();
-                    }
-                    request.answer(result);
-                }
-            }
-        }
-    }
-
-    async fn insert_episodes(&self, group: &[PendingEpisodes]) -> MemoryResult<Vec<Inserted>> {
-        let batch: Vec<Submitted> = group
-            .iter()
-            .flat_map(|p| {
-                p.episodes.iter().map(|episode| Submitted {
-                    episode,
-                    actor: &p.author.actor,
-                    lineage: &p.author.lineage,
-                })
-            })
-            .collect();
-        let mut tx = self.ctx.store.begin().await?;
-        let inserted = episodes::insert_batch(&mut tx, &batch).await?;
-        tx.commit().await?;
-        Ok(inserted)
-    }
-
     async fn store_fact(&mut self, fact: &NewFact, author: &Author) -> MemoryResult<StoredFact> {
         let mut tx = self.ctx.store.begin().await?;
         let stored =

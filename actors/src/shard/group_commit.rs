@@ -1,0 +1,122 @@
+//! Group commit of a shard's episodes: requests join a pending group, and the group is
+//! written in one transaction when the shard's self-addressed `CommitEpisodes` comes round
+//! (after every message queued before it), when it is full, or before any other write.
+
+use std::time::Duration;
+
+use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use super::{Author, ShardMsg, ShardState};
+use crate::domain::episode::NewEpisode;
+use crate::error::{MemoryError, MemoryResult};
+use crate::store::episodes::{self, Inserted, Submitted};
+
+/// Where the outcome of a pending write goes.
+pub(super) enum EpisodeReply {
+    One(RpcReplyPort<MemoryResult<Inserted>>),
+    Many(RpcReplyPort<MemoryResult<Vec<Inserted>>>),
+}
+
+/// Episodes waiting for the next group commit, from one request.
+pub(super) struct PendingEpisodes {
+    pub(super) episodes: Vec<NewEpisode>,
+    pub(super) author: Author,
+    pub(super) reply: EpisodeReply,
+}
+
+impl PendingEpisodes {
+    fn answer(self, result: MemoryResult<Vec<Inserted>>) {
+        match self.reply {
+            EpisodeReply::One(port) => {
+                let _ = port.send(result.and_then(|mut v| {
+                    v.pop()
+                        .ok_or_else(|| MemoryError::internal("a stored episode went missing"))
+                }));
+            }
+            EpisodeReply::Many(port) => {
+                let _ = port.send(result);
+            }
+        }
+    }
+}
+
+impl ShardState {
+    /// Adds a request's episodes to the pending group; commits at once when the group is
+    /// full, otherwise when `CommitEpisodes` comes round.
+    pub(super) async fn enqueue(
+        &mut self,
+        myself: &ActorRef<ShardMsg>,
+        request: PendingEpisodes,
+    ) -> Result<(), ActorProcessingErr> {
+        let first = self.pending.is_empty();
+        self.pending_count += request.episodes.len();
+        self.pending.push(request);
+        let writes = &self.ctx.config.writes;
+        if self.pending_count >= writes.group_commit_max as usize {
+            self.commit_pending().await;
+        } else if first {
+            match writes.group_commit_linger_ms {
+                0 => myself.send_message(ShardMsg::CommitEpisodes)?,
+                ms => {
+                    myself.send_after(Duration::from_millis(ms), || ShardMsg::CommitEpisodes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the pending group in one transaction and answers each request. If the group
+    /// fails as a whole, each request is tried on its own, so one bad request cannot fail
+    /// the others.
+    pub(super) async fn commit_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let group = std::mem::take(&mut self.pending);
+        self.pending_count = 0;
+        let size: usize = group.iter().map(|p| p.episodes.len()).sum();
+        metrics::histogram!("butler_memory_group_commit_episodes").record(size as f64);
+        match self.insert_episodes(&group).await {
+            Ok(mut inserted) => {
+                self.committed();
+                for request in group {
+                    let rest = inserted.split_off(request.episodes.len());
+                    let mine = std::mem::replace(&mut inserted, rest);
+                    request.answer(Ok(mine));
+                }
+            }
+            Err(e) if group.len() == 1 => {
+                for request in group {
+                    request.answer(Err(e.clone()));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(shard = %self.key, error = %e, size, "group commit failed; writing its requests one by one");
+                for request in group {
+                    let result = self.insert_episodes(std::slice::from_ref(&request)).await;
+                    if result.is_ok() {
+                        self.committed();
+                    }
+                    request.answer(result);
+                }
+            }
+        }
+    }
+
+    async fn insert_episodes(&self, group: &[PendingEpisodes]) -> MemoryResult<Vec<Inserted>> {
+        let batch: Vec<Submitted> = group
+            .iter()
+            .flat_map(|p| {
+                p.episodes.iter().map(|episode| Submitted {
+                    episode,
+                    actor: &p.author.actor,
+                    lineage: &p.author.lineage,
+                })
+            })
+            .collect();
+        let mut tx = self.ctx.store.begin().await?;
+        let inserted = episodes::insert_batch(&mut tx, &batch).await?;
+        tx.commit().await?;
+        Ok(inserted)
+    }
+}
