@@ -97,6 +97,9 @@ pub struct RetrievalConfig {
     pub call_timeout_ms: u64,
     /// Candidates fetched from each list (semantic, keyword) per memory type before fusion.
     pub candidate_depth: u32,
+    /// A query word in more of a tenant's memories of one type than this is common: it
+    /// scores but does not pick keyword candidates (`domain::bm25`).
+    pub keyword_common_df: u32,
     /// How long a search waits for its query embedding before answering from the keyword
     /// path alone, marked `degraded`.
     pub embed_timeout_ms: u64,
@@ -431,6 +434,11 @@ impl EngineConfig {
         check(
             self.indexer.poll_interval_ms > 0,
             "indexer.poll_interval_ms",
+            "must be at least 1",
+        );
+        check(
+            self.retrieval.keyword_common_df > 0,
+            "retrieval.keyword_common_df",
             "must be at least 1",
         );
         let w = &self.writes;

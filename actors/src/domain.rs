@@ -1,5 +1,6 @@
 //! The memory domain: validated types, states and pure rules. No IO lives here.
 
+pub mod bm25;
 pub mod caller;
 pub mod consolidation_status;
 pub mod context;

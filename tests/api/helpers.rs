@@ -90,6 +90,12 @@ pub fn base_config(extra: &str) -> Config {
     } else {
         "[lifecycle]\ncatch_up_missed_runs = false\nscheduler_tick_ms = 3600000\n"
     };
+    // Two readers are plenty; a test with a `[retrieval]` table of its own sets what it needs.
+    let retrieval = if extra.contains("[retrieval]") {
+        ""
+    } else {
+        "[retrieval]\nworkers = 2\n"
+    };
     let toml = format!(
         r#"
 listen = "127.0.0.1:0"
@@ -102,8 +108,7 @@ model_path = "{deps}/model/model.onnx"
 tokenizer_path = "{deps}/model/tokenizer.json"
 workers = 1
 intra_threads = 1
-[retrieval]
-workers = 2
+{retrieval}
 [database]
 max_connections = 6
 write_connections = 3

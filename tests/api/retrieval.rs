@@ -484,3 +484,73 @@ async fn a_repeated_read_is_never_staler_than_the_last_write_or_the_cache_ttl() 
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn common_words_score_but_only_rare_words_pick_keyword_candidates() {
+    // Five memories make a word common here, so the bound shows with a handful of rows.
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at(
+        "[retrieval]\nworkers = 2\nkeyword_common_df = 5\n",
+        clock.clone(),
+    )
+    .await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let mut plans = Vec::new();
+    for day in 0..12 {
+        let stored = mcp
+            .ok(
+                "memory_store_episode",
+                json!({"butler": "health", "content": format!("The user asked about the plan for day {day}")}),
+            )
+            .await;
+        plans.push(stored["id"].as_str().unwrap().to_owned());
+        clock.advance(Duration::minutes(1));
+    }
+    let search =
+        |query: &str| json!({"query": query, "mode": "keyword", "types": ["episode"], "limit": 20});
+    // "plan" is in twelve episodes: common. Alone, it scores its most recent five matches.
+    let common = mcp.ok("memory_search", search("plan")).await;
+    let mut found = ids(&common);
+    found.sort();
+    let mut recent = plans[7..].to_vec();
+    recent.sort();
+    assert_eq!(found, recent, "{common}");
+
+    // A rare word picks the candidates; the common word still adds to their scores (the
+    // two have as many words, so length does not decide).
+    let zucchini = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": "Grow zucchini on the balcony"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let both = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": "A plan to grow zucchini"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rare = mcp.ok("memory_search", search("zucchini plan")).await;
+    assert_eq!(ids(&rare), vec![both.clone(), zucchini.clone()], "{rare}");
+
+    // A word that grows common is recounted: "zucchini" in six episodes is common too, so
+    // a query of the two now scores the most recent matches of either.
+    for _ in 0..4 {
+        clock.advance(Duration::minutes(1));
+        mcp.ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": "Harvest zucchini today"}),
+        )
+        .await;
+    }
+    let grown = mcp.ok("memory_search", search("zucchini plan")).await;
+    assert_eq!(ids(&grown).len(), 5, "{grown}");
+    assert!(!ids(&grown).contains(&plans[0]), "{grown}");
+    app.stop().await;
+}

@@ -68,12 +68,20 @@ pub async fn candidate_lists(
     let keyword = async {
         if mode.uses_keyword() {
             try_join_all(types.iter().map(|t| async {
-                let corpus = ctx
+                let common_df = i64::from(ctx.config.retrieval.keyword_common_df);
+                let (corpus, plan) = ctx
                     .corpus_cache
-                    .get(store, &ctx.generations, *t, &filter.scope.tenant_id)
+                    .keyword_plan(
+                        store,
+                        &ctx.generations,
+                        *t,
+                        &filter.scope.tenant_id,
+                        text,
+                        common_df,
+                    )
                     .await?;
                 store
-                    .keyword_candidates(*t, filter, text, depth, corpus)
+                    .keyword_candidates(*t, filter, &plan, depth, corpus, common_df)
                     .await
             }))
             .await

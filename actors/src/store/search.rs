@@ -5,8 +5,11 @@
 //! Every query returns the same columns (see `domain::search::Candidate`), so ranking
 //! never needs a second round trip.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 
+use crate::domain::bm25::{KeywordPlan, Selection, any_of};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::search::{Candidate, SearchScope, SessionNeighbours};
 use crate::error::MemoryResult;
@@ -42,10 +45,25 @@ macro_rules! rule_candidate {
 /// butlers, `$3` now, `$4` minimum effective confidence.
 macro_rules! episode_filter {
     () => {
-        "e.tenant_id = $1 AND ($2::text[] IS NULL OR e.butler = ANY($2))
-         AND e.forgotten_at IS NULL AND e.expires_at > $3 AND $4::float8 IS NOT NULL"
+        concat!(
+            "e.tenant_id = $1 AND ",
+            episode_butlers!(),
+            " AND e.forgotten_at IS NULL AND e.expires_at > $3 AND $4::float8 IS NOT NULL"
+        )
     };
 }
+/// Which butlers' episodes: all (`$2` NULL) or those in `$2`. `Filter::sql` swaps it for
+/// `ONE_BUTLER` when there is exactly one.
+macro_rules! episode_butlers {
+    () => {
+        "($2::text[] IS NULL OR e.butler = ANY($2))"
+    };
+}
+/// One butler's episodes, as an equality the `(tenant_id, butler, created_at)` indexes can
+/// use in order: with `= ANY` a prepared statement's generic plan must sort the whole
+/// shard to find its most recent episodes (measured: 0.2 ms against 10-30 ms at 15,000
+/// episodes a shard).
+const ONE_BUTLER: &str = "e.butler = ($2::text[])[1]";
 macro_rules! fact_filter {
     () => {
         concat!(
@@ -70,36 +88,50 @@ macro_rules! rule_filter {
 
 /// Okapi BM25 over the full-text index (k1 = 1.2, b = 0.5): PostgreSQL's own `ts_rank` has
 /// no inverse document frequency, so a word in every memory (a speaker's name, "user")
-/// would weigh as much as the rare word that identifies the answer. Query words are the
-/// stemmed lexemes of `$5`; document frequencies come from the GIN index over the tenant's
-/// memories of this type, whose count `$7` and mean length `$8` the caller supplies (they
-/// change slowly and cost a scan, so they are cached); any visible memory containing any
-/// query word is a candidate. Memories are short, so length normalisation is halved
-/// (b = 0.5 rather than the usual 0.75, which over-rewards the shortest texts; measured on
-/// LoCoMo, docs/benchmarks.md).
+/// would weigh as much as the rare word that identifies the answer. The query words `$5`
+/// come with their idf `$7` (see `domain::bm25`: computed from the tenant's document
+/// frequencies, which are cached, as is the mean length `$8`); the candidates are the
+/// visible memories matching the tsquery `$9` (the plan's selective words), or, with
+/// `recent`, the `$10` most recent ones matching it (only common words: most memories
+/// match, so the match is written as an expression the GIN index cannot serve, and a
+/// recency index drives the scan, stopping after `$10`). Memories are
+/// short, so length normalisation is halved (b = 0.5 rather than the usual 0.75, which
+/// over-rewards the shortest texts; measured on LoCoMo, docs/benchmarks.md).
 ///
 /// Arguments: the table, its alias, its candidate columns and its filter (all literals).
 macro_rules! bm25_query {
     ($table:literal, $a:literal, $columns:expr, $filter:expr) => {
         concat!(
-            "WITH terms AS MATERIALIZED (
-                 SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', $5))) AS lexeme
-                 WHERE lexeme !~ '[''\\\\]'),
-             idf AS MATERIALIZED (
-                 SELECT t.lexeme, ln(1 + (GREATEST($7::float8, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
-                 FROM terms t
-                 CROSS JOIN LATERAL (
-                     SELECT count(*)::float8 AS df FROM ", $table, " ", $a, "
-                     WHERE ", $a, ".tenant_id = $1 AND ", $a, ".search_vector @@ quote_literal(t.lexeme)::tsquery) d),
-             q AS MATERIALIZED (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM terms)
-             SELECT ", $columns, ", s.bm25 AS signal
-             FROM ", $table, " ", $a, " CROSS JOIN q
-             CROSS JOIN LATERAL (
-                 SELECT COALESCE(sum(i.idf * (cardinality(u.positions) * 2.2)
-                        / (cardinality(u.positions) + 1.2 * (0.5 + 0.5 * length(", $a, ".search_vector) / $8::float8))), 0)::float8 AS bm25
-                 FROM unnest(", $a, ".search_vector) u JOIN idf i ON i.lexeme = u.lexeme) s
-             WHERE ", $filter, " AND ", $a, ".search_vector @@ q.q
+            "WITH idf AS MATERIALIZED (SELECT * FROM unnest($5::text[], $7::float8[]) AS i(lexeme, idf))
+             SELECT ", $columns, ", ", bm25_score!($a), " AS signal
+             FROM ", $table, " ", $a, "
+             WHERE ", $filter, " AND ", $a, ".search_vector @@ $9::tsquery
              ORDER BY signal DESC, ", $a, ".id LIMIT $6"
+        )
+    };
+    ($table:literal, $a:literal, $columns:expr, $filter:expr, recent) => {
+        concat!(
+            "WITH idf AS MATERIALIZED (SELECT * FROM unnest($5::text[], $7::float8[]) AS i(lexeme, idf))
+             SELECT ", $columns, ", ", bm25_score!($a), " AS signal
+             FROM (SELECT * FROM ", $table, " ", $a, "
+                   WHERE ", $filter, " AND (", $a, ".search_vector || ''::tsvector) @@ $9::tsquery
+                   ORDER BY ", $a, ".created_at DESC LIMIT $10) ", $a, "
+             ORDER BY signal DESC, ", $a, ".id LIMIT $6"
+        )
+    };
+}
+
+/// One memory's BM25 score: the sum over the query words it contains.
+macro_rules! bm25_score {
+    ($a:literal) => {
+        concat!(
+            "(SELECT COALESCE(sum(i.idf * (cardinality(u.positions) * 2.2)
+                     / (cardinality(u.positions) + 1.2 * (0.5 + 0.5 * length(",
+            $a,
+            ".search_vector) / $8::float8))), 0)::float8
+              FROM unnest(",
+            $a,
+            ".search_vector) u JOIN idf i ON i.lexeme = u.lexeme)"
         )
     };
 }
@@ -121,6 +153,21 @@ pub struct Filter<'a> {
 }
 
 impl Filter<'_> {
+    /// `sql` as it should run for this filter: an episode query for a single butler gets
+    /// the equality form of the butler condition (see `ONE_BUTLER`).
+    fn sql(
+        &self,
+        memory_type: MemoryType,
+        sql: &'static str,
+    ) -> sqlx::AssertSqlSafe<Cow<'static, str>> {
+        let one_butler = matches!(&self.scope.butlers, Some(b) if b.len() == 1);
+        sqlx::AssertSqlSafe(if memory_type == MemoryType::Episode && one_butler {
+            Cow::Owned(sql.replace(episode_butlers!(), ONE_BUTLER))
+        } else {
+            Cow::Borrowed(sql)
+        })
+    }
+
     /// Scopes for facts and rules, butlers for episodes.
     fn visibility(&self, memory_type: MemoryType) -> &Option<Vec<String>> {
         match memory_type {
@@ -171,7 +218,7 @@ impl Store {
                  ORDER BY r.embedding <=> $5 LIMIT $6"
             ),
         };
-        let rows: Vec<Candidate> = sqlx::query_as(sql)
+        let rows: Vec<Candidate> = sqlx::query_as(filter.sql(memory_type, sql))
             .bind(&filter.scope.tenant_id)
             .bind(filter.visibility(memory_type))
             .bind(filter.now)
@@ -188,29 +235,96 @@ impl Store {
         &self,
         memory_type: MemoryType,
         filter: &Filter<'_>,
-        query: &str,
+        plan: &KeywordPlan,
         depth: i64,
         corpus: CorpusStats,
+        common_df: i64,
     ) -> MemoryResult<Vec<Candidate>> {
-        let sql = match memory_type {
-            MemoryType::Episode => {
+        let (recent, words) = match &plan.selection {
+            Selection::Nothing => return Ok(Vec::new()),
+            Selection::Selective(words) => (false, words),
+            Selection::RecentCommon(words) => (true, words),
+        };
+        let sql = match (memory_type, recent) {
+            (MemoryType::Episode, false) => {
                 bm25_query!("episodes", "e", episode_candidate!(), episode_filter!())
             }
-            MemoryType::Fact => bm25_query!("facts", "f", fact_candidate!(), fact_filter!()),
-            MemoryType::Rule => bm25_query!("rules", "r", rule_candidate!(), rule_filter!()),
+            (MemoryType::Episode, true) => {
+                bm25_query!(
+                    "episodes",
+                    "e",
+                    episode_candidate!(),
+                    episode_filter!(),
+                    recent
+                )
+            }
+            (MemoryType::Fact, false) => {
+                bm25_query!("facts", "f", fact_candidate!(), fact_filter!())
+            }
+            (MemoryType::Fact, true) => {
+                bm25_query!("facts", "f", fact_candidate!(), fact_filter!(), recent)
+            }
+            (MemoryType::Rule, false) => {
+                bm25_query!("rules", "r", rule_candidate!(), rule_filter!())
+            }
+            (MemoryType::Rule, true) => {
+                bm25_query!("rules", "r", rule_candidate!(), rule_filter!(), recent)
+            }
         };
-        let rows: Vec<Candidate> = sqlx::query_as(sql)
+        let mut query = sqlx::query_as(filter.sql(memory_type, sql))
             .bind(&filter.scope.tenant_id)
             .bind(filter.visibility(memory_type))
             .bind(filter.now)
             .bind(filter.min_confidence)
-            .bind(query)
+            .bind(&plan.lexemes)
             .bind(depth)
-            .bind(corpus.documents)
+            .bind(&plan.idf)
             .bind(corpus.mean_length.max(1.0))
-            .fetch_all(self.pool())
-            .await?;
+            .bind(any_of(words));
+        if recent {
+            query = query.bind(common_df);
+        }
+        let rows: Vec<Candidate> = query.fetch_all(self.pool()).await?;
         Ok(typed(rows, memory_type))
+    }
+
+    /// `text`'s distinct words as the full-text index holds them (English stemming). Words
+    /// with a quote or backslash are left out: they never come from ordinary text, and
+    /// leaving them out keeps every tsquery built from the words a plain list of literals.
+    pub async fn query_lexemes(&self, text: &str) -> MemoryResult<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS lexeme
+             WHERE lexeme !~ '[''\\\\]' ORDER BY lexeme",
+        )
+        .bind(text)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    /// How many of a tenant's memories of one type contain each of `lexemes`, in order;
+    /// with `cap`, counting stops at `cap` rows per word (so a common word costs no more
+    /// than a rare one).
+    pub async fn document_frequencies(
+        &self,
+        memory_type: MemoryType,
+        tenant_id: &str,
+        lexemes: &[String],
+        cap: Option<i64>,
+    ) -> MemoryResult<Vec<i64>> {
+        let sql = format!(
+            "SELECT (SELECT count(*) FROM (
+                         SELECT 1 FROM {} x
+                         WHERE x.tenant_id = $1 AND x.search_vector @@ quote_literal(w.lexeme)::tsquery
+                         LIMIT $3) s)
+             FROM unnest($2::text[]) WITH ORDINALITY AS w(lexeme, n) ORDER BY w.n",
+            memory_type.table()
+        );
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(tenant_id)
+            .bind(lexemes)
+            .bind(cap)
+            .fetch_all(self.pool())
+            .await?)
     }
 
     /// A tenant's BM25 collection statistics for one memory type (a scan of its rows).
@@ -290,14 +404,17 @@ impl Store {
         filter: &Filter<'_>,
         depth: i64,
     ) -> MemoryResult<Vec<Candidate>> {
-        let rows: Vec<Candidate> = sqlx::query_as(concat!(
-            "SELECT ",
-            episode_candidate!(),
-            ", 0.0::float8 AS signal
+        let rows: Vec<Candidate> = sqlx::query_as(filter.sql(
+            MemoryType::Episode,
+            concat!(
+                "SELECT ",
+                episode_candidate!(),
+                ", 0.0::float8 AS signal
              FROM episodes e WHERE ",
-            episode_filter!(),
-            " AND $5::text IS NULL
+                episode_filter!(),
+                " AND $5::text IS NULL
              ORDER BY e.created_at DESC, e.id LIMIT $6"
+            ),
         ))
         .bind(&filter.scope.tenant_id)
         .bind(filter.visibility(MemoryType::Episode))
@@ -354,13 +471,16 @@ impl Store {
         filter: &Filter<'_>,
         ids: &[uuid::Uuid],
     ) -> MemoryResult<Vec<Candidate>> {
-        let rows: Vec<Candidate> = sqlx::query_as(concat!(
-            "SELECT ",
-            episode_candidate!(),
-            ", 0.0::float8 AS signal
+        let rows: Vec<Candidate> = sqlx::query_as(filter.sql(
+            MemoryType::Episode,
+            concat!(
+                "SELECT ",
+                episode_candidate!(),
+                ", 0.0::float8 AS signal
              FROM episodes e WHERE ",
-            episode_filter!(),
-            " AND e.id = ANY($5)"
+                episode_filter!(),
+                " AND e.id = ANY($5)"
+            ),
         ))
         .bind(&filter.scope.tenant_id)
         .bind(filter.visibility(MemoryType::Episode))

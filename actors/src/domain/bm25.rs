@@ -1,0 +1,160 @@
+//! The query side of Okapi BM25: each query word's inverse document frequency, and which
+//! words select candidates.
+//!
+//! Scoring every memory that contains any query word makes a keyword search cost as much
+//! as the tenant's largest match set: a word in every episode ("user", a butler's own name)
+//! turns each search into a scan of the shard. So, as Elasticsearch's common-terms query
+//! does, words are split by document frequency. A word in more than `common_df` memories
+//! still adds to every score, but only the selective words pick the candidates; when a query
+//! has no selective word, the candidates are the most recent `common_df` memories with any
+//! of its common words. Work per search is then bounded by the selective words' document
+//! frequencies and `common_df`, not by the corpus. Words found in no memory can match
+//! nothing and are dropped.
+
+/// A query word (a stemmed lexeme) and how many of the tenant's memories of one type
+/// contain it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryTerm {
+    pub lexeme: String,
+    pub document_frequency: f64,
+}
+
+/// How one keyword search runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeywordPlan {
+    /// Every word that occurs, with its idf: all of them score.
+    pub lexemes: Vec<String>,
+    pub idf: Vec<f64>,
+    /// What picks the candidates.
+    pub selection: Selection,
+}
+
+/// Which memories are scored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Selection {
+    /// Every memory with any of these (selective) words.
+    Selective(Vec<String>),
+    /// The most recent memories with any of these (all common) words.
+    RecentCommon(Vec<String>),
+    /// No query word occurs: nothing can match.
+    Nothing,
+}
+
+/// Okapi BM25's inverse document frequency (the non-negative variant Lucene uses): rare
+/// words weigh more; a word in every one of `documents` memories still weighs a little.
+pub fn idf(documents: f64, document_frequency: f64) -> f64 {
+    let n = documents.max(document_frequency);
+    (1.0 + (n - document_frequency + 0.5) / (document_frequency + 0.5)).ln()
+}
+
+impl KeywordPlan {
+    pub fn new(terms: &[QueryTerm], documents: f64, common_df: f64) -> Self {
+        let occurring: Vec<&QueryTerm> = terms
+            .iter()
+            .filter(|t| t.document_frequency > 0.0)
+            .collect();
+        let (common, selective): (Vec<&QueryTerm>, Vec<&QueryTerm>) = occurring
+            .iter()
+            .partition(|t| t.document_frequency > common_df);
+        let lexemes = |ts: &[&QueryTerm]| ts.iter().map(|t| t.lexeme.clone()).collect::<Vec<_>>();
+        let selection = match (selective.is_empty(), common.is_empty()) {
+            (false, _) => Selection::Selective(lexemes(&selective)),
+            (true, false) => Selection::RecentCommon(lexemes(&common)),
+            (true, true) => Selection::Nothing,
+        };
+        KeywordPlan {
+            lexemes: lexemes(&occurring),
+            idf: occurring
+                .iter()
+                .map(|t| idf(documents, t.document_frequency))
+                .collect(),
+            selection,
+        }
+    }
+}
+
+/// A tsquery matching any of `lexemes` (already normalised by `to_tsvector`, so no further
+/// stemming: each is quoted as a literal).
+pub fn any_of(lexemes: &[String]) -> String {
+    lexemes
+        .iter()
+        .map(|l| format!("'{}'", l.replace('\\', "\\\\").replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn term(lexeme: &str, df: f64) -> QueryTerm {
+        QueryTerm {
+            lexeme: lexeme.into(),
+            document_frequency: df,
+        }
+    }
+
+    #[test]
+    fn rarer_words_weigh_more_and_none_weighs_below_zero() {
+        assert!(idf(1000.0, 1.0) > idf(1000.0, 10.0));
+        assert!(idf(1000.0, 10.0) > idf(1000.0, 999.0));
+        assert!(idf(1000.0, 1000.0) > 0.0);
+        // A stale document count below the frequency must not go negative.
+        assert!(idf(10.0, 50.0) > 0.0);
+    }
+
+    #[test]
+    fn selective_words_pick_candidates_and_common_ones_only_score() {
+        let plan = KeywordPlan::new(
+            &[
+                term("user", 5000.0),
+                term("peanut", 3.0),
+                term("allergi", 40.0),
+            ],
+            6000.0,
+            1000.0,
+        );
+        assert_eq!(
+            plan.selection,
+            Selection::Selective(vec!["peanut".into(), "allergi".into()])
+        );
+        assert_eq!(plan.lexemes, ["user", "peanut", "allergi"]);
+        assert_eq!(plan.idf.len(), 3);
+        assert!(plan.idf[1] > plan.idf[2] && plan.idf[2] > plan.idf[0]);
+    }
+
+    #[test]
+    fn only_common_words_select_the_most_recent_matches() {
+        let plan = KeywordPlan::new(&[term("plan", 4000.0), term("meal", 0.0)], 5000.0, 1000.0);
+        assert_eq!(plan.selection, Selection::RecentCommon(vec!["plan".into()]));
+        // A word in no memory neither scores nor selects.
+        assert_eq!(plan.lexemes, ["plan"]);
+    }
+
+    #[test]
+    fn a_word_exactly_at_the_threshold_is_selective() {
+        let plan = KeywordPlan::new(&[term("trip", 1000.0)], 5000.0, 1000.0);
+        assert_eq!(plan.selection, Selection::Selective(vec!["trip".into()]));
+    }
+
+    #[test]
+    fn no_occurring_word_matches_nothing() {
+        assert_eq!(
+            KeywordPlan::new(&[term("zebra", 0.0)], 10.0, 1000.0).selection,
+            Selection::Nothing
+        );
+        assert_eq!(
+            KeywordPlan::new(&[], 10.0, 1000.0).selection,
+            Selection::Nothing
+        );
+    }
+
+    #[test]
+    fn lexemes_are_quoted_as_literals() {
+        assert_eq!(
+            any_of(&["plan".into(), "o'neil".into()]),
+            "'plan' | 'o''neil'"
+        );
+        assert_eq!(any_of(&["a\\b".into()]), "'a\\\\b'");
+    }
+}
