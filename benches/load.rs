@@ -34,6 +34,10 @@ use tokio::sync::mpsc;
 
 use support::{Key, Latency, Rng, Service, round3};
 
+/// The service runs in this process, so it gets the allocator its binary uses (src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Clone)]
 struct Args {
     /// Tenants, each with its own admin key and butler keys.

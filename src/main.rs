@@ -9,6 +9,12 @@ use butler_memory::startup::{Application, migrate};
 use butler_memory::telemetry;
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the system allocator: a request allocates and frees many small
+/// buffers across worker threads, and glibc malloc spent ~11% of all CPU on it under a
+/// write burst (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "butler-memory",

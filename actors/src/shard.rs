@@ -9,8 +9,8 @@
 //!
 //! Episodes are group-committed: a `StoreEpisode` joins a pending group and the shard sends
 //! itself `CommitEpisodes`, which reaches it after every message already queued; whatever
-//! episodes arrived by then are written in one transaction (one statement for the rows,
-//! one for their events) and each caller is answered after the commit. Any other write
+//! episodes arrived by then are written in one statement (rows and their events together,
+//! atomic on its own) and each caller is answered after it committed. Any other write
 //! first commits the pending group, so the shard's order of writes is their arrival order.
 //!
 //! Lifecycle changes of the shard's rows (confirmations, feedback, forgetting) are writes

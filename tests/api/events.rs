@@ -321,3 +321,70 @@ async fn the_activity_stream_filters_by_scope_and_butler_and_starts_at_a_time() 
     assert_eq!(err["class"], "forbidden");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_stored_episode_its_event_and_memory_get_agree_to_the_microsecond() {
+    // The record of a new episode is built before the insert (one statement for the group
+    // and its events); on the system clock (nanoseconds) and with metadata PostgreSQL
+    // normalises, what the caller is told, the event and a later read must still agree.
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let stored = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Walked 5 km", "butler": "health", "session_id": "s1",
+                   "metadata": {"zeta": 1.5, "a": [1, 2.0, "x"], "nested": {"b": true, "a": null}},
+                   "idempotency_key": "walk-1"}),
+        )
+        .await;
+    let id = stored["id"].as_str().unwrap();
+    let got = mcp
+        .ok("memory_get", json!({"type": "episode", "id": id}))
+        .await;
+    let mut sql = app.sql().await;
+    let after: Value =
+        sqlx::query_scalar("SELECT payload->'after' FROM memory_events WHERE entity_id = $1::uuid")
+            .bind(id)
+            .fetch_one(&mut sql)
+            .await
+            .unwrap();
+    for field in [
+        "id",
+        "content",
+        "session_id",
+        "created_at",
+        "expires_at",
+        "metadata",
+        "importance",
+        "consolidation_status",
+        "idempotency_key",
+        "request_id",
+    ] {
+        assert_eq!(
+            got[field], after[field],
+            "{field}: get {got} vs event {after}"
+        );
+        if !stored[field].is_null() {
+            assert_eq!(
+                stored[field], got[field],
+                "{field}: stored {stored} vs get {got}"
+            );
+        }
+    }
+    // The same key again is the same episode, and no second event.
+    let again = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Walked 5 km", "butler": "health", "idempotency_key": "walk-1"}),
+        )
+        .await;
+    assert_eq!(again["id"], stored["id"]);
+    let events: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM memory_events WHERE entity_id = $1::uuid")
+            .bind(id)
+            .fetch_one(&mut sql)
+            .await
+            .unwrap();
+    assert_eq!(events, 1);
+    app.stop().await;
+}

@@ -1,6 +1,6 @@
 //! Episodes: raw, short-lived observations of what happened in a session (memory_butler.md §5.1).
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SubsecRound, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -69,6 +69,35 @@ pub struct NewEpisode {
     pub idempotency_key: Option<String>,
 }
 
+impl NewEpisode {
+    /// The row this episode becomes when inserted: what it says, plus the schema's defaults
+    /// for everything that happens later (references, consolidation, embedding).
+    pub fn stored(&self, request_id: &str) -> Episode {
+        Episode {
+            id: self.id,
+            tenant_id: self.tenant_id.clone(),
+            butler: self.butler.clone(),
+            session_id: self.session_id.clone(),
+            content: self.content.clone(),
+            importance: self.importance,
+            reference_count: 0,
+            consolidation_status: ConsolidationStatus::Pending,
+            consolidated: false,
+            consolidation_attempts: 0,
+            last_consolidation_error: None,
+            next_consolidation_retry_at: None,
+            created_at: self.created_at,
+            last_referenced_at: self.created_at,
+            expires_at: self.expires_at,
+            forgotten_at: None,
+            metadata: self.metadata.clone(),
+            embedding_model: None,
+            request_id: Some(request_id.to_owned()),
+            idempotency_key: self.idempotency_key.clone(),
+        }
+    }
+}
+
 /// Longest time to live a caller may ask for.
 const MAX_TTL_DAYS: f64 = 3650.0;
 
@@ -98,6 +127,9 @@ impl EpisodeInput {
                 format!("`ttl_days` must be greater than 0 and at most {MAX_TTL_DAYS}"),
             ));
         }
+        // PostgreSQL keeps microseconds: the episode is stamped as it will be stored, so the
+        // record built before the insert (`stored`) is the one a later read returns.
+        let now = now.trunc_subsecs(6);
         Ok(NewEpisode {
             id: Uuid::now_v7(),
             tenant_id: caller.tenant_id.clone(),

@@ -4,13 +4,12 @@ use serde_json::json;
 use sqlx::PgConnection;
 
 use crate::domain::episode::{Episode, NewEpisode};
-use crate::domain::event::{EventType, NewEvent};
+use crate::domain::event::EventType;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::request_context::Lineage;
 use crate::error::{MemoryError, MemoryResult};
 
 use super::columns::episode_columns;
-use super::events;
 
 /// An embedding and the registry id of the model that produced it.
 #[derive(Debug, Clone)]
@@ -36,97 +35,90 @@ pub struct Inserted {
     pub duplicate: bool,
 }
 
-/// Inserts episodes and their `episode_stored` events in submission order, in two
-/// statements whatever their number (group commit). An episode whose idempotency key its
-/// butler already used is not stored again: the stored one is returned, marked duplicate.
+/// Inserts episodes and their `episode_stored` events in submission order, in one
+/// statement whatever their number (group commit): a single round trip, atomic on its own,
+/// so it needs no transaction around it. The stored records (and so the events' `after`
+/// objects) are built before the insert (`NewEpisode::stored`): nothing about a new row is
+/// decided by the database but its defaults. An episode whose idempotency key its butler
+/// already used is not stored again (nor is its event written): the stored one is
+/// returned, marked duplicate.
 pub async fn insert_batch(
     conn: &mut PgConnection,
     batch: &[Submitted<'_>],
 ) -> MemoryResult<Vec<Inserted>> {
-    let column =
-        |f: fn(&NewEpisode) -> String| batch.iter().map(|s| f(s.episode)).collect::<Vec<_>>();
-    let optional = |f: fn(&NewEpisode) -> Option<String>| {
-        batch.iter().map(|s| f(s.episode)).collect::<Vec<_>>()
-    };
-    let stored: Vec<Episode> = sqlx::query_as(concat!(
-        "INSERT INTO episodes
-             (id, tenant_id, butler, session_id, content, importance, created_at,
-              last_referenced_at, expires_at, metadata, request_id, idempotency_key)
-         SELECT id, tenant_id, butler, session_id, content, importance, created_at, created_at,
-                expires_at, metadata, request_id, idempotency_key
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::float8[],
-                     $7::timestamptz[], $8::timestamptz[], $9::jsonb[], $10::text[], $11::text[])
-              WITH ORDINALITY
-              AS i(id, tenant_id, butler, session_id, content, importance, created_at,
-                   expires_at, metadata, request_id, idempotency_key, ord)
-         ORDER BY ord
-         ON CONFLICT (tenant_id, butler, idempotency_key) WHERE idempotency_key IS NOT NULL
-         DO NOTHING
-         RETURNING ",
-        episode_columns!()
-    ))
-    .bind(batch.iter().map(|s| s.episode.id).collect::<Vec<_>>())
+    let stored: Vec<Episode> = batch
+        .iter()
+        .map(|s| s.episode.stored(&s.lineage.request_id))
+        .collect();
+    let column = |f: fn(&Episode) -> String| stored.iter().map(f).collect::<Vec<_>>();
+    let optional = |f: fn(&Episode) -> Option<String>| stored.iter().map(f).collect::<Vec<_>>();
+    let lineage =
+        |f: fn(&Lineage) -> Option<String>| batch.iter().map(|s| f(s.lineage)).collect::<Vec<_>>();
+    let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
+        "WITH input AS MATERIALIZED (
+             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                  $6::float8[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[],
+                                  $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                                  $15::jsonb[])
+                  WITH ORDINALITY
+                  AS i(id, tenant_id, butler, session_id, content, importance, created_at,
+                       expires_at, metadata, request_id, idempotency_key, actor, subrequest_id,
+                       segment_id, payload, ord)),
+         inserted AS (
+             INSERT INTO episodes
+                 (id, tenant_id, butler, session_id, content, importance, created_at,
+                  last_referenced_at, expires_at, metadata, request_id, idempotency_key)
+             SELECT id, tenant_id, butler, session_id, content, importance, created_at, created_at,
+                    expires_at, metadata, request_id, idempotency_key
+             FROM input ORDER BY ord
+             ON CONFLICT (tenant_id, butler, idempotency_key) WHERE idempotency_key IS NOT NULL
+             DO NOTHING
+             RETURNING id),
+         logged AS (
+             INSERT INTO memory_events
+                 (tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
+                  request_id, subrequest_id, segment_id, scope, butler, payload)
+             SELECT i.tenant_id, $16, $17, i.id, i.created_at, i.actor,
+                    i.request_id, i.subrequest_id, i.segment_id, NULL, i.butler, i.payload
+             FROM input i JOIN inserted USING (id) ORDER BY i.ord)
+         SELECT id FROM inserted",
+    )
+    .bind(stored.iter().map(|e| e.id).collect::<Vec<_>>())
     .bind(column(|e| e.tenant_id.clone()))
     .bind(column(|e| e.butler.clone()))
     .bind(optional(|e| e.session_id.clone()))
     .bind(column(|e| e.content.clone()))
+    .bind(stored.iter().map(|e| e.importance).collect::<Vec<_>>())
+    .bind(stored.iter().map(|e| e.created_at).collect::<Vec<_>>())
+    .bind(stored.iter().map(|e| e.expires_at).collect::<Vec<_>>())
     .bind(
-        batch
+        stored
             .iter()
-            .map(|s| s.episode.importance)
+            .map(|e| e.metadata.clone())
             .collect::<Vec<_>>(),
     )
-    .bind(
-        batch
-            .iter()
-            .map(|s| s.episode.created_at)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        batch
-            .iter()
-            .map(|s| s.episode.expires_at)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        batch
-            .iter()
-            .map(|s| s.episode.metadata.clone())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        batch
-            .iter()
-            .map(|s| s.lineage.request_id.clone())
-            .collect::<Vec<_>>(),
-    )
+    .bind(optional(|e| e.request_id.clone()))
     .bind(optional(|e| e.idempotency_key.clone()))
+    .bind(batch.iter().map(|s| s.actor.to_owned()).collect::<Vec<_>>())
+    .bind(lineage(|l| l.subrequest_id.clone()))
+    .bind(lineage(|l| l.segment_id.clone()))
+    .bind(
+        stored
+            .iter()
+            .map(|e| json!({ "before": null, "after": e }))
+            .collect::<Vec<_>>(),
+    )
+    .bind(EventType::EpisodeStored.as_str())
+    .bind(MemoryType::Episode.as_str())
     .fetch_all(&mut *conn)
     .await?;
 
-    let mut by_id: std::collections::HashMap<uuid::Uuid, Episode> =
-        stored.into_iter().map(|e| (e.id, e)).collect();
-    let events: Vec<(NewEvent, _)> = batch
-        .iter()
-        .filter_map(|s| by_id.get(&s.episode.id).map(|stored| (s, stored)))
-        .map(|(s, stored)| {
-            (
-                NewEvent {
-                    tenant_id: stored.tenant_id.clone(),
-                    event_type: EventType::EpisodeStored,
-                    entity_type: MemoryType::Episode,
-                    entity_id: stored.id,
-                    actor: s.actor.to_owned(),
-                    lineage: s.lineage.clone(),
-                    scope: None,
-                    butler: Some(stored.butler.clone()),
-                    payload: json!({ "before": null, "after": stored }),
-                },
-                stored.created_at,
-            )
-        })
+    let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
+    let mut by_id: std::collections::HashMap<uuid::Uuid, Episode> = stored
+        .into_iter()
+        .filter(|e| inserted.contains(&e.id))
+        .map(|e| (e.id, e))
         .collect();
-    events::append_all(conn, &events).await?;
 
     // Keys seen before: the episodes stored under them, found by key.
     let missing: Vec<&Submitted> = batch
