@@ -1,17 +1,21 @@
 //! BM25 collection statistics per tenant and memory type, cached: the memory count and mean
-//! length, each query text's words, and the document frequencies of common words. All of
-//! them cost scans and barely move between queries.
+//! length, each query text's words, and the words' document frequencies. All of them cost
+//! scans and barely move between queries. Validity follows the tenant's generation for the
+//! type (`Generations::current_of`), so an episode burst leaves the facts' and rules'
+//! statistics valid.
 //!
-//! - Count and mean length are recomputed when the tenant has written since, but not before
-//!   they are `trusted_for` old: a second per thousand memories (at least one, at most
-//!   `MAX_AGE`). A count costs a scan of the tenant's memories, so a write burst cannot turn
-//!   every search into one, and the amortised cost stays flat as the tenant grows; a small
-//!   tenant, where one write moves the statistics most, is recounted soonest.
+//! - Count and mean length are recomputed when the type has been written since, but not
+//!   before they are `trusted_for` old: a second per thousand memories (at least one, at
+//!   most `MAX_AGE`). A count costs a scan of the tenant's memories, so a write burst cannot
+//!   turn every search into one, and the amortised cost stays flat as the tenant grows; a
+//!   small tenant, where one write moves the statistics most, is recounted soonest.
 //! - A word's document frequency is counted with a bound (`common_df` + 1 rows), so a rare
-//!   word costs what it matches. Only a word over the bound is counted in full, and that
-//!   count is kept until the tenant's memory count moves by more than `COMMON_DRIFT`: a
-//!   common word's weight hardly changes in between, and counting it is the expensive part.
-//!   Rare words are counted on every search, so a new memory is found at once.
+//!   word costs what it matches; only a word over the bound is counted in full. A count is
+//!   reused while the type has not been written since; a common word's count also after
+//!   writes, until the memory count moves by more than `COMMON_DRIFT` (its weight hardly
+//!   changes in between, and counting it is the expensive part). So a rare word in a new
+//!   memory is found at once.
+//! - A type with no memories at the current generation is known empty: reads skip it.
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -34,18 +38,26 @@ const MAX_AGE: Duration = Duration::from_secs(30);
 const COMMON_DRIFT: f64 = 0.1;
 /// Query texts whose words are remembered.
 const TEXTS: usize = 4096;
-/// Common words (per tenant and memory type) whose document frequency is remembered.
-const COMMON_WORDS: usize = 16384;
+/// Words (per tenant and memory type) whose document frequency is remembered.
+const WORDS: usize = 16384;
 
-type CommonKey = (String, MemoryType, String);
+type WordKey = (String, MemoryType, String);
+
+/// A word's document frequency when it was counted.
+#[derive(Debug, Clone, Copy)]
+struct Counted {
+    df: f64,
+    /// The type's memory count and generation at the time.
+    documents: f64,
+    generation: u64,
+}
 
 #[derive(Debug)]
 pub struct CorpusCache {
     entries: DashMap<(String, MemoryType), (CorpusStats, u64, Instant)>,
     /// Query text -> its lexemes as the full-text index holds them.
     lexemes: Mutex<LruCache<String, Arc<Vec<String>>>>,
-    /// (tenant, type, lexeme) -> (document frequency, memory count when counted).
-    common: Mutex<LruCache<CommonKey, (f64, f64)>>,
+    words: Mutex<LruCache<WordKey, Counted>>,
 }
 
 impl Default for CorpusCache {
@@ -54,7 +66,7 @@ impl Default for CorpusCache {
         CorpusCache {
             entries: DashMap::new(),
             lexemes: Mutex::new(LruCache::new(size(TEXTS))),
-            common: Mutex::new(LruCache::new(size(COMMON_WORDS))),
+            words: Mutex::new(LruCache::new(size(WORDS))),
         }
     }
 }
@@ -67,7 +79,7 @@ impl CorpusCache {
         memory_type: MemoryType,
         tenant_id: &str,
     ) -> MemoryResult<CorpusStats> {
-        let generation = generations.current(tenant_id);
+        let generation = generations.current_of(tenant_id, memory_type);
         let key = (tenant_id.to_owned(), memory_type);
         if let Some(entry) = self.entries.get(&key) {
             let (stats, seen, at) = *entry;
@@ -91,20 +103,21 @@ impl CorpusCache {
         text: &str,
         common_df: i64,
     ) -> MemoryResult<(CorpusStats, KeywordPlan)> {
+        let generation = generations.current_of(tenant_id, memory_type);
         let corpus = self.get(store, generations, memory_type, tenant_id).await?;
         let lexemes = self.lexemes(store, text).await?;
         let mut frequencies: Vec<Option<f64>> = {
-            let mut common = lock(&self.common);
+            let mut words = lock(&self.words);
             lexemes
                 .iter()
                 .map(|l| {
                     let key = (tenant_id.to_owned(), memory_type, l.clone());
-                    common
-                        .get(&key)
-                        .filter(|(_, counted_at)| {
-                            (corpus.documents - counted_at).abs() <= COMMON_DRIFT * counted_at
-                        })
-                        .map(|(df, _)| *df)
+                    let counted = words.get(&key)?;
+                    let unchanged = counted.generation == generation;
+                    let common_and_steady = counted.df > common_df as f64
+                        && (corpus.documents - counted.documents).abs()
+                            <= COMMON_DRIFT * counted.documents;
+                    (unchanged || common_and_steady).then_some(counted.df)
                 })
                 .collect()
         };
@@ -136,11 +149,20 @@ impl CorpusCache {
                 .map(String::as_str)
                 .zip(bounded.iter().map(|df| *df as f64))
                 .collect();
-            let mut common = lock(&self.common);
             for (lexeme, df) in over.iter().zip(&exact) {
                 counted.insert(lexeme, *df as f64);
-                let key = (tenant_id.to_owned(), memory_type, lexeme.clone());
-                common.put(key, (*df as f64, corpus.documents));
+            }
+            let mut words = lock(&self.words);
+            for (lexeme, df) in &counted {
+                let key = (tenant_id.to_owned(), memory_type, (*lexeme).to_owned());
+                words.put(
+                    key,
+                    Counted {
+                        df: *df,
+                        documents: corpus.documents,
+                        generation,
+                    },
+                );
             }
             for (lexeme, df) in lexemes.iter().zip(frequencies.iter_mut()) {
                 if df.is_none() {
@@ -158,6 +180,23 @@ impl CorpusCache {
             .collect();
         let plan = KeywordPlan::new(&terms, corpus.documents, common_df as f64);
         Ok((corpus, plan))
+    }
+
+    /// Whether the tenant has no memories of `memory_type` as of its current generation
+    /// (known from statistics computed at that generation; unknown counts as not empty).
+    pub fn known_empty(
+        &self,
+        generations: &Generations,
+        memory_type: MemoryType,
+        tenant_id: &str,
+    ) -> bool {
+        let generation = generations.current_of(tenant_id, memory_type);
+        self.entries
+            .get(&(tenant_id.to_owned(), memory_type))
+            .is_some_and(|entry| {
+                let (stats, seen, _) = *entry;
+                seen == generation && stats.documents == 0.0
+            })
     }
 
     /// `text`'s words as the full-text index holds them (stemmed, deduplicated).

@@ -1,37 +1,66 @@
-//! Per-tenant write generations: a counter each tenant's writes move forward. Caches of
-//! derived read data (BM25 statistics, results) remember the generation they were computed
-//! at and know they are stale when it has moved.
+//! Per-tenant write generations: counters each tenant's writes move forward, one per memory
+//! type. Caches of derived read data (BM25 statistics, results) remember the generation they
+//! were computed at and know they are stale when it has moved. Keeping one per type lets a
+//! burst of episode writes leave what was derived from facts and rules valid.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 
-/// The write generation of every tenant seen since start.
+use crate::domain::memory_type::MemoryType;
+
+/// The write generations of every tenant seen since start.
 #[derive(Debug, Default)]
 pub struct Generations {
-    tenants: DashMap<String, AtomicU64>,
+    tenants: DashMap<String, [AtomicU64; 3]>,
+}
+
+fn slot(memory_type: MemoryType) -> usize {
+    match memory_type {
+        MemoryType::Episode => 0,
+        MemoryType::Fact => 1,
+        MemoryType::Rule => 2,
+    }
 }
 
 impl Generations {
-    /// Called after a write to `tenant` is committed (or its rows were embedded).
+    /// Called after a write to `tenant` is committed that may have changed memories of any
+    /// type.
     pub fn bump(&self, tenant: &str) {
+        self.bump_types(tenant, MemoryType::ALL);
+    }
+
+    /// Called after a write to `tenant` is committed (or rows were embedded) that changed
+    /// memories of `memory_type` only.
+    pub fn bump_type(&self, tenant: &str, memory_type: MemoryType) {
+        self.bump_types(tenant, &[memory_type]);
+    }
+
+    fn bump_types(&self, tenant: &str, types: &[MemoryType]) {
+        let bump = |counters: &[AtomicU64; 3]| {
+            for t in types {
+                counters[slot(*t)].fetch_add(1, Ordering::Release);
+            }
+        };
         match self.tenants.get(tenant) {
-            Some(counter) => {
-                counter.fetch_add(1, Ordering::Release);
-            }
-            None => {
-                self.tenants
-                    .entry(tenant.to_owned())
-                    .or_default()
-                    .fetch_add(1, Ordering::Release);
-            }
+            Some(counters) => bump(&counters),
+            None => bump(&self.tenants.entry(tenant.to_owned()).or_default()),
         }
     }
 
+    /// The tenant's generation over all types: it moves whenever any type's does.
     pub fn current(&self, tenant: &str) -> u64 {
         self.tenants
             .get(tenant)
-            .map(|c| c.load(Ordering::Acquire))
+            .map(|c| c.iter().map(|g| g.load(Ordering::Acquire)).sum())
+            .unwrap_or(0)
+    }
+
+    /// The tenant's generation for one memory type.
+    pub fn current_of(&self, tenant: &str, memory_type: MemoryType) -> u64 {
+        self.tenants
+            .get(tenant)
+            .map(|c| c[slot(memory_type)].load(Ordering::Acquire))
             .unwrap_or(0)
     }
 }
@@ -47,7 +76,19 @@ mod tests {
         g.bump("a");
         g.bump("a");
         g.bump("b");
-        assert_eq!(g.current("a"), 2);
-        assert_eq!(g.current("b"), 1);
+        assert!(g.current("a") > g.current("b"));
+        assert_eq!(g.current_of("a", MemoryType::Fact), 2);
+        assert_eq!(g.current_of("b", MemoryType::Rule), 1);
+    }
+
+    #[test]
+    fn a_write_of_one_type_moves_that_type_and_the_whole() {
+        let g = Generations::default();
+        g.bump("a");
+        let (whole, facts) = (g.current("a"), g.current_of("a", MemoryType::Fact));
+        g.bump_type("a", MemoryType::Episode);
+        assert!(g.current("a") > whole);
+        assert_eq!(g.current_of("a", MemoryType::Fact), facts);
+        assert_eq!(g.current_of("a", MemoryType::Episode), 2);
     }
 }

@@ -226,7 +226,7 @@ impl IndexerState {
         tenants.sort();
         tenants.dedup();
         for tenant in &tenants {
-            self.ctx.generations.bump(tenant);
+            self.ctx.generations.bump_type(tenant, memory_type);
         }
         // A row whose embedding was set by someone else still counts as done.
         Ok(ids.len() as u64)

@@ -390,6 +390,15 @@ impl ShardState {
         self.ctx.kick_indexer();
     }
 
+    /// A committed change of this tenant's episodes only (a group commit): what was derived
+    /// from its facts and rules stays valid.
+    fn committed_episodes(&self) {
+        self.ctx
+            .generations
+            .bump_type(&self.key.tenant_id, MemoryType::Episode);
+        self.ctx.kick_indexer();
+    }
+
     async fn confirm(
         &mut self,
         memory_type: MemoryType,

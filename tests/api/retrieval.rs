@@ -554,3 +554,38 @@ async fn common_words_score_but_only_rare_words_pick_keyword_candidates() {
     assert!(!ids(&grown).contains(&plans[0]), "{grown}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_first_fact_is_found_right_after_reads_that_saw_none() {
+    // Reads skip a memory type the tenant has nothing of; the first write of that type must
+    // end the skipping at once.
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"butler": "health", "content": "We talked about tea"}),
+    )
+    .await;
+    let search = json!({"query": "green tea", "mode": "keyword"});
+    let context = json!({"trigger_prompt": "Which tea?", "butler": "health"});
+    let before = mcp.ok("memory_search", search.clone()).await;
+    assert!(
+        before["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["type"] == "episode"),
+        "{before}"
+    );
+    mcp.ok("memory_context", context.clone()).await;
+
+    let tea = fact(&mcp, "drink", "Drinks green tea in the afternoon").await;
+    let after = mcp.ok("memory_search", search).await;
+    assert!(ids(&after).contains(&tea), "{after}");
+    let block = mcp.ok("memory_context", context).await;
+    assert!(
+        block["text"].as_str().unwrap().contains("Drinks green tea"),
+        "{block}"
+    );
+    app.stop().await;
+}

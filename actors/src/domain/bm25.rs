@@ -6,8 +6,8 @@
 //! turns each search into a scan of the shard. So, as Elasticsearch's common-terms query
 //! does, words are split by document frequency. A word in more than `common_df` memories
 //! still adds to every score, but only the selective words pick the candidates; when a query
-//! has no selective word, the candidates are the most recent `common_df` memories with any
-//! of its common words. Work per search is then bounded by the selective words' document
+//! has no selective word, the candidates are the most recent memories with any of its
+//! common words (twice as many as the search may return, at most `common_df`). Work per search is then bounded by the selective words' document
 //! frequencies and `common_df`, not by the corpus. Words found in no memory can match
 //! nothing and are dropped.
 

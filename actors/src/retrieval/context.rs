@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::search::{candidate_lists, in_sessions, ranking};
+use super::search::{candidate_lists, in_sessions, known_empty, ranking};
 use crate::context::EngineContext;
 use crate::domain::context::{ContextBlock, Quotas, assemble, episode_line, fact_line, rule_line};
 use crate::domain::maturity::Maturity;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::scoring::order;
-use crate::domain::search::{Hit, SearchMode, SearchScope};
+use crate::domain::search::{Candidate, Hit, SearchMode, SearchScope};
 use crate::error::MemoryResult;
 use crate::store::search::Filter;
 
@@ -65,9 +65,12 @@ pub async fn run(
             mode,
             i64::from(config.relevant_depth),
         ),
-        store.standing_facts(&filter, standing),
-        store.standing_rules(&filter, standing),
-        store.recent_episodes(&filter, i64::from(config.recent_episodes)),
+        unless_empty(ctx, MemoryType::Fact, &filter, || store
+            .standing_facts(&filter, standing)),
+        unless_empty(ctx, MemoryType::Rule, &filter, || store
+            .standing_rules(&filter, standing)),
+        unless_empty(ctx, MemoryType::Episode, &filter, || store
+            .recent_episodes(&filter, i64::from(config.recent_episodes))),
     )?;
     let ranking = ranking(ctx);
     let scored = in_sessions(
@@ -118,6 +121,24 @@ pub async fn run(
         ctx.token_counter.as_ref(),
     );
     Ok(ContextOutcome { block, degraded })
+}
+
+/// `query`'s candidates, or none without asking when the tenant has no memories of the type.
+async fn unless_empty<F, Fut>(
+    ctx: &EngineContext,
+    memory_type: MemoryType,
+    filter: &Filter<'_>,
+    query: F,
+) -> MemoryResult<Vec<Candidate>>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = MemoryResult<Vec<Candidate>>>,
+{
+    if known_empty(ctx, memory_type, filter) {
+        Ok(Vec::new())
+    } else {
+        query().await
+    }
 }
 
 fn maturity_rank(hit: &Hit) -> u8 {

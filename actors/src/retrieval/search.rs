@@ -51,6 +51,12 @@ pub async fn candidate_lists(
     depth: i64,
 ) -> MemoryResult<(Vec<Candidate>, Vec<Candidate>)> {
     let store = &ctx.store;
+    // A type the tenant has nothing of (as of now) needs no queries.
+    let types: Vec<MemoryType> = types
+        .iter()
+        .copied()
+        .filter(|t| !known_empty(ctx, *t, filter))
+        .collect();
     let vector = embedding.map(|e| pgvector::Vector::from(e.as_ref().clone()));
     let semantic = async {
         match (&vector, mode.uses_semantic()) {
@@ -91,6 +97,12 @@ pub async fn candidate_lists(
     };
     let (semantic, keyword) = futures::try_join!(semantic, keyword)?;
     Ok((merge(semantic), merge(keyword)))
+}
+
+/// Whether the tenant has no memories of `memory_type` at all, as of its latest write.
+pub fn known_empty(ctx: &EngineContext, memory_type: MemoryType, filter: &Filter<'_>) -> bool {
+    ctx.corpus_cache
+        .known_empty(&ctx.generations, memory_type, &filter.scope.tenant_id)
 }
 
 /// One list from per-type lists: best signal first, ties by id, so order is deterministic.

@@ -78,7 +78,7 @@ impl ShardState {
         metrics::histogram!("butler_memory_group_commit_episodes").record(size as f64);
         match self.insert_episodes(&group).await {
             Ok(mut inserted) => {
-                self.committed();
+                self.committed_episodes();
                 for request in group {
                     let rest = inserted.split_off(request.episodes.len());
                     let mine = std::mem::replace(&mut inserted, rest);
@@ -95,7 +95,7 @@ impl ShardState {
                 for request in group {
                     let result = self.insert_episodes(std::slice::from_ref(&request)).await;
                     if result.is_ok() {
-                        self.committed();
+                        self.committed_episodes();
                     }
                     request.answer(result);
                 }
