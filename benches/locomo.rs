@@ -55,7 +55,7 @@ struct Args {
     /// Only the first N conversations of the file.
     #[arg(long)]
     limit_conversations: Option<usize>,
-    /// Store calls in flight per conversation.
+    /// Sessions stored at once per conversation (each session's turns in order).
     #[arg(long, default_value_t = 8)]
     store_concurrency: usize,
     /// Search calls in flight.
@@ -317,37 +317,51 @@ fn tenant_key(conversation: &str) -> String {
     format!("locomo-bench-admin-{conversation}")
 }
 
-/// Stores the turns of one conversation; returns episode id → dia_id.
+/// Stores the turns of one conversation; returns episode id → dia_id. A session's turns
+/// are stored one after another, in dialogue order, as a butler writes them as they
+/// happen: the service orders a session by arrival (session neighbours, the turn before
+/// for contextual embeddings), so sending a session's turns concurrently would scramble
+/// it. Up to `concurrency` sessions are stored at once.
 async fn store_conversation(
     client: &Mcp,
     conversation: &Conversation,
     concurrency: usize,
 ) -> anyhow::Result<HashMap<String, String>> {
-    let calls = conversation.episodes.iter().map(|episode| async move {
-        let body = client
-            .call(
-                "memory_store_episode",
-                json!({
-                    "content": episode.content,
-                    "butler": BUTLER,
-                    "session_id": format!("{}-session-{}", conversation.id, episode.metadata["session"]),
-                    "ttl_days": 3650,
-                    "metadata": episode.metadata,
-                }),
-            )
-            .await
-            .with_context(|| format!("{} {}", conversation.id, episode.dia_id))?;
-        let id = body["id"]
-            .as_str()
-            .context("memory_store_episode answered without an id")?
-            .to_owned();
-        anyhow::Ok((id, episode.dia_id.clone()))
+    let mut sessions: Vec<Vec<&Episode>> = Vec::new();
+    for episode in &conversation.episodes {
+        match sessions.last_mut() {
+            Some(s) if s[0].metadata["session"] == episode.metadata["session"] => s.push(episode),
+            _ => sessions.push(vec![episode]),
+        }
+    }
+    let calls = sessions.into_iter().map(|session| async move {
+        let mut stored = Vec::with_capacity(session.len());
+        for episode in session {
+            let body = client
+                .call(
+                    "memory_store_episode",
+                    json!({
+                        "content": episode.content,
+                        "butler": BUTLER,
+                        "session_id": format!("{}-session-{}", conversation.id, episode.metadata["session"]),
+                        "ttl_days": 3650,
+                        "metadata": episode.metadata,
+                    }),
+                )
+                .await
+                .with_context(|| format!("{} {}", conversation.id, episode.dia_id))?;
+            let id = body["id"]
+                .as_str()
+                .context("memory_store_episode answered without an id")?
+                .to_owned();
+            stored.push((id, episode.dia_id.clone()));
+        }
+        anyhow::Ok(stored)
     });
     let mut stream = futures::stream::iter(calls).buffer_unordered(concurrency.max(1));
     let mut ids = HashMap::with_capacity(conversation.episodes.len());
     while let Some(stored) = stream.next().await {
-        let (id, dia_id) = stored?;
-        ids.insert(id, dia_id);
+        ids.extend(stored?);
     }
     Ok(ids)
 }
@@ -559,7 +573,7 @@ fn report(
         counts.dropped.join(", ")
     );
     println!(
-        "- store: {store_s:.1} s ({:.0} turns/s, {} in flight); embedding drain after the last write: {:.1} s",
+        "- store: {store_s:.1} s ({:.0} turns/s, {} sessions at once, each in order); embedding drain after the last write: {:.1} s",
         turns as f64 / store_s.max(1e-9),
         args.store_concurrency,
         timings.drain.as_secs_f64()
