@@ -515,6 +515,11 @@ async fn common_words_score_but_only_rare_words_pick_keyword_candidates() {
     let mut recent = plans[7..].to_vec();
     recent.sort();
     assert_eq!(found, recent, "{common}");
+    // The same across all butlers (an admin key), where no recency index serves the walk.
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let mut all = ids(&admin.ok("memory_search", search("plan")).await);
+    all.sort();
+    assert_eq!(all, recent);
 
     // A rare word picks the candidates; the common word still adds to their scores (the
     // two have as many words, so length does not decide).

@@ -64,6 +64,13 @@ macro_rules! episode_butlers {
 /// shard to find its most recent episodes (measured: 0.2 ms against 10-30 ms at 15,000
 /// episodes a shard).
 const ONE_BUTLER: &str = "e.butler = ($2::text[])[1]";
+/// The match of the most recent common-word candidates (`bm25_query!(.., recent)`), and
+/// what it becomes for one butler's episodes: an expression the GIN index cannot serve,
+/// so that the `(tenant_id, butler, created_at)` index drives the scan and it stops after
+/// `$10` rows (the words are common: most rows match). Elsewhere there is no such index,
+/// and the GIN index keeps the cost at the words' matches.
+const RECENT_MATCH: &str = "e.search_vector @@ ($9::tsquery)";
+const RECENT_MATCH_WALKING: &str = "(e.search_vector || ''::tsvector) @@ $9::tsquery";
 macro_rules! fact_filter {
     () => {
         concat!(
@@ -92,11 +99,10 @@ macro_rules! rule_filter {
 /// come with their idf `$7` (see `domain::bm25`: computed from the tenant's document
 /// frequencies, which are cached, as is the mean length `$8`); the candidates are the
 /// visible memories matching the tsquery `$9` (the plan's selective words), or, with
-/// `recent`, the `$10` most recent ones matching it (only common words: most memories
-/// match, so the match is written as an expression the GIN index cannot serve, and a
-/// recency index drives the scan, stopping after `$10`). Memories are
-/// short, so length normalisation is halved (b = 0.5 rather than the usual 0.75, which
-/// over-rewards the shortest texts; measured on LoCoMo, docs/benchmarks.md).
+/// `recent`, the `$10` most recent ones matching it (only common words; for one butler's
+/// episodes `Filter::sql` lets the recency index drive that scan, see `RECENT_MATCH`).
+/// Memories are short, so length normalisation is halved (b = 0.5 rather than the usual
+/// 0.75, which over-rewards the shortest texts; measured on LoCoMo, docs/benchmarks.md).
 ///
 /// Arguments: the table, its alias, its candidate columns and its filter (all literals).
 macro_rules! bm25_query {
@@ -114,7 +120,7 @@ macro_rules! bm25_query {
             "WITH idf AS MATERIALIZED (SELECT * FROM unnest($5::text[], $7::float8[]) AS i(lexeme, idf))
              SELECT ", $columns, ", ", bm25_score!($a), " AS signal
              FROM (SELECT * FROM ", $table, " ", $a, "
-                   WHERE ", $filter, " AND (", $a, ".search_vector || ''::tsvector) @@ $9::tsquery
+                   WHERE ", $filter, " AND ", $a, ".search_vector @@ ($9::tsquery)
                    ORDER BY ", $a, ".created_at DESC LIMIT $10) ", $a, "
              ORDER BY signal DESC, ", $a, ".id LIMIT $6"
         )
@@ -154,7 +160,8 @@ pub struct Filter<'a> {
 
 impl Filter<'_> {
     /// `sql` as it should run for this filter: an episode query for a single butler gets
-    /// the equality form of the butler condition (see `ONE_BUTLER`).
+    /// the equality form of the butler condition (see `ONE_BUTLER`) and walks the recency
+    /// index for common-word candidates (see `RECENT_MATCH`).
     fn sql(
         &self,
         memory_type: MemoryType,
@@ -162,7 +169,10 @@ impl Filter<'_> {
     ) -> sqlx::AssertSqlSafe<Cow<'static, str>> {
         let one_butler = matches!(&self.scope.butlers, Some(b) if b.len() == 1);
         sqlx::AssertSqlSafe(if memory_type == MemoryType::Episode && one_butler {
-            Cow::Owned(sql.replace(episode_butlers!(), ONE_BUTLER))
+            Cow::Owned(
+                sql.replace(episode_butlers!(), ONE_BUTLER)
+                    .replace(RECENT_MATCH, RECENT_MATCH_WALKING),
+            )
         } else {
             Cow::Borrowed(sql)
         })
