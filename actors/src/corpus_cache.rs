@@ -72,7 +72,8 @@ impl Default for CorpusCache {
 }
 
 impl CorpusCache {
-    pub async fn get(
+    /// The type's count and mean length (see the module comment for how long they hold).
+    async fn stats(
         &self,
         store: &Store,
         generations: &Generations,
@@ -104,7 +105,9 @@ impl CorpusCache {
         common_df: i64,
     ) -> MemoryResult<(CorpusStats, KeywordPlan)> {
         let generation = generations.current_of(tenant_id, memory_type);
-        let corpus = self.get(store, generations, memory_type, tenant_id).await?;
+        let corpus = self
+            .stats(store, generations, memory_type, tenant_id)
+            .await?;
         let lexemes = self.lexemes(store, text).await?;
         let mut frequencies: Vec<Option<f64>> = {
             let mut words = lock(&self.words);

@@ -65,12 +65,15 @@ pub async fn run(
             mode,
             i64::from(config.relevant_depth),
         ),
-        unless_empty(ctx, MemoryType::Fact, &filter, || store
-            .standing_facts(&filter, standing)),
-        unless_empty(ctx, MemoryType::Rule, &filter, || store
-            .standing_rules(&filter, standing)),
-        unless_empty(ctx, MemoryType::Episode, &filter, || store
-            .recent_episodes(&filter, i64::from(config.recent_episodes))),
+        unless_empty(ctx, MemoryType::Fact, &filter, || {
+            store.standing_facts(&filter, standing)
+        }),
+        unless_empty(ctx, MemoryType::Rule, &filter, || {
+            store.standing_rules(&filter, standing)
+        }),
+        unless_empty(ctx, MemoryType::Episode, &filter, || {
+            store.recent_episodes(&filter, i64::from(config.recent_episodes))
+        }),
     )?;
     let ranking = ranking(ctx);
     let scored = in_sessions(

@@ -71,10 +71,10 @@ pub async fn candidate_lists(
             _ => Ok(Vec::new()),
         }
     };
+    let common_df = i64::from(ctx.config.retrieval.keyword_common_df);
     let keyword = async {
         if mode.uses_keyword() {
             try_join_all(types.iter().map(|t| async {
-                let common_df = i64::from(ctx.config.retrieval.keyword_common_df);
                 let (corpus, plan) = ctx
                     .corpus_cache
                     .keyword_plan(
