@@ -32,7 +32,7 @@ use clap::Parser;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use support::{Key, Latency, Rng, Service, round3};
+use support::{Key, Latency, MachineCpu, Rng, Service, round3};
 
 /// The service runs in this process, so it gets the allocator its binary uses (src/main.rs).
 #[global_allocator]
@@ -194,6 +194,7 @@ async fn main() -> anyhow::Result<()> {
     let (due_tx, due_rx) = mpsc::unbounded_channel::<(Instant, usize)>();
     let due_rx = Arc::new(tokio::sync::Mutex::new(due_rx));
     let started = Instant::now();
+    let cpu_at_start = MachineCpu::now();
     let end = started + Duration::from_secs_f64(args.duration);
     let scheduler = {
         let args = args.clone();
@@ -310,6 +311,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let load_secs = started.elapsed().as_secs_f64();
     let load_ended = Instant::now();
+    let cpu = cpu_at_start.until(&MachineCpu::now());
     let samples = std::mem::take(&mut *samples.lock().unwrap());
 
     // Every acknowledged episode must be in the database.
@@ -356,6 +358,25 @@ async fn main() -> anyhow::Result<()> {
         "- acknowledged episodes: {}, found in the database: {found}, lost: {lost}; rows in the table: {stored}",
         acked.len()
     );
+    // Service, generator and PostgreSQL share the machine: its CPU over the load says how
+    // close to saturation the run was, and steal how much the hypervisor took (latencies
+    // from a run with much steal measure the host, not the service).
+    println!(
+        "- machine CPU during the load: {:.0}% user, {:.0}% system, {:.0}% idle, {:.0}% iowait, {:.0}% steal; {:.1} CPU-seconds busy, {:.2} per 1,000 episodes acked",
+        cpu.user * 100.0,
+        cpu.system * 100.0,
+        cpu.idle * 100.0,
+        cpu.iowait * 100.0,
+        cpu.steal * 100.0,
+        cpu.busy_seconds,
+        cpu.busy_seconds * 1000.0 / (acked.len().max(1) as f64)
+    );
+    if cpu.steal > 0.1 {
+        println!(
+            "- warning: the hypervisor took {:.0}% of the CPU during the load; latencies are not comparable with a run without steal",
+            cpu.steal * 100.0
+        );
+    }
     println!();
     println!(
         "| tool | calls | ok | episodes acked | ok calls/s | episodes/s | p50 ms | p95 ms | p99 ms | max ms | errors |"
@@ -453,6 +474,7 @@ async fn main() -> anyhow::Result<()> {
                     "seconds": round3(load_secs), "acknowledged": acked.len(), "found": found,
                     "lost": lost, "backlog_at_end": backlog_at_end, "backlog_left": waiting,
                     "drain_seconds": round3(drain_secs), "drain_rows_per_second": round3(drain_rate),
+                    "machine_cpu": cpu.json(),
                     "tools": tools_json}),
         )?;
     }

@@ -95,6 +95,7 @@ mod tests {
         WritesConfig {
             group_commit_max: 10,
             group_commit_linger_ms: 0,
+            commit_concurrency: 2,
             max_in_flight,
             max_queued_per_shard,
             overload_retry_after_ms: 150,

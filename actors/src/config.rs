@@ -172,11 +172,14 @@ pub struct IndexerConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WritesConfig {
-    /// Most episodes a shard commits in one transaction.
+    /// Most episodes in one statement (a shard's group, or several shards' groups).
     pub group_commit_max: u32,
     /// How long a shard waits for more episodes before committing the first of a group
     /// (0: commit as soon as the episodes already queued have been gathered).
     pub group_commit_linger_ms: u64,
+    /// Episode statements running at once across all shards; groups that arrive meanwhile
+    /// share the next statement (`episode_commits.rs`).
+    pub commit_concurrency: u32,
     /// Episodes accepted but not yet committed, across all shards; beyond, writes are
     /// refused as `overloaded`.
     pub max_in_flight: u32,
@@ -445,6 +448,11 @@ impl EngineConfig {
         check(
             w.group_commit_max > 0,
             "writes.group_commit_max",
+            "must be at least 1",
+        );
+        check(
+            w.commit_concurrency > 0,
+            "writes.commit_concurrency",
             "must be at least 1",
         );
         check(

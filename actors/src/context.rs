@@ -16,6 +16,7 @@ use crate::corpus_cache::CorpusCache;
 use crate::domain::context::TokenCounter;
 use crate::domain::shard_key::ShardKey;
 use crate::embedder_pool::EmbedderMsg;
+use crate::episode_commits::EpisodeCommits;
 use crate::error::{MemoryError, MemoryResult};
 use crate::extractor::Extractor;
 use crate::generations::Generations;
@@ -95,6 +96,8 @@ pub struct EngineContext {
     pub token_counter: Arc<dyn TokenCounter>,
     /// The write budget.
     pub admission: Admission,
+    /// Group commit across shards: the statements that write episodes.
+    pub episode_commits: EpisodeCommits,
     /// Consolidation's extractor.
     pub extractor: Extractor,
 }
@@ -116,6 +119,11 @@ impl EngineContext {
             ),
             token_counter,
             admission: Admission::new(&config.writes),
+            episode_commits: EpisodeCommits::on_store(
+                config.writes.commit_concurrency as usize,
+                config.writes.group_commit_max as usize,
+                store.clone(),
+            ),
             // The configuration was checked at load; a bad extractor setting cannot get here.
             extractor: Extractor::from_config(&config.consolidation)
                 .unwrap_or(Extractor::Heuristic),

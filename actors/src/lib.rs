@@ -21,6 +21,7 @@ pub mod domain;
 pub mod embedder;
 pub mod embedder_pool;
 pub mod engine;
+pub mod episode_commits;
 pub mod error;
 pub mod extractor;
 pub mod generations;

@@ -72,7 +72,7 @@ pub struct Service {
     pub address: SocketAddr,
     pub state: Arc<AppState>,
     stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    thread: std::thread::JoinHandle<anyhow::Result<()>>,
     _data: tempfile::TempDir,
 }
 
@@ -106,20 +106,43 @@ bootstrap_admin_key = false
         let config =
             Config::from_toml_layers(&[&toml, extra]).map_err(|e| anyhow::anyhow!("{e}"))?;
         butler_memory::telemetry::init_logging(&config.log);
-        let app = Application::build(config)
-            .await
-            .context("starting the service (run scripts/setup first if .deps/ is missing)")?;
-        let address = app.address();
-        let state = app.state();
-        let (stop, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(app.run_until_stopped(async move {
-            let _ = rx.await;
-        }));
+        // The service gets a runtime (and threads) of its own, as it has in its own process:
+        // on a shared runtime the generator's tasks would queue behind the service's and
+        // the other way round, and latencies would measure that queue.
+        let (ready, started) = oneshot::channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("service".into())
+            .spawn(move || -> anyhow::Result<()> {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .thread_name("service-worker")
+                    .build()
+                    .context("building the service runtime")?;
+                runtime.block_on(async move {
+                    let app = match Application::build(config).await.context(
+                        "starting the service (run scripts/setup first if .deps/ is missing)",
+                    ) {
+                        Ok(app) => app,
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                            return Ok(());
+                        }
+                    };
+                    let _ = ready.send(Ok((app.address(), app.state())));
+                    app.run_until_stopped(async move {
+                        let _ = stopped.await;
+                    })
+                    .await
+                })
+            })
+            .context("starting the service thread")?;
+        let (address, state) = started.await.context("the service thread ended")??;
         Ok(Service {
             address,
             state,
             stop,
-            task,
+            thread,
             _data: data,
         })
     }
@@ -150,7 +173,11 @@ bootstrap_admin_key = false
     /// Clean stop, the way a signal would do it (stops the embedded PostgreSQL too).
     pub async fn stop(self) -> anyhow::Result<()> {
         let _ = self.stop.send(());
-        self.task.await.context("server task")?
+        let thread = self.thread;
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .context("joining the service thread")?
+            .map_err(|_| anyhow::anyhow!("the service thread panicked"))?
     }
 }
 
@@ -290,4 +317,93 @@ pub fn extra_toml(path: Option<&PathBuf>) -> anyhow::Result<String> {
 pub fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {
     std::fs::write(path, serde_json::to_string_pretty(value)? + "\n")
         .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The machine's CPU time by kind, from the first line of `/proc/stat` (clock ticks), so a
+/// run can say how busy the cores were and how much of them the hypervisor took (steal):
+/// on a shared virtual machine a latency measured while half the CPU was stolen is not the
+/// service's own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MachineCpu {
+    user: u64,
+    system: u64,
+    idle: u64,
+    iowait: u64,
+    steal: u64,
+    /// Everything else (nice, irq, softirq).
+    other: u64,
+}
+
+impl MachineCpu {
+    /// Now, or all zeros where `/proc/stat` cannot be read (not Linux).
+    pub fn now() -> MachineCpu {
+        let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+            return MachineCpu::default();
+        };
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        let field = |i: usize| fields.get(i).copied().unwrap_or(0);
+        // user nice system idle iowait irq softirq steal
+        MachineCpu {
+            user: field(0),
+            system: field(2),
+            idle: field(3),
+            iowait: field(4),
+            steal: field(7),
+            other: field(1) + field(5) + field(6),
+        }
+    }
+
+    /// What was spent between `self` and the later `end`.
+    pub fn until(&self, end: &MachineCpu) -> CpuUse {
+        let d = |a: u64, b: u64| b.saturating_sub(a) as f64;
+        let (user, system, idle, iowait, steal, other) = (
+            d(self.user, end.user),
+            d(self.system, end.system),
+            d(self.idle, end.idle),
+            d(self.iowait, end.iowait),
+            d(self.steal, end.steal),
+            d(self.other, end.other),
+        );
+        let total = (user + system + idle + iowait + steal + other).max(1.0);
+        // Linux reports /proc/stat in USER_HZ, 100 per second on every common platform.
+        CpuUse {
+            user: user / total,
+            system: system / total,
+            idle: idle / total,
+            iowait: iowait / total,
+            steal: steal / total,
+            busy_seconds: (user + system + other) / 100.0,
+        }
+    }
+}
+
+/// Shares of the machine's CPU time over an interval, and the CPU-seconds spent working.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuUse {
+    pub user: f64,
+    pub system: f64,
+    pub idle: f64,
+    pub iowait: f64,
+    pub steal: f64,
+    pub busy_seconds: f64,
+}
+
+impl CpuUse {
+    pub fn json(&self) -> Value {
+        serde_json::json!({
+            "user": round3(self.user),
+            "system": round3(self.system),
+            "idle": round3(self.idle),
+            "iowait": round3(self.iowait),
+            "steal": round3(self.steal),
+            "busy_cpu_seconds": round3(self.busy_seconds),
+        })
+    }
 }

@@ -1,6 +1,8 @@
 //! Group commit of a shard's episodes: requests join a pending group, and the group is
 //! written in one statement when the shard's self-addressed `CommitEpisodes` comes round
-//! (after every message queued before it), when it is full, or before any other write.
+//! (after every message queued before it), when it is full, or before any other write. The
+//! statement may also hold other shards' groups (`episode_commits.rs`); the shard waits for
+//! its outcome before anything else, so its writes keep their arrival order.
 
 use std::time::Duration;
 
@@ -8,8 +10,9 @@ use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::{Author, ShardMsg, ShardState};
 use crate::domain::episode::NewEpisode;
+use crate::episode_commits::Submission;
 use crate::error::{MemoryError, MemoryResult};
-use crate::store::episodes::{self, Inserted, Submitted};
+use crate::store::episodes::Inserted;
 
 /// Where the outcome of a pending write goes.
 pub(super) enum EpisodeReply {
@@ -103,19 +106,19 @@ impl ShardState {
         }
     }
 
+    /// Writes a group through the cross-shard group commit (`episode_commits.rs`), where
+    /// it may share a statement with other shards' groups.
     async fn insert_episodes(&self, group: &[PendingEpisodes]) -> MemoryResult<Vec<Inserted>> {
-        let batch: Vec<Submitted> = group
+        let submissions: Vec<Submission> = group
             .iter()
             .flat_map(|p| {
-                p.episodes.iter().map(|episode| Submitted {
-                    episode,
-                    actor: &p.author.actor,
-                    lineage: &p.author.lineage,
+                p.episodes.iter().map(|episode| Submission {
+                    episode: episode.clone(),
+                    actor: p.author.actor.clone(),
+                    lineage: p.author.lineage.clone(),
                 })
             })
             .collect();
-        // One statement, atomic by itself: no transaction, so one round trip per group.
-        let mut conn = self.ctx.store.writer().acquire().await?;
-        episodes::insert_batch(&mut conn, &batch).await
+        self.ctx.episode_commits.commit(submissions).await
     }
 }

@@ -55,7 +55,9 @@ impl Store {
     }
 
     /// Stores embeddings for rows that still have none, in one statement. Returns the
-    /// tenant of each row updated.
+    /// tenant of each row updated. "Still none" is asked of `embedding_version_id` (set and
+    /// cleared with the embedding, a CHECK says so), which no index covers: asked of
+    /// `embedding`, it let the planner scan the whole backlog through its partial index.
     pub async fn set_embeddings(
         &self,
         memory_type: MemoryType,
@@ -66,7 +68,7 @@ impl Store {
         let sql = format!(
             "UPDATE {} AS t SET embedding = v.embedding, embedding_version_id = $1
              FROM unnest($2::uuid[], $3::vector[]) AS v(id, embedding)
-             WHERE t.id = v.id AND t.embedding IS NULL
+             WHERE t.id = v.id AND t.embedding_version_id IS NULL
              RETURNING t.tenant_id",
             memory_type.table()
         );
