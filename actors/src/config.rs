@@ -79,6 +79,9 @@ pub struct MaturityWeights {
 pub struct RetrievalConfig {
     /// Stateless retrieval actors; each serves one read at a time.
     pub workers: usize,
+    /// Threads of the runtime the retrieval actors run on, apart from the one serving
+    /// requests and writes (`read_side.rs`).
+    pub threads: usize,
     pub default_limit: u32,
     pub max_limit: u32,
     pub default_mode: String,

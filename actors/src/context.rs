@@ -23,6 +23,7 @@ use crate::generations::Generations;
 use crate::indexer::IndexerMsg;
 use crate::mailbox::Mailbox;
 use crate::query_cache::QueryCache;
+use crate::read_side::ReadSide;
 use crate::result_cache::ResultCache;
 use crate::retrieval::RetrievalMsg;
 use crate::shard::ShardMsg;
@@ -98,6 +99,8 @@ pub struct EngineContext {
     pub admission: Admission,
     /// Group commit across shards: the statements that write episodes.
     pub episode_commits: EpisodeCommits,
+    /// The retrieval actors' runtime and the store they read through.
+    pub reads: ReadSide,
     /// Consolidation's extractor.
     pub extractor: Extractor,
 }
@@ -105,11 +108,13 @@ pub struct EngineContext {
 impl EngineContext {
     pub fn new(
         store: Store,
+        reads: ReadSide,
         clock: SharedClock,
         config: EngineConfig,
         token_counter: Arc<dyn TokenCounter>,
     ) -> Self {
         EngineContext {
+            reads,
             query_cache: QueryCache::new(config.retrieval.query_cache_size),
             generations: Generations::default(),
             corpus_cache: CorpusCache::default(),

@@ -28,6 +28,7 @@ use crate::embedder_pool::{EmbedderFactory, EmbedderMsg};
 use crate::error::{MemoryError, MemoryResult};
 use crate::indexer::IndexerMsg;
 use crate::mailbox::Mailbox;
+use crate::read_side::ReadSide;
 use crate::retrieval::RetrievalMsg;
 use crate::shard::ShardMsg;
 use crate::store::Store;
@@ -77,7 +78,15 @@ impl Engine {
     ) -> Result<Engine, MemoryError> {
         let counter = TokenizerCounter::load(&config.retrieval.context.tokenizer_path)
             .map_err(|e| MemoryError::unavailable("engine_start_failed", e.to_string()))?;
-        let ctx = Arc::new(EngineContext::new(store, clock, config, Arc::new(counter)));
+        let reads = ReadSide::start(config.retrieval.threads, &store)
+            .map_err(|e| MemoryError::unavailable("engine_start_failed", e.to_string()))?;
+        let ctx = Arc::new(EngineContext::new(
+            store,
+            reads,
+            clock,
+            config,
+            Arc::new(counter),
+        ));
         let info = ctx.directory.entry(ActorKind::Supervisor, "root");
         let (supervisor, handle) = Actor::spawn(
             None,
@@ -209,6 +218,19 @@ impl Engine {
                 "actor_stopped",
                 "the shard is not running",
             ))
+        }
+    }
+
+    /// Makes retrieval actor `index` fail as a crash would (an error, or a panic), to
+    /// exercise supervision. For tests and drills.
+    pub fn inject_retrieval_failure(&self, index: usize, panic: bool) -> MemoryResult<()> {
+        let pool = self.ctx.retrieval.read().unwrap_or_else(|p| p.into_inner());
+        match pool.get(index) {
+            Some(reader) if reader.tell(RetrievalMsg::InjectFailure { panic }) => Ok(()),
+            _ => Err(MemoryError::unavailable(
+                "actor_stopped",
+                "no such retrieval actor is running",
+            )),
         }
     }
 

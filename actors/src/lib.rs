@@ -5,7 +5,7 @@
 //! supervisor
 //! ├── embedder pool      micro-batched MiniLM inference
 //! ├── indexer            embeds rows committed without an embedding
-//! ├── retrieval × N      stateless readers
+//! ├── retrieval × N      stateless readers, on a runtime of their own (`read_side`)
 //! └── shard × (tenant, butler), on demand: ordered writes and lifecycle work
 //! ```
 //! [`Engine`] is the handle the edge uses: it validates inputs against the caller's rights,
@@ -28,6 +28,7 @@ pub mod generations;
 pub mod indexer;
 pub mod mailbox;
 pub mod query_cache;
+pub mod read_side;
 pub mod result_cache;
 pub mod retrieval;
 pub mod schedule;

@@ -63,6 +63,9 @@ pub enum RetrievalMsg {
         filter: ActivityFilter,
         reply: RpcReplyPort<MemoryResult<Vec<StoredEvent>>>,
     },
+    /// Fail on purpose, as a crash would (an error, or a panic): exercises supervision
+    /// (tests and drills only).
+    InjectFailure { panic: bool },
 }
 
 /// The answer of `memory_stats`.
@@ -121,7 +124,7 @@ impl Actor for Retrieval {
                 let _ = reply.send(state.get(&caller, butler.as_deref(), memory_type, id).await);
             }
             RetrievalMsg::Activity { filter, reply } => {
-                let _ = reply.send(state.ctx.store.activity(&filter).await);
+                let _ = reply.send(state.ctx.reads.store().activity(&filter).await);
             }
             RetrievalMsg::Stats { filter, reply } => {
                 let _ = reply.send(state.stats(filter).await);
@@ -140,6 +143,13 @@ impl Actor for Retrieval {
             } => {
                 let _ = reply.send(context::run(&state.ctx, &request, embedding).await);
             }
+            RetrievalMsg::InjectFailure { panic } => {
+                let message = "injected failure in a retrieval actor";
+                if panic {
+                    panic!("{message}");
+                }
+                return Err(message.into());
+            }
         }
         Ok(())
     }
@@ -153,7 +163,7 @@ impl RetrievalState {
         memory_type: MemoryType,
         id: Uuid,
     ) -> MemoryResult<RecordWithLinks> {
-        let store = &self.ctx.store;
+        let store = self.ctx.reads.store();
         let now = self.ctx.clock.now();
         let record = store
             .record(&caller.tenant_id, memory_type, id, now)
@@ -184,7 +194,7 @@ impl RetrievalState {
     }
 
     async fn stats(&self, filter: StatsFilter) -> MemoryResult<MemoryStats> {
-        let store = &self.ctx.store;
+        let store = self.ctx.reads.store();
         let now = self.ctx.clock.now();
         let (episodes, facts, rules, last_runs) = futures::try_join!(
             store.episode_stats(&filter, now),

@@ -81,6 +81,9 @@ pub enum StoreStartError {
 pub struct Store {
     pool: PgPool,
     writer: PgPool,
+    /// How `pool` connects, for a read pool of another runtime (`with_reads_here`).
+    read_options: PgPoolOptions,
+    connect: PgConnectOptions,
 }
 
 impl Store {
@@ -101,17 +104,42 @@ impl Store {
             // away from the HNSW index for tables of a few thousand rows).
             ("random_page_cost", "1.1".to_owned()),
         ]);
-        let pool = PgPoolOptions::new()
+        // Named per pool, so that pg_stat_activity (and whoever watches it) tells the read
+        // connections from the write connections.
+        let read_options = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .min_connections(config.min_connections)
-            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
-            .connect_lazy_with(options.clone());
+            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms));
+        let pool = read_options
+            .clone()
+            .connect_lazy_with(options.clone().application_name("butler-memory reads"));
         let writer = PgPoolOptions::new()
             .max_connections(config.write_connections)
             .min_connections(config.min_connections.min(config.write_connections))
             .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
-            .connect_lazy_with(options);
-        Store { pool, writer }
+            .connect_lazy_with(options.clone().application_name("butler-memory writes"));
+        Store {
+            pool,
+            writer,
+            read_options,
+            connect: options,
+        }
+    }
+
+    /// This store with a read pool of its own, named `name`, opened on the current tokio
+    /// runtime: a connection's socket is driven by the runtime that opened it, so readers
+    /// on another runtime (`read_side.rs`) need connections opened there. The write pool
+    /// is shared.
+    pub fn with_reads_here(&self, name: &str) -> Store {
+        Store {
+            pool: self
+                .read_options
+                .clone()
+                .connect_lazy_with(self.connect.clone().application_name(name)),
+            writer: self.writer.clone(),
+            read_options: self.read_options.clone(),
+            connect: self.connect.clone(),
+        }
     }
 
     /// The read pool (and for start-up work).

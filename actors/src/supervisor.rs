@@ -306,7 +306,12 @@ impl SupervisorState {
                     ctx: ctx.clone(),
                     info: info.clone(),
                 };
-                let (actor, _) = Actor::spawn_linked(None, Retrieval, args, cell).await?;
+                // On the readers' runtime: the actor's task is spawned where this runs.
+                let (actor, _) = ctx
+                    .reads
+                    .handle()
+                    .spawn(Actor::spawn_linked(None, Retrieval, args, cell))
+                    .await??;
                 let id = actor.get_id();
                 let mut pool = ctx.retrieval.write().unwrap_or_else(|p| p.into_inner());
                 let mailbox = Mailbox::new(actor, info);

@@ -347,3 +347,27 @@ async fn a_batch_answers_in_request_order_and_each_request_on_its_own() {
     assert_eq!(err["code"], "invalid_batch");
     app.stop().await;
 }
+
+#[test]
+fn the_model_tokenizer_counts_a_block_as_the_sum_of_its_lines() {
+    // memory_context sums line counts instead of tokenizing the block again; that is exact
+    // only if no token spans a newline. Lines as a block can hold them, awkward ones included.
+    let counter = counter();
+    assert!(
+        counter.additive(),
+        "MiniLM's tokenizer splits at whitespace"
+    );
+    let lines = [
+        "## Your Memory\n",
+        "\n### What You Know (Facts)\n",
+        "- user name: John [permanent, global, confirmed 2d ago]\n",
+        "- café crème, naïve façade — “quotes” and ‘apostrophes’ [stable, health]\n",
+        "- 東京で寿司を食べた。北京烤鸭也很好吃！[standard, global]\n",
+        "- emoji 🎉🍣 and a zero\u{200b}width space, tab\there [12d ago]\n",
+        "\n### Recent Context (Episodes)\n",
+        "- [5m] x=1;y=2 && echo \"ok\" | grep -v 'no' (parens) [brackets] {braces}\n",
+        "- [3h] control\u{7}bell and soft\u{ad}hyphen, ﬁ ligature, İstanbul\n",
+    ];
+    let sum: usize = lines.iter().map(|l| counter.count(l)).sum();
+    assert_eq!(counter.count(&lines.concat()), sum);
+}

@@ -1,4 +1,5 @@
-//! A failing shard is restarted by its supervisor; other shards never notice.
+//! A failing shard is restarted by its supervisor; other shards never notice. A failing
+//! reader is restarted where readers run, and reads go on.
 
 use std::time::Duration;
 
@@ -82,6 +83,53 @@ async fn a_failed_shard_is_restarted_while_other_shards_keep_serving() {
         .await
         .unwrap();
     assert_eq!(count, 8, "every acknowledged write is there");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_reader_is_restarted_on_the_read_runtime_and_serves_again() {
+    // One reader, so every read after the failure goes through the restarted one, which
+    // must run on the readers' runtime and read through their connections.
+    let app = spawn_app_with("[retrieval]\nworkers = 1\n").await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let stored = health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "The dentist moved the appointment to Friday", "butler": "health"}),
+        )
+        .await;
+    let found = |result: &serde_json::Value| {
+        result["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == stored["id"])
+    };
+    let search = json!({"query": "dentist appointment", "mode": "keyword"});
+    assert!(found(&health.ok("memory_search", search.clone()).await));
+
+    app.engine().inject_retrieval_failure(0, true).unwrap();
+    let restarted = wait_for(|| {
+        app.engine().actors().into_iter().any(|a| {
+            a.kind == butler_memory_actors::actor_directory::ActorKind::Retrieval
+                && a.restarts == 1
+                && a.status == butler_memory_actors::actor_directory::ActorStatus::Running
+        })
+    })
+    .await;
+    assert!(
+        restarted,
+        "the reader was restarted: {:?}",
+        app.engine().actors()
+    );
+    assert!(found(&health.ok("memory_search", search).await));
+    let context = health
+        .ok(
+            "memory_context",
+            json!({"trigger_prompt": "When is the dentist?", "butler": "health"}),
+        )
+        .await;
+    assert!(context["text"].as_str().unwrap().contains("dentist moved"));
     app.stop().await;
 }
 

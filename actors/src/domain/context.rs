@@ -16,6 +16,13 @@ use super::search::Hit;
 /// Counts tokens the way the model that reads the context will.
 pub trait TokenCounter: Send + Sync {
     fn count(&self, text: &str) -> usize;
+
+    /// Whether no token spans a newline, so that text made of newline-separated pieces
+    /// counts as the sum of its pieces: then a block's count is the sum of its lines'
+    /// counts, and the block need not be tokenized again whole.
+    fn additive(&self) -> bool {
+        false
+    }
 }
 
 /// The three sections, in output order.
@@ -103,9 +110,11 @@ pub fn assemble(
         .iter()
         .map(|s| counter.count(s.heading()))
         .collect();
-    let line_cost: Vec<Vec<usize>> = sections
+    // Counted when first considered: lines past the first one that does not fit never are
+    // (a block takes a hundred lines of several hundred candidates).
+    let mut line_cost: Vec<Vec<Option<usize>>> = sections
         .iter()
-        .map(|lines| lines.iter().map(|l| counter.count(&l.text)).collect())
+        .map(|lines| vec![None; lines.len()])
         .collect();
 
     let mut taken = [0usize; 3];
@@ -120,7 +129,9 @@ pub fn assemble(
                     total: &mut usize| {
         let i = section.index();
         while taken[i] < sections[i].len() {
-            let cost = line_cost[i][taken[i]]
+            let line = *line_cost[i][taken[i]]
+                .get_or_insert_with(|| counter.count(&sections[i][taken[i]].text));
+            let cost = line
                 + if taken[i] == 0 { heading_cost[i] } else { 0 }
                 + if *total == 0 { header_cost } else { 0 };
             if used[i] + cost > limit || *total + cost > budget {
@@ -141,7 +152,14 @@ pub fn assemble(
     }
 
     let mut text = render(&sections, &taken);
-    let mut tokens = counter.count(&text);
+    let mut tokens = if counter.additive() {
+        // The block is the header, headings and lines that were counted: their sum is its
+        // count (tests check it against the whole block).
+        debug_assert_eq!(counter.count(&text), total, "an additive counter");
+        total
+    } else {
+        counter.count(&text)
+    };
     // A tokenizer that merges across line boundaries can make the whole cost more than the
     // sum of its parts: drop the latest lines until it fits.
     while tokens > budget {
@@ -267,6 +285,9 @@ mod tests {
     impl TokenCounter for Words {
         fn count(&self, text: &str) -> usize {
             text.split_whitespace().count()
+        }
+        fn additive(&self) -> bool {
+            true
         }
     }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use lru::LruCache;
-use tokenizers::Tokenizer;
+use tokenizers::{NormalizerWrapper, PreTokenizerWrapper, Tokenizer};
 
 use super::EmbedError;
 use crate::domain::context::TokenCounter;
@@ -22,6 +22,8 @@ const LINE_BYTES: usize = 2048;
 pub struct TokenizerCounter {
     tokenizer: Tokenizer,
     lines: Mutex<LruCache<String, usize>>,
+    /// No token spans whitespace (see `splits_at_whitespace`).
+    additive: bool,
 }
 
 impl TokenizerCounter {
@@ -38,6 +40,7 @@ impl TokenizerCounter {
             .with_truncation(None)
             .map_err(|e| EmbedError::Load(format!("context tokenizer: {e}")))?;
         Ok(TokenizerCounter {
+            additive: splits_at_whitespace(&tokenizer),
             tokenizer,
             lines: Mutex::new(LruCache::new(
                 NonZeroUsize::new(LINE_CACHE).expect("non-zero"),
@@ -54,7 +57,42 @@ impl TokenizerCounter {
     }
 }
 
+/// Whether the tokenizer splits text at every whitespace character, dropping it, before its
+/// model sees the pieces, and normalizes character by character: then no token spans a
+/// newline, and a text's count is the sum of its newline-separated parts' counts. True of
+/// BERT-style tokenizers (MiniLM's); not of byte-level BPE or SentencePiece, which keep
+/// whitespace inside tokens.
+fn splits_at_whitespace(tokenizer: &Tokenizer) -> bool {
+    let pre_tokenizer = matches!(
+        tokenizer.get_pre_tokenizer(),
+        Some(
+            PreTokenizerWrapper::BertPreTokenizer(_)
+                | PreTokenizerWrapper::Whitespace(_)
+                | PreTokenizerWrapper::WhitespaceSplit(_)
+        )
+    );
+    fn per_character(normalizer: &NormalizerWrapper) -> bool {
+        match normalizer {
+            NormalizerWrapper::BertNormalizer(_)
+            | NormalizerWrapper::Lowercase(_)
+            | NormalizerWrapper::StripAccents(_)
+            | NormalizerWrapper::NFC(_)
+            | NormalizerWrapper::NFD(_)
+            | NormalizerWrapper::NFKC(_)
+            | NormalizerWrapper::NFKD(_) => true,
+            NormalizerWrapper::Sequence(sequence) => sequence.as_ref().iter().all(per_character),
+            _ => false,
+        }
+    }
+    let normalizer = tokenizer.get_normalizer().is_none_or(per_character);
+    pre_tokenizer && normalizer
+}
+
 impl TokenCounter for TokenizerCounter {
+    fn additive(&self) -> bool {
+        self.additive
+    }
+
     fn count(&self, text: &str) -> usize {
         if text.len() > LINE_BYTES {
             return self.encode(text);

@@ -53,7 +53,7 @@ pub async fn run(
         min_confidence: request.min_confidence,
     };
     let types = [MemoryType::Fact, MemoryType::Rule, MemoryType::Episode];
-    let store = &ctx.store;
+    let store = ctx.reads.store();
     let standing = i64::from(config.standing_depth);
     let (lists, facts, rules, recent) = futures::try_join!(
         candidate_lists(

@@ -50,7 +50,7 @@ pub async fn candidate_lists(
     mode: SearchMode,
     depth: i64,
 ) -> MemoryResult<(Vec<Candidate>, Vec<Candidate>)> {
-    let store = &ctx.store;
+    let store = ctx.reads.store();
     // A type the tenant has nothing of (as of now) needs no queries.
     let types: Vec<MemoryType> = types
         .iter()
@@ -179,7 +179,11 @@ pub async fn in_sessions(
     if episodes.is_empty() {
         return Ok(scored);
     }
-    let neighbours = ctx.store.session_neighbours(filter, &episodes).await?;
+    let neighbours = ctx
+        .reads
+        .store()
+        .session_neighbours(filter, &episodes)
+        .await?;
     let known: HashSet<Uuid> = scored.iter().map(|s| s.candidate.id).collect();
     let mut missing: Vec<Uuid> = neighbours
         .iter()
@@ -192,7 +196,10 @@ pub async fn in_sessions(
     let fetched = if missing.is_empty() {
         Vec::new()
     } else {
-        ctx.store.episode_candidates(filter, &missing).await?
+        ctx.reads
+            .store()
+            .episode_candidates(filter, &missing)
+            .await?
     };
     ranking.with_session_neighbours(&mut scored, &neighbours, fetched);
     Ok(scored)
