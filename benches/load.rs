@@ -13,7 +13,8 @@
 //! At the end it checks that every acknowledged episode is in the database (count and
 //! ids), then waits for the embedding backlog to drain and reports how long that took.
 //! Output: a table per tool (calls, episodes, throughput, p50/p95/p99/max, errors by
-//! class) and, with `--json`, the same as JSON.
+//! class), the machine's CPU over the load (steal included), with `--timeline` latency second
+//! by second, and with `--json` all of it as JSON.
 //!
 //!     cargo bench --bench load -- --rate 2000 --duration 60 --burst-secs 60
 //!     cargo bench --bench load -- --rate 10000 --batch-size 500 --duration 30
@@ -82,6 +83,10 @@ struct Args {
     /// Also write the numbers as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also print latency second by second (calls, p95 and max per tool), to see whether
+    /// slow calls come together (a background job) or spread out (steady contention).
+    #[arg(long)]
+    timeline: bool,
     /// Extra service configuration (TOML layered over the defaults).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -195,6 +200,24 @@ async fn main() -> anyhow::Result<()> {
     let due_rx = Arc::new(tokio::sync::Mutex::new(due_rx));
     let started = Instant::now();
     let cpu_at_start = MachineCpu::now();
+    // The machine's CPU second by second, for the timeline: a stall with steal is the host's.
+    let cpu_seconds: Arc<Mutex<Vec<support::CpuUse>>> = Arc::default();
+    let cpu_sampler = {
+        let cpu_seconds = cpu_seconds.clone();
+        tokio::spawn(async move {
+            let mut last = MachineCpu::now();
+            let mut tick = tokio::time::interval_at(
+                (started + Duration::from_secs(1)).into(),
+                Duration::from_secs(1),
+            );
+            loop {
+                tick.tick().await;
+                let now = MachineCpu::now();
+                cpu_seconds.lock().unwrap().push(last.until(&now));
+                last = now;
+            }
+        })
+    };
     let end = started + Duration::from_secs_f64(args.duration);
     let scheduler = {
         let args = args.clone();
@@ -428,6 +451,11 @@ async fn main() -> anyhow::Result<()> {
         "\nwrite throughput is over the bursts ({:.1} s scheduled), stretched to when the last write was answered; read throughput over the whole run",
         active_write_secs(&args)
     );
+    cpu_sampler.abort();
+    let timeline = timeline(&samples, started, &cpu_seconds.lock().unwrap());
+    if args.timeline {
+        print_timeline(&timeline);
+    }
     // Then the embedding backlog drains (or not within --drain-timeout): how long after
     // the load ended, and at what rate.
     let backlog = || async {
@@ -474,13 +502,77 @@ async fn main() -> anyhow::Result<()> {
                     "seconds": round3(load_secs), "acknowledged": acked.len(), "found": found,
                     "lost": lost, "backlog_at_end": backlog_at_end, "backlog_left": waiting,
                     "drain_seconds": round3(drain_secs), "drain_rows_per_second": round3(drain_rate),
-                    "machine_cpu": cpu.json(),
+                    "machine_cpu": cpu.json(), "timeline": timeline,
                     "tools": tools_json}),
         )?;
     }
     service.stop().await?;
     anyhow::ensure!(lost == 0, "{lost} acknowledged episodes are missing");
     Ok(())
+}
+
+/// Per second of the run (by when calls were answered) and per tool: calls, p95 and max
+/// latency of the successful ones; and the machine's busy and stolen CPU in that second.
+fn timeline(samples: &[Sample], started: Instant, cpu: &[support::CpuUse]) -> Value {
+    let mut seconds: BTreeMap<u64, BTreeMap<&str, Vec<Duration>>> = BTreeMap::new();
+    for s in samples.iter().filter(|s| s.outcome == "ok") {
+        let second = s.done.saturating_duration_since(started).as_secs();
+        seconds
+            .entry(second)
+            .or_default()
+            .entry(s.tool)
+            .or_default()
+            .push(s.latency);
+    }
+    Value::Array(
+        seconds
+            .into_iter()
+            .map(|(second, tools)| {
+                let tools: serde_json::Map<String, Value> = tools
+                    .into_iter()
+                    .map(|(tool, latencies)| {
+                        let l = Latency::of(&latencies);
+                        (
+                            tool.to_owned(),
+                            json!({"calls": l.count, "p95_ms": round3(l.p95), "max_ms": round3(l.max)}),
+                        )
+                    })
+                    .collect();
+                let cpu = cpu.get(second as usize).copied().unwrap_or_default();
+                json!({"second": second, "tools": tools,
+                       "cpu_busy": round3(1.0 - cpu.idle - cpu.iowait - cpu.steal),
+                       "cpu_steal": round3(cpu.steal)})
+            })
+            .collect(),
+    )
+}
+
+fn print_timeline(timeline: &Value) {
+    println!("\n| second | CPU busy / steal | tool: calls, p95 ms, max ms |");
+    println!("|---:|---|---|");
+    for row in timeline.as_array().into_iter().flatten() {
+        let tools: Vec<String> = row["tools"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(tool, t)| {
+                format!(
+                    "{}: {}, {:.1}, {:.1}",
+                    tool.trim_start_matches("memory_"),
+                    t["calls"],
+                    t["p95_ms"].as_f64().unwrap_or(0.0),
+                    t["max_ms"].as_f64().unwrap_or(0.0)
+                )
+            })
+            .collect();
+        println!(
+            "| {} | {:.0}% / {:.0}% | {} |",
+            row["second"],
+            row["cpu_busy"].as_f64().unwrap_or(0.0) * 100.0,
+            row["cpu_steal"].as_f64().unwrap_or(0.0) * 100.0,
+            tools.join("; ")
+        );
+    }
 }
 
 /// Seconds of the run during which writes were scheduled.

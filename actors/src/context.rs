@@ -117,7 +117,7 @@ impl EngineContext {
             reads,
             query_cache: QueryCache::new(config.retrieval.query_cache_size),
             generations: Generations::default(),
-            corpus_cache: CorpusCache::default(),
+            corpus_cache: CorpusCache::new(i64::from(config.retrieval.keyword_common_df)),
             result_cache: ResultCache::new(
                 config.retrieval.result_cache_size,
                 config.retrieval.result_cache_ttl_ms,

@@ -5,22 +5,24 @@
 //! statistics valid.
 //!
 //! - Count and mean length are recomputed when the type has been written since, but not
-//!   before they are `trusted_for` old: a second per thousand memories (at least one, at
-//!   most `MAX_AGE`). A count costs a scan of the tenant's memories, so a write burst cannot
-//!   turn every search into one, and the amortised cost stays flat as the tenant grows; a
-//!   small tenant, where one write moves the statistics most, is recounted soonest.
+//!   before they are `trusted_for` old on the engine clock: a second per thousand memories
+//!   (at least one, at most `MAX_AGE`). A count costs a scan of the tenant's memories, so a
+//!   write burst cannot turn every search into one, and the amortised cost stays flat as the
+//!   tenant grows; a small tenant, where one write moves the statistics most, is recounted
+//!   soonest.
 //! - A word's document frequency is counted with a bound (`common_df` + 1 rows), so a rare
 //!   word costs what it matches; only a word over the bound is counted in full. A count is
-//!   reused while the type has not been written since; a common word's count also after
-//!   writes, until the memory count moves by more than `COMMON_DRIFT` (its weight hardly
-//!   changes in between, and counting it is the expensive part). So a rare word in a new
-//!   memory is found at once.
+//!   reused while the type has not been written since, and after writes too until the
+//!   memory count moves by more than `COMMON_DRIFT` or the statistics' trust window passes
+//!   (its weight hardly changes in between): during a write burst, a read does not wait for
+//!   a recount. A new memory is still found at once by any of its words: a selective word
+//!   matches it, and a word counted in no memory joins the selection (`domain::bm25`).
 //! - A type with no memories at the current generation is known empty: reads skip it.
 
+use chrono::{DateTime, Duration, Utc};
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use lru::LruCache;
@@ -33,8 +35,8 @@ use crate::store::Store;
 use crate::store::search::CorpusStats;
 
 /// The longest statistics are trusted after a write.
-const MAX_AGE: Duration = Duration::from_secs(30);
-/// Relative change of the memory count after which a common word is counted again.
+const MAX_AGE: Duration = Duration::seconds(30);
+/// Relative change of the memory count after which a word is counted again.
 const COMMON_DRIFT: f64 = 0.1;
 /// Query texts whose words are remembered.
 const TEXTS: usize = 4096;
@@ -47,31 +49,33 @@ type WordKey = (String, MemoryType, String);
 #[derive(Debug, Clone, Copy)]
 struct Counted {
     df: f64,
-    /// The type's memory count and generation at the time.
+    /// The type's memory count and generation at the time, and when that was (engine clock).
     documents: f64,
     generation: u64,
+    at: DateTime<Utc>,
 }
 
 #[derive(Debug)]
 pub struct CorpusCache {
-    entries: DashMap<(String, MemoryType), (CorpusStats, u64, Instant)>,
+    entries: DashMap<(String, MemoryType), (CorpusStats, u64, DateTime<Utc>)>,
     /// Query text -> its lexemes as the full-text index holds them.
     lexemes: Mutex<LruCache<String, Arc<Vec<String>>>>,
     words: Mutex<LruCache<WordKey, Counted>>,
+    /// Words in more memories than this are common (`retrieval.keyword_common_df`).
+    common_df: i64,
 }
 
-impl Default for CorpusCache {
-    fn default() -> Self {
+impl CorpusCache {
+    pub fn new(common_df: i64) -> Self {
         let size = |n| NonZeroUsize::new(n).expect("a non-zero constant");
         CorpusCache {
+            common_df,
             entries: DashMap::new(),
             lexemes: Mutex::new(LruCache::new(size(TEXTS))),
             words: Mutex::new(LruCache::new(size(WORDS))),
         }
     }
-}
 
-impl CorpusCache {
     /// The type's count and mean length (see the module comment for how long they hold).
     async fn stats(
         &self,
@@ -79,18 +83,18 @@ impl CorpusCache {
         generations: &Generations,
         memory_type: MemoryType,
         tenant_id: &str,
+        now: DateTime<Utc>,
     ) -> MemoryResult<CorpusStats> {
         let generation = generations.current_of(tenant_id, memory_type);
         let key = (tenant_id.to_owned(), memory_type);
         if let Some(entry) = self.entries.get(&key) {
             let (stats, seen, at) = *entry;
-            if seen == generation || at.elapsed() < trusted_for(stats.documents) {
+            if seen == generation || now - at < trusted_for(stats.documents) {
                 return Ok(stats);
             }
         }
         let stats = store.corpus_stats(memory_type, tenant_id).await?;
-        self.entries
-            .insert(key, (stats, generation, Instant::now()));
+        self.entries.insert(key, (stats, generation, now));
         Ok(stats)
     }
 
@@ -102,11 +106,12 @@ impl CorpusCache {
         memory_type: MemoryType,
         tenant_id: &str,
         text: &str,
-        common_df: i64,
+        now: DateTime<Utc>,
     ) -> MemoryResult<(CorpusStats, KeywordPlan)> {
+        let common_df = self.common_df;
         let generation = generations.current_of(tenant_id, memory_type);
         let corpus = self
-            .stats(store, generations, memory_type, tenant_id)
+            .stats(store, generations, memory_type, tenant_id, now)
             .await?;
         let lexemes = self.lexemes(store, text).await?;
         let mut frequencies: Vec<Option<f64>> = {
@@ -117,10 +122,10 @@ impl CorpusCache {
                     let key = (tenant_id.to_owned(), memory_type, l.clone());
                     let counted = words.get(&key)?;
                     let unchanged = counted.generation == generation;
-                    let common_and_steady = counted.df > common_df as f64
-                        && (corpus.documents - counted.documents).abs()
-                            <= COMMON_DRIFT * counted.documents;
-                    (unchanged || common_and_steady).then_some(counted.df)
+                    let steady = (corpus.documents - counted.documents).abs()
+                        <= COMMON_DRIFT * counted.documents
+                        && now - counted.at < trusted_for(counted.documents);
+                    (unchanged || steady).then_some(counted.df)
                 })
                 .collect()
         };
@@ -164,6 +169,7 @@ impl CorpusCache {
                         df: *df,
                         documents: corpus.documents,
                         generation,
+                        at: now,
                     },
                 );
             }
@@ -215,7 +221,7 @@ impl CorpusCache {
 
 /// How long statistics over `documents` memories are trusted after a write.
 fn trusted_for(documents: f64) -> Duration {
-    Duration::from_secs_f64((documents / 1000.0).max(1.0)).min(MAX_AGE)
+    Duration::milliseconds(documents.max(1000.0) as i64).min(MAX_AGE)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -594,3 +594,47 @@ async fn a_first_fact_is_found_right_after_reads_that_saw_none() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_word_counted_in_no_memory_finds_the_first_memory_that_has_it() {
+    // Word counts are reused across writes for a while (the clock hardly moves here, so they
+    // are): a word that was in no memory when counted must still find a newer one.
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at("[retrieval]\nkeyword_common_df = 2\n", clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    for i in 0..4 {
+        mcp.ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": format!("Tea time number {i}")}),
+        )
+        .await;
+    }
+    let search = |query: &str| json!({"query": query, "mode": "keyword", "types": ["episode"]});
+    // "zebra" is counted now, in no memory; "tea" is common (its most recent two match).
+    let before = mcp.ok("memory_search", search("zebra tea")).await;
+    assert_eq!(ids(&before).len(), 2, "{before}");
+    assert!(ids(&mcp.ok("memory_search", search("zebra")).await).is_empty());
+
+    // A millisecond later: the newest episode, well inside the counts' trust window.
+    clock.advance(Duration::milliseconds(1));
+    let zebra = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": "A zebra crossed the road"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        ids(&mcp.ok("memory_search", search("zebra")).await),
+        vec![zebra.clone()]
+    );
+    let both = mcp.ok("memory_search", search("zebra tea")).await;
+    assert_eq!(
+        ids(&both).first(),
+        Some(&zebra),
+        "the rare word ranks first: {both}"
+    );
+    app.stop().await;
+}

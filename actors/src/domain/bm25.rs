@@ -8,8 +8,10 @@
 //! still adds to every score, but only the selective words pick the candidates; when a query
 //! has no selective word, the candidates are the most recent memories with any of its
 //! common words (twice as many as the search may return, at most `common_df`). Work per search is then bounded by the selective words' document
-//! frequencies and `common_df`, not by the corpus. Words found in no memory can match
-//! nothing and are dropped.
+//! frequencies and `common_df`, not by the corpus. Words found in no memory when they were
+//! counted ("unseen") join whichever selection runs, at the highest weight: counts are
+//! reused across writes (`corpus_cache.rs`), and a memory written since that contains such
+//! a word must still be found.
 
 /// A query word (a stemmed lexeme) and how many of the tenant's memories of one type
 /// contain it.
@@ -49,22 +51,26 @@ pub fn idf(documents: f64, document_frequency: f64) -> f64 {
 
 impl KeywordPlan {
     pub fn new(terms: &[QueryTerm], documents: f64, common_df: f64) -> Self {
-        let occurring: Vec<&QueryTerm> = terms
-            .iter()
-            .filter(|t| t.document_frequency > 0.0)
-            .collect();
+        let (occurring, unseen): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
+            terms.iter().partition(|t| t.document_frequency > 0.0);
         let (common, selective): (Vec<&QueryTerm>, Vec<&QueryTerm>) = occurring
             .iter()
             .partition(|t| t.document_frequency > common_df);
         let lexemes = |ts: &[&QueryTerm]| ts.iter().map(|t| t.lexeme.clone()).collect::<Vec<_>>();
-        let selection = match (selective.is_empty(), common.is_empty()) {
-            (false, _) => Selection::Selective(lexemes(&selective)),
-            (true, false) => Selection::RecentCommon(lexemes(&common)),
-            (true, true) => Selection::Nothing,
+        let with_unseen = |ts: &[&QueryTerm]| {
+            let mut words = lexemes(ts);
+            words.extend(lexemes(&unseen));
+            words
+        };
+        let selection = match (selective.is_empty(), common.is_empty(), unseen.is_empty()) {
+            (false, _, _) => Selection::Selective(with_unseen(&selective)),
+            (true, false, _) => Selection::RecentCommon(with_unseen(&common)),
+            (true, true, false) => Selection::Selective(lexemes(&unseen)),
+            (true, true, true) => Selection::Nothing,
         };
         KeywordPlan {
-            lexemes: lexemes(&occurring),
-            idf: occurring
+            lexemes: lexemes(&terms.iter().collect::<Vec<_>>()),
+            idf: terms
                 .iter()
                 .map(|t| idf(documents, t.document_frequency))
                 .collect(),
@@ -126,9 +132,31 @@ mod tests {
     #[test]
     fn only_common_words_select_the_most_recent_matches() {
         let plan = KeywordPlan::new(&[term("plan", 4000.0), term("meal", 0.0)], 5000.0, 1000.0);
-        assert_eq!(plan.selection, Selection::RecentCommon(vec!["plan".into()]));
-        // A word in no memory neither scores nor selects.
-        assert_eq!(plan.lexemes, ["plan"]);
+        // A word in no memory when counted is matched too (a newer memory may hold it), at
+        // the highest weight.
+        assert_eq!(
+            plan.selection,
+            Selection::RecentCommon(vec!["plan".into(), "meal".into()])
+        );
+        assert_eq!(plan.lexemes, ["plan", "meal"]);
+        assert!(plan.idf[1] > plan.idf[0]);
+    }
+
+    #[test]
+    fn unseen_words_join_the_selective_ones() {
+        let plan = KeywordPlan::new(
+            &[
+                term("dentist", 2.0),
+                term("friday", 0.0),
+                term("user", 5000.0),
+            ],
+            6000.0,
+            1000.0,
+        );
+        assert_eq!(
+            plan.selection,
+            Selection::Selective(vec!["dentist".into(), "friday".into()])
+        );
     }
 
     #[test]
@@ -138,10 +166,10 @@ mod tests {
     }
 
     #[test]
-    fn no_occurring_word_matches_nothing() {
+    fn unseen_words_alone_still_look_and_no_words_match_nothing() {
         assert_eq!(
             KeywordPlan::new(&[term("zebra", 0.0)], 10.0, 1000.0).selection,
-            Selection::Nothing
+            Selection::Selective(vec!["zebra".into()])
         );
         assert_eq!(
             KeywordPlan::new(&[], 10.0, 1000.0).selection,

@@ -83,7 +83,7 @@ pub async fn candidate_lists(
                         *t,
                         &filter.scope.tenant_id,
                         text,
-                        common_df,
+                        filter.now,
                     )
                     .await?;
                 store
