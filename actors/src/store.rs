@@ -42,7 +42,8 @@ pub const MIN_PGVECTOR: (u32, u32, u32) = (0, 8, 0);
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
-    /// Upper bound on open connections for reads.
+    /// Upper bound on open connections for reads, per read pool (the retrieval actors' and
+    /// the rest of the engine's).
     pub max_connections: u32,
     /// Connections reserved for writes (shards, the indexer, sweeps), apart from the read
     /// connections, so that a write burst cannot take the connections reads need.

@@ -460,8 +460,14 @@ impl Store {
         filter: &Filter<'_>,
         ids: &[uuid::Uuid],
     ) -> MemoryResult<Vec<SessionNeighbours>> {
+        // The candidates are looked up by primary key first: with statistics from when the
+        // table was small (a fresh table in a burst, before its first analysis), the planner
+        // otherwise walked the tenant's whole index to match the ids (0.2-0.3 s a read,
+        // docs/benchmarks.md).
         Ok(sqlx::query_as(concat!(
-            "SELECT c.id,
+            "WITH c AS MATERIALIZED (
+                 SELECT id, tenant_id, butler, session_id, created_at FROM episodes WHERE id = ANY($5))
+             SELECT c.id,
                     (SELECT e.id FROM episodes e
                      WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
                        AND (e.created_at, e.id) < (c.created_at, c.id) AND ", episode_filter!(), "
@@ -470,8 +476,8 @@ impl Store {
                      WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
                        AND (e.created_at, e.id) > (c.created_at, c.id) AND ", episode_filter!(), "
                      ORDER BY e.created_at, e.id LIMIT 1) AS next
-             FROM episodes c
-             WHERE c.tenant_id = $1 AND c.id = ANY($5) AND c.session_id IS NOT NULL"
+             FROM c
+             WHERE c.tenant_id = $1 AND c.session_id IS NOT NULL"
         ))
         .bind(&filter.scope.tenant_id)
         .bind(filter.visibility(MemoryType::Episode))
@@ -490,13 +496,14 @@ impl Store {
     ) -> MemoryResult<Vec<Candidate>> {
         let rows: Vec<Candidate> = sqlx::query_as(filter.sql(
             MemoryType::Episode,
+            // By primary key first (see `session_neighbours`), then the filters.
             concat!(
-                "SELECT ",
+                "WITH e AS MATERIALIZED (SELECT * FROM episodes WHERE id = ANY($5))
+             SELECT ",
                 episode_candidate!(),
                 ", 0.0::float8 AS signal
-             FROM episodes e WHERE ",
-                episode_filter!(),
-                " AND e.id = ANY($5)"
+             FROM e WHERE ",
+                episode_filter!()
             ),
         ))
         .bind(&filter.scope.tenant_id)
