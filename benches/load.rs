@@ -192,6 +192,23 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.writers + args.readers)
         .build()?;
+    // Every connection the generator will use is opened before the clock starts: the run
+    // measures the service, not TCP handshakes.
+    let opened = (0..args.writers + args.readers).map(|_| async {
+        let response = http
+            .post(&url)
+            .bearer_auth(&butlers[0].key)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await?
+            .error_for_status()?;
+        // Read to the end, so that the connection goes back to the pool.
+        response.bytes().await.map(|_| ())
+    });
+    for opened in futures::future::join_all(opened).await {
+        opened?;
+    }
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
 
     // The write schedule: calls due at fixed intervals inside bursts.

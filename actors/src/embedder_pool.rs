@@ -102,9 +102,22 @@ impl Actor for EmbedderPool {
     ) -> Result<Self::State, ActorProcessingErr> {
         let factory = args.factory.clone();
         let count = args.config.workers;
-        // Loading a model reads and optimises ~23 MB: keep it off the async workers.
+        // Loading a model reads and optimises ~23 MB: keep it off the async workers. Each
+        // worker then embeds one text, so that the first request after a start does not
+        // also pay for the runtime's first allocations.
         let idle = tokio::task::spawn_blocking(move || {
-            (0..count).map(|_| factory()).collect::<Result<Vec<_>, _>>()
+            (0..count)
+                .map(|_| {
+                    let mut worker = factory()?;
+                    let started = Instant::now();
+                    // A failure here is the first request's to report, not a reason to stop.
+                    match worker.embed(&["warm-up".to_owned()]) {
+                        Ok(_) => tracing::debug!(elapsed = ?started.elapsed(), "embedder worker warmed up"),
+                        Err(e) => tracing::warn!(error = %e, "embedder warm-up failed"),
+                    }
+                    Ok::<_, EmbedError>(worker)
+                })
+                .collect::<Result<Vec<_>, _>>()
         })
         .await??;
         let model = idle

@@ -10,6 +10,7 @@ use butler_memory_actors::domain::episode::EpisodeInput;
 use butler_memory_actors::domain::request_context::Lineage;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use sqlx::Connection;
 
 use crate::helpers::*;
 
@@ -249,4 +250,31 @@ async fn a_batch_is_validated_whole_and_answered_in_input_order() {
         "{found}"
     );
     app.stop().await;
+}
+
+/// Episodes and events are analysed every few seconds in a burst (migration 10); every
+/// column, including ones added later, has a small statistics target of its own, so that an
+/// analysis samples a few thousand rows rather than 30,000 (migration 14).
+#[tokio::test]
+async fn the_burst_tables_gather_statistics_from_small_samples() {
+    let (_, options) = fresh_database().await;
+    let mut db = sqlx::PgConnection::connect_with(&options).await.unwrap();
+    let targets: Vec<(String, String, Option<i16>)> = sqlx::query_as(
+        "SELECT c.relname::text, a.attname::text, a.attstattarget::int2
+         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relname IN ('episodes', 'memory_events') AND c.relkind = 'r'
+           AND a.attnum > 0 AND NOT a.attisdropped
+         ORDER BY 1, 2",
+    )
+    .fetch_all(&mut db)
+    .await
+    .unwrap();
+    assert!(targets.len() > 20, "{targets:?}");
+    for (table, column, target) in &targets {
+        let target = target.unwrap_or(-1);
+        assert!(
+            (0..=20).contains(&target),
+            "{table}.{column} samples by the default statistics target ({target})"
+        );
+    }
 }
