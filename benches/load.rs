@@ -73,6 +73,11 @@ struct Args {
     read_rate: f64,
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Seconds between the service's start and the first call: a fresh embedded cluster
+    /// vacuums and analyses its catalogs in its first seconds, which a service that has been
+    /// running does not do when a burst comes.
+    #[arg(long, default_value_t = 3.0)]
+    settle_secs: f64,
     /// How long to wait for the embedding backlog to drain after the load (the rest is
     /// estimated from the rate).
     #[arg(long, default_value_t = 1800.0)]
@@ -192,6 +197,9 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.writers + args.readers)
         .build()?;
+    if !args.smoke {
+        tokio::time::sleep(Duration::from_secs_f64(args.settle_secs)).await;
+    }
     // Every connection the generator will use is opened before the clock starts: the run
     // measures the service, not TCP handshakes.
     let opened = (0..args.writers + args.readers).map(|_| async {
@@ -515,7 +523,7 @@ async fn main() -> anyhow::Result<()> {
                              "burst_secs": args.burst_secs, "pause_secs": args.pause_secs,
                              "duration": args.duration, "batch_size": args.batch_size,
                              "writers": args.writers, "readers": args.readers,
-                             "read_rate": args.read_rate},
+                             "read_rate": args.read_rate, "settle_secs": args.settle_secs},
                     "seconds": round3(load_secs), "acknowledged": acked.len(), "found": found,
                     "lost": lost, "backlog_at_end": backlog_at_end, "backlog_left": waiting,
                     "drain_seconds": round3(drain_secs), "drain_rows_per_second": round3(drain_rate),

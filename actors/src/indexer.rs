@@ -28,6 +28,9 @@ use crate::error::MemoryResult;
 /// How long one embedding batch may take before the indexer gives up on it for now.
 const EMBED_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long the write rate is watched when the last look at it is stale.
+const FRESH_WINDOW: Duration = Duration::from_millis(100);
+
 pub struct Indexer;
 
 pub struct IndexerArgs {
@@ -152,10 +155,21 @@ impl IndexerState {
             return Ok(false);
         }
         // Re-measured at most four times a second; in between, the last answer stands.
-        let (since, seen) = self.writes_seen;
-        let elapsed = since.elapsed().as_secs_f64();
+        let (since, mut seen) = self.writes_seen;
+        let mut elapsed = since.elapsed().as_secs_f64();
         if elapsed < 0.25 {
             return Ok(self.hot);
+        }
+        if elapsed > 1.0 {
+            // A window that spans a quiet spell says nothing of now: the first write of a
+            // burst kicks the indexer, and averaged over the quiet seconds before it, the
+            // burst looked cold. The indexer then took the embedder for whole batches just
+            // as the burst's first reads needed it for their queries (they waited out the
+            // query-embedding timeout, 250 ms). Measure a short fresh window instead.
+            seen = self.ctx.admission.admitted_total();
+            let started = Instant::now();
+            tokio::time::sleep(FRESH_WINDOW).await;
+            elapsed = started.elapsed().as_secs_f64();
         }
         let now = self.ctx.admission.admitted_total();
         self.writes_seen = (Instant::now(), now);
