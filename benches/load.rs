@@ -128,6 +128,21 @@ const PROMPTS: &[&str] = &[
     "Book a table for Friday",
 ];
 
+/// One JSON-RPC message to the MCP endpoint (stateless Streamable HTTP POST).
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    message: Value,
+) -> reqwest::Result<reqwest::Response> {
+    http.post(url)
+        .bearer_auth(key)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&message)
+        .send()
+        .await
+}
+
 /// One MCP tool call over Streamable HTTP (stateless JSON-RPC POST): `Ok(structured
 /// content)` or `Err(error class)`.
 async fn call(
@@ -137,15 +152,15 @@ async fn call(
     tool: &str,
     args: Value,
 ) -> Result<Value, String> {
-    let response = http
-        .post(url)
-        .bearer_auth(key)
-        .header("Accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": tool, "arguments": args}}))
-        .send()
-        .await
-        .map_err(|_| "transport".to_owned())?;
+    let response = post(
+        http,
+        url,
+        key,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": tool, "arguments": args}}),
+    )
+    .await
+    .map_err(|_| "transport".to_owned())?;
     let body: Value = response.json().await.map_err(|_| "transport".to_owned())?;
     let result = &body["result"];
     if result.is_null() {
@@ -203,12 +218,8 @@ async fn main() -> anyhow::Result<()> {
     // Every connection the generator will use is opened before the clock starts: the run
     // measures the service, not TCP handshakes.
     let opened = (0..args.writers + args.readers).map(|_| async {
-        let response = http
-            .post(&url)
-            .bearer_auth(&butlers[0].key)
-            .header("Accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-            .send()
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        let response = post(&http, &url, &butlers[0].key, list)
             .await?
             .error_for_status()?;
         // Read to the end, so that the connection goes back to the pool.

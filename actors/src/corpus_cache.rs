@@ -13,7 +13,7 @@
 //! - A word's document frequency is counted with a bound (`common_df` + 1 rows), so a rare
 //!   word costs what it matches; only a word over the bound is counted in full. A count is
 //!   reused while the type has not been written since, and after writes too until the
-//!   memory count moves by more than `COMMON_DRIFT` or the statistics' trust window passes
+//!   memory count moves by more than `DRIFT` or the statistics' trust window passes
 //!   (its weight hardly changes in between): during a write burst, a read does not wait for
 //!   a recount. A new memory is still found at once by any of its words: a selective word
 //!   matches it, and a word counted in no memory joins the selection (`domain::bm25`).
@@ -37,7 +37,7 @@ use crate::store::search::CorpusStats;
 /// The longest statistics are trusted after a write.
 const MAX_AGE: Duration = Duration::seconds(30);
 /// Relative change of the memory count after which a word is counted again.
-const COMMON_DRIFT: f64 = 0.1;
+const DRIFT: f64 = 0.1;
 /// Query texts whose words are remembered.
 const TEXTS: usize = 4096;
 /// Words (per tenant and memory type) whose document frequency is remembered.
@@ -123,7 +123,7 @@ impl CorpusCache {
                     let counted = words.get(&key)?;
                     let unchanged = counted.generation == generation;
                     let steady = (corpus.documents - counted.documents).abs()
-                        <= COMMON_DRIFT * counted.documents
+                        <= DRIFT * counted.documents
                         && now - counted.at < trusted_for(counted.documents);
                     (unchanged || steady).then_some(counted.df)
                 })

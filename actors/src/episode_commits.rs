@@ -275,15 +275,32 @@ mod tests {
             .collect()
     }
 
+    type Answer = tokio::task::JoinHandle<MemoryResult<Vec<Inserted>>>;
+
+    fn spawn_commit(commits: &Arc<EpisodeCommits>, group: Vec<Submission>) -> Answer {
+        let c = commits.clone();
+        tokio::spawn(async move { c.commit(group).await })
+    }
+
+    /// Commits butler a's "a1" and waits until its statement runs (and is held).
+    async fn hold_first(commits: &Arc<EpisodeCommits>, recorder: &Recorder) -> Answer {
+        let first = spawn_commit(commits, vec![submission("a", "a1")]);
+        recorder.started.notified().await;
+        first
+    }
+
+    /// Waits until `n` groups wait in the queue.
+    async fn queued(commits: &EpisodeCommits, n: usize) {
+        while commits.lock().len() < n {
+            tokio::task::yield_now().await;
+        }
+    }
+
     #[tokio::test]
     async fn groups_queued_during_a_statement_share_the_next_one_in_order() {
         let (recorder, insert) = recording();
         let commits = Arc::new(EpisodeCommits::new(1, 100, insert));
-        let first = tokio::spawn({
-            let c = commits.clone();
-            async move { c.commit(vec![submission("a", "a1")]).await }
-        });
-        recorder.started.notified().await;
+        let first = hold_first(&commits, &recorder).await;
         // While the first statement runs, three shards queue their groups.
         let mut later = Vec::new();
         for (butler, texts) in [
@@ -291,14 +308,11 @@ mod tests {
             ("c", vec!["c1"]),
             ("d", vec!["d1"]),
         ] {
-            let c = commits.clone();
             let group = texts.iter().map(|t| submission(butler, t)).collect();
-            later.push(tokio::spawn(async move { c.commit(group).await }));
+            later.push(spawn_commit(&commits, group));
             tokio::task::yield_now().await;
         }
-        while commits.lock().len() < 3 {
-            tokio::task::yield_now().await;
-        }
+        queued(&commits, 3).await;
         recorder.release_first.notify_one();
 
         assert_eq!(contents(&first.await.unwrap()), vec!["a1"]);
@@ -318,25 +332,11 @@ mod tests {
     async fn a_failing_group_fails_alone() {
         let (recorder, insert) = recording();
         let commits = Arc::new(EpisodeCommits::new(1, 100, insert));
-        let first = tokio::spawn({
-            let c = commits.clone();
-            async move { c.commit(vec![submission("a", "a1")]).await }
-        });
-        recorder.started.notified().await;
-        let good = tokio::spawn({
-            let c = commits.clone();
-            async move { c.commit(vec![submission("b", "b1")]).await }
-        });
-        while commits.lock().is_empty() {
-            tokio::task::yield_now().await;
-        }
-        let bad = tokio::spawn({
-            let c = commits.clone();
-            async move { c.commit(vec![submission("c", "bad")]).await }
-        });
-        while commits.lock().len() < 2 {
-            tokio::task::yield_now().await;
-        }
+        let first = hold_first(&commits, &recorder).await;
+        let good = spawn_commit(&commits, vec![submission("b", "b1")]);
+        queued(&commits, 1).await;
+        let bad = spawn_commit(&commits, vec![submission("c", "bad")]);
+        queued(&commits, 2).await;
         recorder.release_first.notify_one();
 
         first.await.unwrap().expect("first");
@@ -360,21 +360,14 @@ mod tests {
     async fn a_statement_takes_at_most_max_episodes_but_a_large_group_still_goes() {
         let (recorder, insert) = recording();
         let commits = Arc::new(EpisodeCommits::new(1, 3, insert));
-        let first = tokio::spawn({
-            let c = commits.clone();
-            async move { c.commit(vec![submission("a", "a1")]).await }
-        });
-        recorder.started.notified().await;
+        let first = hold_first(&commits, &recorder).await;
         let mut later = Vec::new();
         for (butler, n) in [("b", 4), ("c", 2), ("d", 1)] {
-            let c = commits.clone();
             let group = (0..n)
                 .map(|i| submission(butler, &format!("{butler}{i}")))
                 .collect();
-            later.push(tokio::spawn(async move { c.commit(group).await }));
-            while commits.lock().len() < later.len() {
-                tokio::task::yield_now().await;
-            }
+            later.push(spawn_commit(&commits, group));
+            queued(&commits, later.len()).await;
         }
         recorder.release_first.notify_one();
         first.await.unwrap().expect("first");

@@ -179,11 +179,8 @@ pub async fn in_sessions(
     if episodes.is_empty() {
         return Ok(scored);
     }
-    let neighbours = ctx
-        .reads
-        .store()
-        .session_neighbours(filter, &episodes)
-        .await?;
+    let store = ctx.reads.store();
+    let neighbours = store.session_neighbours(filter, &episodes).await?;
     let known: HashSet<Uuid> = scored.iter().map(|s| s.candidate.id).collect();
     let mut missing: Vec<Uuid> = neighbours
         .iter()
@@ -196,10 +193,7 @@ pub async fn in_sessions(
     let fetched = if missing.is_empty() {
         Vec::new()
     } else {
-        ctx.reads
-            .store()
-            .episode_candidates(filter, &missing)
-            .await?
+        store.episode_candidates(filter, &missing).await?
     };
     ranking.with_session_neighbours(&mut scored, &neighbours, fetched);
     Ok(scored)
