@@ -4,6 +4,7 @@
 //! structs. Arguments are parsed here rather than by rmcp's macros so that every bad input
 //! becomes a classified tool error (`invalid_input`) instead of a protocol error.
 
+pub mod direct;
 pub mod params;
 pub mod reply;
 pub mod tools;
@@ -19,7 +20,6 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use schemars::JsonSchema;
@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::McpConfig;
 use crate::startup::AppState;
+use direct::Endpoint;
 use params::{
     ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, DeadLettersParams,
     ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams,
@@ -209,47 +210,60 @@ impl ServerHandler for MemoryServer {
             .extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Caller>())
-            .cloned()
             .ok_or_else(|| {
                 ErrorData::internal_error("request reached a tool without a caller", None)
             })?;
         let name = request.name.as_ref();
-        let started = Instant::now();
         let args = request.arguments.unwrap_or_default();
+        match self.run_tool(name, caller, args).await {
+            Some(result) => Ok(result.into()),
+            None => Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`"),
+                None,
+            )),
+        }
+    }
+}
+
+impl MemoryServer {
+    /// Runs the tool called `name` for `caller`: `None` when there is no such tool.
+    /// Each tool's future is boxed, so this future stays small whichever tool runs:
+    /// request futures are moved as they are spawned and polled.
+    pub(crate) async fn run_tool(
+        &self,
+        name: &str,
+        caller: &Caller,
+        args: JsonObject,
+    ) -> Option<CallToolResult> {
+        let started = Instant::now();
         let engine = &self.state.engine;
         let outcome = match name {
-            "memory_store_episode" => run(args, |p| tools::store_episode(engine, &caller, p)).await,
-            "memory_ingest_batch" => run(args, |p| tools::ingest_batch(engine, &caller, p)).await,
-            "memory_store_fact" => run(args, |p| tools::store_fact(engine, &caller, p)).await,
-            "memory_store_rule" => run(args, |p| tools::store_rule(engine, &caller, p)).await,
-            "memory_get" => run(args, |p| tools::get(engine, &caller, p)).await,
-            "memory_stats" => run(args, |p| tools::stats(engine, &caller, p)).await,
-            "memory_search" => run(args, |p| tools::search(engine, &caller, p)).await,
-            "memory_recall" => run(args, |p| tools::recall(engine, &caller, p)).await,
-            "memory_context" => run(args, |p| tools::context(engine, &caller, p)).await,
-            "memory_context_batch" => run(args, |p| tools::context_batch(engine, &caller, p)).await,
-            "memory_confirm" => run(args, |p| tools::confirm(engine, &caller, p)).await,
-            "memory_mark_helpful" => run(args, |p| tools::mark_helpful(engine, &caller, p)).await,
-            "memory_mark_harmful" => run(args, |p| tools::mark_harmful(engine, &caller, p)).await,
-            "memory_forget" => run(args, |p| tools::forget(engine, &caller, p)).await,
-            "memory_restore" => run(args, |p| tools::restore(engine, &caller, p)).await,
+            "memory_store_episode" => run(args, |p| tools::store_episode(engine, caller, p)).await,
+            "memory_ingest_batch" => run(args, |p| tools::ingest_batch(engine, caller, p)).await,
+            "memory_store_fact" => run(args, |p| tools::store_fact(engine, caller, p)).await,
+            "memory_store_rule" => run(args, |p| tools::store_rule(engine, caller, p)).await,
+            "memory_get" => run(args, |p| tools::get(engine, caller, p)).await,
+            "memory_stats" => run(args, |p| tools::stats(engine, caller, p)).await,
+            "memory_search" => run(args, |p| tools::search(engine, caller, p)).await,
+            "memory_recall" => run(args, |p| tools::recall(engine, caller, p)).await,
+            "memory_context" => run(args, |p| tools::context(engine, caller, p)).await,
+            "memory_context_batch" => run(args, |p| tools::context_batch(engine, caller, p)).await,
+            "memory_confirm" => run(args, |p| tools::confirm(engine, caller, p)).await,
+            "memory_mark_helpful" => run(args, |p| tools::mark_helpful(engine, caller, p)).await,
+            "memory_mark_harmful" => run(args, |p| tools::mark_harmful(engine, caller, p)).await,
+            "memory_forget" => run(args, |p| tools::forget(engine, caller, p)).await,
+            "memory_restore" => run(args, |p| tools::restore(engine, caller, p)).await,
             "memory_activity_stream" => {
-                run(args, |p| tools::activity_stream(engine, &caller, p)).await
+                run(args, |p| tools::activity_stream(engine, caller, p)).await
             }
-            "memory_run_sweep" => run(args, |p| tools::run_sweep(engine, &caller, p)).await,
-            "memory_dead_letters" => run(args, |p| tools::dead_letters(engine, &caller, p)).await,
+            "memory_run_sweep" => run(args, |p| tools::run_sweep(engine, caller, p)).await,
+            "memory_dead_letters" => run(args, |p| tools::dead_letters(engine, caller, p)).await,
             "memory_requeue_dead_letters" => {
-                run(args, |p| tools::requeue_dead_letters(engine, &caller, p)).await
+                run(args, |p| tools::requeue_dead_letters(engine, caller, p)).await
             }
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!("unknown tool `{other}`"),
-                    None,
-                ));
-            }
+            _ => return None,
         };
-        let result = finish(name, &caller, outcome, started);
-        Ok(result.into())
+        Some(finish(name, caller, outcome, started))
     }
 }
 
@@ -261,7 +275,7 @@ where
     Fut: Future<Output = Outcome>,
 {
     match serde_json::from_value::<P>(serde_json::Value::Object(args)) {
-        Ok(params) => tool(params).await,
+        Ok(params) => Box::pin(tool(params)).await,
         Err(e) => Outcome {
             lineage: None,
             result: Err(MemoryError::invalid_input(
@@ -316,13 +330,10 @@ fn finish(tool: &str, caller: &Caller, outcome: Outcome, started: Instant) -> Ca
     }
 }
 
-/// The `/mcp` service: stateless Streamable HTTP with JSON responses, so each POST is one
-/// independent request and no session state has to be kept or recovered.
-pub fn service(
-    state: Arc<AppState>,
-    config: &McpConfig,
-    cancel: CancellationToken,
-) -> StreamableHttpService<MemoryServer, LocalSessionManager> {
+/// The `/mcp` endpoint: stateless Streamable HTTP with JSON responses, so each POST is one
+/// independent request and no session state has to be kept or recovered. Plain tool calls
+/// are answered directly ([`direct`]); everything else goes through rmcp.
+pub fn endpoint(state: Arc<AppState>, config: &McpConfig, cancel: CancellationToken) -> Endpoint {
     let mut http = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -334,13 +345,13 @@ pub fn service(
     } else {
         http.with_allowed_hosts(config.allowed_hosts.clone())
     };
-    StreamableHttpService::new(
-        move || {
-            Ok(MemoryServer {
-                state: state.clone(),
-            })
-        },
-        Default::default(),
-        http,
+    let server = MemoryServer { state };
+    let factory = server.clone();
+    let rmcp = StreamableHttpService::new(move || Ok(factory.clone()), Default::default(), http);
+    Endpoint::new(
+        server,
+        rmcp,
+        &config.allowed_hosts,
+        config.max_request_bytes,
     )
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{any, get};
 use butler_memory_actors::Engine;
 use butler_memory_actors::clock::{SharedClock, SystemClock};
 use butler_memory_actors::embedder_pool::EmbedderFactory;
@@ -176,10 +176,12 @@ impl Application {
 /// The routes: `/mcp` behind the key check, operator endpoints beside it.
 pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
     let mcp = Router::new()
-        .nest_service(
-            "/mcp",
-            mcp::service(state.clone(), &state.config.mcp, cancel),
-        )
+        .route("/mcp", any(mcp::direct::handle))
+        .with_state(Arc::new(mcp::endpoint(
+            state.clone(),
+            &state.config.mcp,
+            cancel,
+        )))
         .layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
             require_key,

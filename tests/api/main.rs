@@ -11,6 +11,7 @@ mod events;
 mod forgetting;
 mod helpers;
 mod invalid_input;
+mod mcp_endpoint;
 mod operator;
 mod process;
 mod retrieval;

@@ -1,0 +1,155 @@
+//! The `/mcp` endpoint answers plain stateless tool calls itself (src/mcp/direct.rs) and
+//! hands everything else to rmcp: both must give a butler the same bytes.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+/// The headers of a plain call (the load generator's), and a variant rmcp must serve: an
+/// `Accept` with a weight, which the direct path leaves to rmcp to interpret.
+const PLAIN_ACCEPT: &str = "application/json, text/event-stream";
+const WEIGHTED_ACCEPT: &str = "application/json, text/event-stream;q=1";
+
+async fn post(app: &TestApp, accept: &str, body: &Value) -> (u16, String, Vec<u8>) {
+    let response = reqwest::Client::new()
+        .post(app.url("/mcp"))
+        .header("Accept", accept)
+        .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (
+        status,
+        content_type,
+        response.bytes().await.unwrap().to_vec(),
+    )
+}
+
+fn tool_call(id: i64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": args}})
+}
+
+#[tokio::test]
+async fn direct_answers_are_the_bytes_rmcp_sends() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let episode = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"content": "the boiler was serviced", "butler": "health"}),
+        )
+        .await;
+    // Embedded first, so the record does not change between the two answers.
+    app.engine().flush().await.unwrap();
+    let context = json!({"request_id": "req-direct-1"});
+    let calls = [
+        // A record, an error of each kind the tools return, and a rule the tool enforces.
+        tool_call(
+            1,
+            "memory_get",
+            json!({"type": "episode", "id": episode["id"], "request_context": context}),
+        ),
+        tool_call(
+            2,
+            "memory_get",
+            json!({"type": "episode", "id": "00000000-0000-7000-8000-000000000000",
+                   "request_context": context}),
+        ),
+        tool_call(3, "memory_get", json!({"type": "episode"})),
+        tool_call(
+            4,
+            "memory_search",
+            json!({"query": "boiler", "limit": 1000, "request_context": context}),
+        ),
+    ];
+    for call in &calls {
+        let direct = post(&app, PLAIN_ACCEPT, call).await;
+        let through_rmcp = post(&app, WEIGHTED_ACCEPT, call).await;
+        assert_eq!(direct.0, 200, "{call}");
+        assert_eq!(direct.1, "application/json", "{call}");
+        assert_eq!(
+            String::from_utf8_lossy(&direct.2),
+            String::from_utf8_lossy(&through_rmcp.2),
+            "{call}"
+        );
+        assert_eq!((direct.0, &direct.1), (through_rmcp.0, &through_rmcp.1));
+    }
+    // The record came back, and the errors are tool errors with their classes.
+    let bodies: Vec<Value> =
+        futures::future::join_all(calls.iter().map(|c| post(&app, PLAIN_ACCEPT, c)))
+            .await
+            .into_iter()
+            .map(|(_, _, body)| serde_json::from_slice(&body).unwrap())
+            .collect();
+    assert_eq!(
+        bodies[0]["result"]["structuredContent"]["id"],
+        episode["id"]
+    );
+    assert_eq!(
+        bodies[0]["result"]["structuredContent"]["request_context"]["request_id"],
+        "req-direct-1"
+    );
+    assert_eq!(
+        bodies[1]["result"]["structuredContent"]["class"],
+        "not_found"
+    );
+    assert_eq!(
+        bodies[2]["result"]["structuredContent"]["class"],
+        "invalid_input"
+    );
+    assert_eq!(
+        bodies[3]["result"]["structuredContent"]["class"],
+        "invalid_input"
+    );
+    assert!(
+        bodies
+            .iter()
+            .all(|b| b["result"].get("resultType").is_none())
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn calls_the_direct_path_declines_still_reach_rmcp_with_their_body() {
+    let app = spawn_app().await;
+    // An unknown tool is read by the direct path, then handed on: rmcp must get the body
+    // intact to answer with its protocol error.
+    let (status, _, body) = post(&app, PLAIN_ACCEPT, &tool_call(9, "memory_nope", json!({}))).await;
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(body["id"], 9);
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("memory_nope")
+    );
+    // Other methods go to rmcp unread.
+    let (status, _, body) = post(
+        &app,
+        PLAIN_ACCEPT,
+        &json!({"jsonrpc": "2.0", "id": 10, "method": "tools/list"}),
+    )
+    .await;
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 200);
+    assert!(body["result"]["tools"].as_array().unwrap().len() > 10);
+    // rmcp keeps refusing what it refuses: a client that cannot take an event stream.
+    let (status, _, _) = post(
+        &app,
+        "application/json",
+        &tool_call(11, "memory_stats", json!({})),
+    )
+    .await;
+    assert_eq!(status, 406);
+    app.stop().await;
+}
