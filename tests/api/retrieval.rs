@@ -638,3 +638,65 @@ async fn a_word_counted_in_no_memory_finds_the_first_memory_that_has_it() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_word_count_past_its_window_is_served_once_more_and_recounted_behind_the_read() {
+    // Counts over a small corpus are trusted for a second after a write; for a second more
+    // a read uses them as they are and a recount runs behind it, so no read waits for one.
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at("[retrieval]\nkeyword_common_df = 5\n", clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let store = |content: String| {
+        let mcp = &mcp;
+        async move {
+            mcp.ok(
+                "memory_store_episode",
+                json!({"butler": "health", "content": content}),
+            )
+            .await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    for i in 0..40 {
+        store(format!("Watered the garden bed number {i}")).await;
+    }
+    let mut zucchini = Vec::new();
+    for i in 0..2 {
+        zucchini.push(store(format!("Picked zucchini batch {i}")).await);
+    }
+    let search = json!({"query": "zucchini", "mode": "keyword", "types": ["episode"], "limit": 20});
+    // Counted now: two of 42 memories, a rare word.
+    assert_eq!(ids(&mcp.ok("memory_search", search.clone()).await).len(), 2);
+
+    // 1.5 s on, five more: seven of 47 would make the word common (only the five most
+    // recent matches score), but the count is within its second window.
+    clock.advance(Duration::milliseconds(1500));
+    for i in 2..7 {
+        zucchini.push(store(format!("Picked zucchini batch {i}")).await);
+    }
+    let stale = mcp.ok("memory_search", search.clone()).await;
+    let mut found = ids(&stale);
+    found.sort();
+    let mut all = zucchini.clone();
+    all.sort();
+    assert_eq!(found, all, "served with the old count (rare): {stale}");
+
+    // The recount behind that read lands; then the word is common.
+    let mut attempts = 0;
+    let recounted = loop {
+        let result = mcp.ok("memory_search", search.clone()).await;
+        if ids(&result).len() == 5 || attempts == 100 {
+            break result;
+        }
+        attempts += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let mut found = ids(&recounted);
+    found.sort();
+    let mut recent = zucchini[2..].to_vec();
+    recent.sort();
+    assert_eq!(found, recent, "recounted (common): {recounted}");
+    app.stop().await;
+}
