@@ -164,6 +164,10 @@ impl CorpusCache {
         let store = store.clone();
         let common_df = self.common_df;
         tokio::spawn(async move {
+            let _running = Recounting {
+                counts: counts.clone(),
+                key: key.clone(),
+            };
             let (tenant_id, memory_type) = (&key.0, key.1);
             let recount = async {
                 let corpus = if stats {
@@ -188,7 +192,6 @@ impl CorpusCache {
             if let Err(e) = recount.await {
                 tracing::debug!(tenant = %tenant_id, ?memory_type, error = %e, "background recount of keyword statistics failed");
             }
-            lock(&counts.recounting).remove(&key);
         });
     }
 
@@ -290,6 +293,19 @@ impl CorpusCache {
         let lexemes = Arc::new(store.query_lexemes(text).await?);
         lock(&self.lexemes).put(text.to_owned(), lexemes.clone());
         Ok(lexemes)
+    }
+}
+
+/// Marks a background recount as running until it ends, however it ends (a panic
+/// included), so the next stale read can start another.
+struct Recounting {
+    counts: Arc<Counts>,
+    key: TypeKey,
+}
+
+impl Drop for Recounting {
+    fn drop(&mut self) {
+        lock(&self.counts.recounting).remove(&self.key);
     }
 }
 
