@@ -91,10 +91,12 @@ pub fn base_config(extra: &str) -> Config {
         "[lifecycle]\ncatch_up_missed_runs = false\nscheduler_tick_ms = 3600000\n"
     };
     // Two readers are plenty; a test with a `[retrieval]` table of its own sets what it needs.
+    // Query embeddings get 5 s, not 250 ms: tests run in parallel on a shared embedder, and
+    // a read that degraded to keyword search because the host was slow is not what they test.
     let retrieval = if extra.contains("[retrieval]") {
         ""
     } else {
-        "[retrieval]\nworkers = 2\n"
+        "[retrieval]\nworkers = 2\nembed_timeout_ms = 5000\n"
     };
     let toml = format!(
         r#"

@@ -155,7 +155,9 @@ onnxruntime_path = "{deps}/onnxruntime/libonnxruntime.so.1.31.1"
 model_path = "{deps}/model/model.onnx"
 tokenizer_path = "{deps}/model/tokenizer.json"
 [database]
-acquire_timeout_ms = 1000
+# A busy CI host can take over a second to open a connection while tests run beside it;
+# readiness keeps its own 2 s bound on the ping.
+acquire_timeout_ms = 5000
 [log]
 format = "json"
 level = "info"
