@@ -8,16 +8,17 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::Router;
 use axum::routing::{any, get};
+use backon::{ExponentialBuilder, Retryable};
 use butler_memory_actors::Engine;
 use butler_memory_actors::clock::{SharedClock, SystemClock};
 use butler_memory_actors::embedder_pool::EmbedderFactory;
-use butler_memory_actors::store::Store;
 use butler_memory_actors::store::embedded_postgres::EmbeddedPostgres;
+use butler_memory_actors::store::{Store, StoreStartError};
 use metrics_exporter_prometheus::PrometheusHandle;
 use sqlx::postgres::PgConnectOptions;
 use tokio::net::TcpListener;
@@ -75,7 +76,7 @@ impl Application {
             ),
             Database::External(options) => (Store::open(options, &config.database), None),
         };
-        store.prepare().await?;
+        prepare(&store, &config).await?;
         let engine = Engine::start(store, config.engine(), clock, factory)
             .await
             .map_err(|e| anyhow::anyhow!("starting the actor tree: {e}"))?;
@@ -195,6 +196,26 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
         .merge(mcp)
 }
 
+/// Checks the database and applies migrations, retrying for `database.startup_wait_secs`
+/// while the database does not answer (a server still starting, a slow host): a service
+/// started beside its database should not exit because it came up first.
+async fn prepare(store: &Store, config: &Config) -> Result<(), StoreStartError> {
+    let wait = Duration::from_secs(config.database.startup_wait_secs);
+    let started = Instant::now();
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(2))
+        .without_max_times();
+    (|| store.prepare())
+        .retry(backoff)
+        .sleep(tokio::time::sleep)
+        .when(|e| e.is_transient() && started.elapsed() < wait)
+        .notify(|error, after| {
+            tracing::warn!(%error, retry_in = ?after, "the database is not answering yet");
+        })
+        .await
+}
+
 async fn open_database(config: &Config) -> anyhow::Result<Database> {
     if config.database_url.is_empty() {
         let pg = EmbeddedPostgres::start(&config.data_dir, &config.embedded_postgres)
@@ -220,7 +241,7 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
         ),
         Database::External(options) => (Store::open(options, &config.database), None),
     };
-    store.prepare().await?;
+    prepare(&store, config).await?;
     store.close().await;
     if let Some(pg) = embedded {
         pg.stop().await?;

@@ -54,6 +54,9 @@ pub struct DatabaseConfig {
     pub acquire_timeout_ms: u64,
     /// Server-side limit on any one statement.
     pub statement_timeout_ms: u64,
+    /// How long start-up keeps trying a database that does not answer yet (a server still
+    /// starting, a slow host) before giving up; 0 tries once.
+    pub startup_wait_secs: u64,
 }
 
 /// Why the database cannot be used.
@@ -75,6 +78,20 @@ pub enum StoreStartError {
     Migrate(#[source] sqlx::migrate::MigrateError),
     #[error("checking the database failed: {0}")]
     Check(#[source] sqlx::Error),
+}
+
+impl StoreStartError {
+    /// Whether trying again may succeed: the database did not answer, or not in time.
+    /// A refusal (authentication, a missing pgvector, a failed migration) is final.
+    pub fn is_transient(&self) -> bool {
+        let unanswered =
+            |e: &sqlx::Error| matches!(e, sqlx::Error::PoolTimedOut | sqlx::Error::Io(_));
+        match self {
+            StoreStartError::Connect(e) => unanswered(e),
+            StoreStartError::Migrate(sqlx::migrate::MigrateError::Execute(e)) => unanswered(e),
+            _ => false,
+        }
+    }
 }
 
 /// The system of record: a pool for reads and a smaller one for writes.

@@ -194,7 +194,14 @@ fn db_config() -> DatabaseConfig {
         min_connections: 0,
         acquire_timeout_ms: 5000,
         statement_timeout_ms: 10000,
+        startup_wait_secs: 0,
     }
+}
+
+/// Where the test cluster listens: its socket directory and port.
+pub fn cluster_socket() -> (PathBuf, u16) {
+    let cluster = cluster();
+    (cluster.socket_dir.clone(), cluster.port)
 }
 
 /// A fresh database for one test, cloned from the migrated template. Returns its URL.

@@ -15,6 +15,7 @@ mod mcp_endpoint;
 mod operator;
 mod process;
 mod retrieval;
+mod startup;
 mod store_tools;
 mod supersession;
 mod supervision;

@@ -1,0 +1,80 @@
+//! Start-up against a database that does not answer yet: the service waits for it (up to
+//! `database.startup_wait_secs`) and then serves, or gives up with the error after that.
+
+use std::time::{Duration, Instant};
+
+use butler_memory::startup::Application;
+
+use crate::helpers::*;
+
+/// A database URL whose socket directory is `dir` (where no server listens until a test
+/// links the cluster's socket into it).
+fn url_in(dir: &std::path::Path, database: &str, port: u16) -> String {
+    format!(
+        "postgres://postgres@localhost/{database}?host={}&port={port}",
+        dir.display()
+    )
+}
+
+fn database_name(options: &sqlx::postgres::PgConnectOptions) -> String {
+    options.get_database().expect("a database name").to_owned()
+}
+
+#[tokio::test]
+async fn a_database_that_comes_up_after_the_service_is_waited_for() {
+    let (_, options) = fresh_database().await;
+    let (socket_dir, port) = cluster_socket();
+    let late = tempfile::tempdir().unwrap();
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = base_config("");
+    config.database_url =
+        butler_memory::config::Secret::new(url_in(late.path(), &database_name(&options), port));
+    config.database.acquire_timeout_ms = 500;
+    config.data_dir = data_dir.path().to_owned();
+    // The server "starts" a second and a half after the service: its socket appears.
+    let socket = format!(".s.PGSQL.{port}");
+    let (from, to) = (socket_dir.join(&socket), late.path().join(&socket));
+    let linker = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        std::os::unix::fs::symlink(from, to).unwrap();
+    });
+    let app = Application::build(config)
+        .await
+        .expect("the service waits for its database, then starts");
+    linker.await.unwrap();
+    let url = format!("http://{}/readyz", app.address());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+    let ready = reqwest::get(url).await.unwrap();
+    assert_eq!(ready.status(), 200, "{}", ready.text().await.unwrap());
+    stop.send(()).unwrap();
+    serving.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_database_that_never_answers_fails_start_up_after_the_wait() {
+    let (_, port) = cluster_socket();
+    let nowhere = tempfile::tempdir().unwrap();
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = base_config("");
+    config.database_url =
+        butler_memory::config::Secret::new(url_in(nowhere.path(), "butler_memory", port));
+    config.database.acquire_timeout_ms = 200;
+    config.database.startup_wait_secs = 1;
+    config.data_dir = data_dir.path().to_owned();
+    let started = Instant::now();
+    let error = Application::build(config)
+        .await
+        .err()
+        .expect("no database, no service");
+    assert!(
+        format!("{error:#}").contains("cannot connect to the database"),
+        "{error:#}"
+    );
+    // It retried past the first failure, and stopped once the wait was over.
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(1), "gave up after {took:?}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
