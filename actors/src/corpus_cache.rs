@@ -138,10 +138,7 @@ impl CorpusCache {
                 Freshness::Expired => {}
             }
         }
-        let stats = store.corpus_stats(key.1, &key.0).await?;
-        self.counts
-            .entries
-            .insert(key.clone(), (stats, generation, now));
+        let stats = self.counts.count(store, key, generation, now).await?;
         Ok((stats, false))
     }
 
@@ -171,11 +168,7 @@ impl CorpusCache {
             let (tenant_id, memory_type) = (&key.0, key.1);
             let recount = async {
                 let corpus = if stats {
-                    let corpus = store.corpus_stats(memory_type, tenant_id).await?;
-                    counts
-                        .entries
-                        .insert(key.clone(), (corpus, generation, now));
-                    corpus
+                    counts.count(&store, &key, generation, now).await?
                 } else {
                     match counts.entries.get(&key) {
                         Some(entry) => entry.0,
@@ -310,6 +303,19 @@ impl Drop for Recounting {
 }
 
 impl Counts {
+    /// Counts the type's memories and their mean length, and keeps the answer.
+    async fn count(
+        &self,
+        store: &Store,
+        key: &TypeKey,
+        generation: u64,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<CorpusStats> {
+        let stats = store.corpus_stats(key.1, &key.0).await?;
+        self.entries.insert(key.clone(), (stats, generation, now));
+        Ok(stats)
+    }
+
     fn put_words(
         &self,
         key: &TypeKey,

@@ -43,6 +43,17 @@ async fn fact(mcp: &Mcp, predicate: &str, content: &str) -> String {
     stored["id"].as_str().unwrap().to_owned()
 }
 
+/// Stores an episode of the health butler; returns its id.
+async fn episode(mcp: &Mcp, content: &str) -> String {
+    let stored = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": content}),
+        )
+        .await;
+    stored["id"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn each_mode_finds_what_it_should() {
     let app = spawn_app().await;
@@ -497,13 +508,13 @@ async fn common_words_score_but_only_rare_words_pick_keyword_candidates() {
     let mcp = app.client(TENANT_A_HEALTH).await;
     let mut plans = Vec::new();
     for day in 0..12 {
-        let stored = mcp
-            .ok(
-                "memory_store_episode",
-                json!({"butler": "health", "content": format!("The user asked about the plan for day {day}")}),
+        plans.push(
+            episode(
+                &mcp,
+                &format!("The user asked about the plan for day {day}"),
             )
-            .await;
-        plans.push(stored["id"].as_str().unwrap().to_owned());
+            .await,
+        );
         clock.advance(Duration::minutes(1));
     }
     let search =
@@ -523,24 +534,8 @@ async fn common_words_score_but_only_rare_words_pick_keyword_candidates() {
 
     // A rare word picks the candidates; the common word still adds to their scores (the
     // two have as many words, so length does not decide).
-    let zucchini = mcp
-        .ok(
-            "memory_store_episode",
-            json!({"butler": "health", "content": "Grow zucchini on the balcony"}),
-        )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let both = mcp
-        .ok(
-            "memory_store_episode",
-            json!({"butler": "health", "content": "A plan to grow zucchini"}),
-        )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let zucchini = episode(&mcp, "Grow zucchini on the balcony").await;
+    let both = episode(&mcp, "A plan to grow zucchini").await;
     let rare = mcp.ok("memory_search", search("zucchini plan")).await;
     assert_eq!(ids(&rare), vec![both.clone(), zucchini.clone()], "{rare}");
 
@@ -617,15 +612,7 @@ async fn a_word_counted_in_no_memory_finds_the_first_memory_that_has_it() {
 
     // A millisecond later: the newest episode, well inside the counts' trust window.
     clock.advance(Duration::milliseconds(1));
-    let zebra = mcp
-        .ok(
-            "memory_store_episode",
-            json!({"butler": "health", "content": "A zebra crossed the road"}),
-        )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let zebra = episode(&mcp, "A zebra crossed the road").await;
     assert_eq!(
         ids(&mcp.ok("memory_search", search("zebra")).await),
         vec![zebra.clone()]
@@ -646,25 +633,12 @@ async fn a_word_count_past_its_window_is_served_once_more_and_recounted_behind_t
     let clock = Arc::new(ManualClock::new(t0()));
     let app = spawn_app_at("[retrieval]\nkeyword_common_df = 5\n", clock.clone()).await;
     let mcp = app.client(TENANT_A_HEALTH).await;
-    let store = |content: String| {
-        let mcp = &mcp;
-        async move {
-            mcp.ok(
-                "memory_store_episode",
-                json!({"butler": "health", "content": content}),
-            )
-            .await["id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        }
-    };
     for i in 0..40 {
-        store(format!("Watered the garden bed number {i}")).await;
+        episode(&mcp, &format!("Watered the garden bed number {i}")).await;
     }
     let mut zucchini = Vec::new();
     for i in 0..2 {
-        zucchini.push(store(format!("Picked zucchini batch {i}")).await);
+        zucchini.push(episode(&mcp, &format!("Picked zucchini batch {i}")).await);
     }
     let search = json!({"query": "zucchini", "mode": "keyword", "types": ["episode"], "limit": 20});
     // Counted now: two of 42 memories, a rare word.
@@ -674,7 +648,7 @@ async fn a_word_count_past_its_window_is_served_once_more_and_recounted_behind_t
     // recent matches score), but the count is within its second window.
     clock.advance(Duration::milliseconds(1500));
     for i in 2..7 {
-        zucchini.push(store(format!("Picked zucchini batch {i}")).await);
+        zucchini.push(episode(&mcp, &format!("Picked zucchini batch {i}")).await);
     }
     let stale = mcp.ok("memory_search", search.clone()).await;
     let mut found = ids(&stale);
