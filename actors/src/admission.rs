@@ -96,6 +96,7 @@ mod tests {
             group_commit_max: 10,
             group_commit_linger_ms: 0,
             commit_concurrency: 2,
+            parallel_commit_min_episodes: 64,
             max_in_flight,
             max_queued_per_shard,
             overload_retry_after_ms: 150,

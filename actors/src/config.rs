@@ -183,6 +183,9 @@ pub struct WritesConfig {
     /// Episode statements running at once across all shards; groups that arrive meanwhile
     /// share the next statement (`episode_commits.rs`).
     pub commit_concurrency: u32,
+    /// Fewest queued episodes for a statement to run beside another; smaller statements take
+    /// turns (`episode_commits.rs`).
+    pub parallel_commit_min_episodes: u32,
     /// Episodes accepted but not yet committed, across all shards; beyond, writes are
     /// refused as `overloaded`.
     pub max_in_flight: u32,

@@ -126,6 +126,7 @@ impl EngineContext {
             admission: Admission::new(&config.writes),
             episode_commits: EpisodeCommits::on_store(
                 config.writes.commit_concurrency as usize,
+                config.writes.parallel_commit_min_episodes as usize,
                 config.writes.group_commit_max as usize,
                 store.clone(),
             ),

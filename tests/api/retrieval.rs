@@ -674,3 +674,53 @@ async fn a_word_count_past_its_window_is_served_once_more_and_recounted_behind_t
     assert_eq!(found, recent, "recounted (common): {recounted}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_episode_found_brings_its_session_neighbours_along() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_ADMIN).await;
+    let mut stored = Vec::new();
+    for (session, content) in [
+        ("trip", "We packed the tent and the sleeping bags"),
+        ("trip", "The ferry to the island leaves at seven"),
+        ("trip", "Dinner was grilled fish by the harbour"),
+        ("work", "The quarterly report is due on Friday"),
+        ("solo", "Ferry tickets cost twelve euros each"),
+    ] {
+        let episode = mcp
+            .ok(
+                "memory_store_episode",
+                json!({"butler": "health", "session_id": session, "content": content}),
+            )
+            .await;
+        stored.push(episode["id"].as_str().unwrap().to_owned());
+    }
+    let [tent, ferry, dinner, report, tickets] = &stored[..] else {
+        unreachable!()
+    };
+
+    let found = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "ferry", "mode": "keyword", "butler": "health"}),
+        )
+        .await;
+    let score = |id: &str| {
+        found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .map(|r| r["scores"]["session_neighbour"].clone())
+    };
+    // The matches: one between two neighbours no list found, one alone in its session.
+    assert_eq!(score(ferry), Some(json!(0.0)), "{found}");
+    assert_eq!(score(tickets), Some(json!(0.0)), "{found}");
+    // Both neighbours of the match come along, carrying its relevance.
+    for neighbour in [tent, dinner] {
+        let inherited = score(neighbour).unwrap_or_else(|| panic!("{neighbour}: {found}"));
+        assert!(inherited.as_f64().unwrap() > 0.0, "{found}");
+    }
+    // Nothing of another session does.
+    assert_eq!(score(report), None, "{found}");
+}

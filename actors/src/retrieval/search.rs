@@ -158,8 +158,8 @@ pub async fn run(
 }
 
 /// Adds session context to scored candidates: looks up the session neighbours of every
-/// episode among them, fetches the neighbours the lists did not find, and lets the ranking
-/// share relevance along sessions.
+/// episode among them, with the neighbours the lists did not find (one statement), and lets
+/// the ranking share relevance along sessions.
 pub async fn in_sessions(
     ctx: &EngineContext,
     ranking: &Ranking,
@@ -179,22 +179,12 @@ pub async fn in_sessions(
     if episodes.is_empty() {
         return Ok(scored);
     }
-    let store = ctx.reads.store();
-    let neighbours = store.session_neighbours(filter, &episodes).await?;
     let known: HashSet<Uuid> = scored.iter().map(|s| s.candidate.id).collect();
-    let mut missing: Vec<Uuid> = neighbours
-        .iter()
-        .flat_map(|n| [n.previous, n.next])
-        .flatten()
-        .filter(|id| !known.contains(id))
-        .collect();
-    missing.sort();
-    missing.dedup();
-    let fetched = if missing.is_empty() {
-        Vec::new()
-    } else {
-        store.episode_candidates(filter, &missing).await?
-    };
+    let (neighbours, fetched) = ctx
+        .reads
+        .store()
+        .session_neighbours(filter, &episodes, &known)
+        .await?;
     ranking.with_session_neighbours(&mut scored, &neighbours, fetched);
     Ok(scored)
 }
