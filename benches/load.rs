@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -131,11 +132,11 @@ const PROMPTS: &[&str] = &[
 /// One JSON-RPC message to the MCP endpoint (stateless Streamable HTTP POST).
 async fn post(
     http: &reqwest::Client,
-    url: &str,
+    url: &reqwest::Url,
     key: &str,
     message: Value,
 ) -> reqwest::Result<reqwest::Response> {
-    http.post(url)
+    http.post(url.clone())
         .bearer_auth(key)
         .header("Accept", "application/json, text/event-stream")
         .json(&message)
@@ -143,15 +144,39 @@ async fn post(
         .await
 }
 
-/// One MCP tool call over Streamable HTTP (stateless JSON-RPC POST): `Ok(structured
-/// content)` or `Err(error class)`.
+/// The parts of a tool call's answer the generator reads: it runs beside the service on
+/// the same cores, so it skips over the rest of each answer (the stored record, the context
+/// block) instead of building it as a JSON tree.
+#[derive(Deserialize)]
+struct Reply {
+    result: Option<ToolResult>,
+}
+
+#[derive(Deserialize)]
+struct ToolResult {
+    #[serde(rename = "isError", default)]
+    is_error: bool,
+    #[serde(rename = "structuredContent", default)]
+    content: Answer,
+}
+
+/// A stored episode's `id`, a batch's `ids`, an error's `class`.
+#[derive(Deserialize, Default)]
+struct Answer {
+    id: Option<String>,
+    ids: Option<Vec<String>>,
+    class: Option<String>,
+}
+
+/// One MCP tool call over Streamable HTTP (stateless JSON-RPC POST): `Ok(the ids it
+/// stored)` or `Err(error class)`.
 async fn call(
     http: &reqwest::Client,
-    url: &str,
+    url: &reqwest::Url,
     key: &str,
     tool: &str,
     args: Value,
-) -> Result<Value, String> {
+) -> Result<Vec<String>, String> {
     let response = post(
         http,
         url,
@@ -161,16 +186,16 @@ async fn call(
     )
     .await
     .map_err(|_| "transport".to_owned())?;
-    let body: Value = response.json().await.map_err(|_| "transport".to_owned())?;
-    let result = &body["result"];
-    if result.is_null() {
-        return Err("protocol".to_owned());
+    let body = response.bytes().await.map_err(|_| "transport".to_owned())?;
+    let reply: Reply = serde_json::from_slice(&body).map_err(|_| "protocol".to_owned())?;
+    let result = reply.result.ok_or_else(|| "protocol".to_owned())?;
+    let answer = result.content;
+    if result.is_error {
+        return Err(answer.class.unwrap_or_else(|| "unknown".to_owned()));
     }
-    let content = result["structuredContent"].clone();
-    if result["isError"] == true {
-        return Err(content["class"].as_str().unwrap_or("unknown").to_owned());
-    }
-    Ok(content)
+    Ok(answer
+        .ids
+        .unwrap_or_else(|| answer.id.into_iter().collect()))
 }
 
 #[tokio::main]
@@ -208,7 +233,7 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let service = Service::start(&keys, &extra).await?;
-    let url = format!("http://{}/mcp", service.address);
+    let url: reqwest::Url = format!("http://{}/mcp", service.address).parse()?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.writers + args.readers)
         .build()?;
@@ -305,13 +330,7 @@ async fn main() -> anyhow::Result<()> {
                 let result = call(&http, &url, &butler.key, tool, request).await;
                 let latency = due.elapsed();
                 let (outcome, ids) = match result {
-                    Ok(body) => {
-                        let ids = match body["ids"].as_array() {
-                            Some(ids) => ids.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
-                            None => body["id"].as_str().map(str::to_owned).into_iter().collect(),
-                        };
-                        ("ok".to_owned(), ids)
-                    }
+                    Ok(ids) => ("ok".to_owned(), ids),
                     Err(class) => (class, Vec::new()),
                 };
                 samples.lock().unwrap().push(Sample {
