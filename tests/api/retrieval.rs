@@ -598,11 +598,7 @@ async fn a_word_counted_in_no_memory_finds_the_first_memory_that_has_it() {
     let app = spawn_app_at("[retrieval]\nkeyword_common_df = 2\n", clock.clone()).await;
     let mcp = app.client(TENANT_A_HEALTH).await;
     for i in 0..4 {
-        mcp.ok(
-            "memory_store_episode",
-            json!({"butler": "health", "content": format!("Tea time number {i}")}),
-        )
-        .await;
+        episode(&mcp, &format!("Tea time number {i}")).await;
     }
     let search = |query: &str| json!({"query": query, "mode": "keyword", "types": ["episode"]});
     // "zebra" is counted now, in no memory; "tea" is common (its most recent two match).
