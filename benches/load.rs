@@ -72,6 +72,11 @@ struct Args {
     /// Reads per second across all readers (memory_context and memory_search alternating).
     #[arg(long, default_value_t = 20.0)]
     read_rate: f64,
+    /// Give every read a prompt of its own (one of six, numbered), so that each pays for its
+    /// query embedding as a fleet's new prompts do; otherwise readers repeat six prompts,
+    /// whose embeddings the service caches after their first use.
+    #[arg(long)]
+    fresh_prompts: bool,
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Seconds between the service's start and the first call: a fresh embedded cluster
@@ -350,13 +355,17 @@ async fn main() -> anyhow::Result<()> {
             (http.clone(), url.clone(), samples.clone(), butlers.clone());
         let interval = Duration::from_secs_f64(args.readers as f64 / args.read_rate.max(0.001));
         let mut rng = Rng::new(args.seed + r as u64);
+        let fresh_prompts = args.fresh_prompts;
         readers.push(tokio::spawn(async move {
             let mut i = 0usize;
             let mut next = Instant::now() + interval.mul_f64(r as f64 / 4.0);
             while next < end {
                 tokio::time::sleep_until(next.into()).await;
                 let butler = rng.pick(&butlers).clone();
-                let prompt = *rng.pick(PROMPTS);
+                let prompt = match fresh_prompts {
+                    true => format!("{} (request {r}.{i})", rng.pick(PROMPTS)),
+                    false => rng.pick(PROMPTS).to_string(),
+                };
                 let (tool, request) = if i.is_multiple_of(2) {
                     (
                         "memory_context",
@@ -420,7 +429,7 @@ async fn main() -> anyhow::Result<()> {
     }
     println!("## Load: bursty writes with concurrent readers\n");
     println!(
-        "- {} tenants x {} butlers; writes {} episodes/s in bursts of {} s every {} s, {} episodes per call, {} writer connections; {} readers at {} reads/s; {:.1} s in all",
+        "- {} tenants x {} butlers; writes {} episodes/s in bursts of {} s every {} s, {} episodes per call, {} writer connections; {} readers at {} reads/s ({} prompts); {:.1} s in all",
         args.tenants,
         args.butlers,
         args.rate,
@@ -430,6 +439,11 @@ async fn main() -> anyhow::Result<()> {
         args.writers,
         args.readers,
         args.read_rate,
+        if args.fresh_prompts {
+            "fresh"
+        } else {
+            "six repeated"
+        },
         load_secs
     );
     println!(
@@ -553,7 +567,8 @@ async fn main() -> anyhow::Result<()> {
                              "burst_secs": args.burst_secs, "pause_secs": args.pause_secs,
                              "duration": args.duration, "batch_size": args.batch_size,
                              "writers": args.writers, "readers": args.readers,
-                             "read_rate": args.read_rate, "settle_secs": args.settle_secs},
+                             "read_rate": args.read_rate, "fresh_prompts": args.fresh_prompts,
+                             "settle_secs": args.settle_secs},
                     "seconds": round3(load_secs), "acknowledged": acked.len(), "found": found,
                     "lost": lost, "backlog_at_end": backlog_at_end, "backlog_left": waiting,
                     "drain_seconds": round3(drain_secs), "drain_rows_per_second": round3(drain_rate),

@@ -80,6 +80,7 @@ impl Engine {
             .map_err(|e| MemoryError::unavailable("engine_start_failed", e.to_string()))?;
         let reads = ReadSide::start(config.retrieval.threads, &store)
             .map_err(|e| MemoryError::unavailable("engine_start_failed", e.to_string()))?;
+        open_connections(&store, &reads).await;
         let ctx = Arc::new(EngineContext::new(
             store,
             reads,
@@ -346,5 +347,21 @@ impl Engine {
 
     fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.ctx.config.shards.call_timeout_ms)
+    }
+}
+
+/// Opens the standing connections (every write connection, the read pools'
+/// `min_connections`) before the first request rather than under the first burst. Best
+/// effort: a pool that cannot open them now opens them when asked, and readiness reports a
+/// database that does not answer.
+async fn open_connections(store: &Store, reads: &ReadSide) {
+    let retrieval = reads.store().clone();
+    let on_readers = reads
+        .handle()
+        .spawn(async move { retrieval.open_read_connections().await });
+    let (main, readers) = tokio::join!(store.open_connections(), on_readers);
+    let readers = readers.unwrap_or_else(|e| Err(MemoryError::internal(e.to_string())));
+    if let Err(error) = main.and(readers) {
+        tracing::warn!(%error, "could not open the standing database connections at start");
     }
 }

@@ -27,6 +27,7 @@ pub mod stats;
 
 use std::time::Duration;
 
+use futures::future::try_join_all;
 use serde::Deserialize;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
@@ -46,9 +47,10 @@ pub struct DatabaseConfig {
     /// the rest of the engine's).
     pub max_connections: u32,
     /// Connections reserved for writes (shards, the indexer, sweeps), apart from the read
-    /// connections, so that a write burst cannot take the connections reads need.
+    /// connections, so that a write burst cannot take the connections reads need. All are
+    /// opened at start and stay open.
     pub write_connections: u32,
-    /// Connections kept open while idle.
+    /// Read connections per read pool opened at start and kept open while idle.
     pub min_connections: u32,
     /// How long a request waits for a free connection before failing as `unavailable`.
     pub acquire_timeout_ms: u64,
@@ -131,9 +133,15 @@ impl Store {
         let pool = read_options
             .clone()
             .connect_lazy_with(options.clone().application_name("butler-memory reads"));
+        // Every write connection stays open, the episode insert prepared on it: a burst
+        // after a quiet spell should not wait for a backend to start and load its caches
+        // (the first second of a burst was its slowest, docs/benchmarks.md). There are few
+        // of them; a connection past its lifetime is replaced in the background.
         let writer = PgPoolOptions::new()
             .max_connections(config.write_connections)
-            .min_connections(config.min_connections.min(config.write_connections))
+            .min_connections(config.write_connections)
+            .idle_timeout(None)
+            .after_connect(|conn, _| Box::pin(episodes::prepare_insert(conn)))
             .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
             .connect_lazy_with(options.clone().application_name("butler-memory writes"));
         Store {
@@ -158,6 +166,19 @@ impl Store {
             read_options: self.read_options.clone(),
             connect: self.connect.clone(),
         }
+    }
+
+    /// Opens the write pool's connections and the read pool's `min_connections` now, for
+    /// start-up: the pools open lazily, and otherwise the first burst would open them.
+    pub async fn open_connections(&self) -> MemoryResult<()> {
+        tokio::try_join!(open_standing(&self.writer), open_standing(&self.pool))?;
+        Ok(())
+    }
+
+    /// Opens the read pool's `min_connections` now (for a read pool of another runtime,
+    /// whose connections must be opened there).
+    pub async fn open_read_connections(&self) -> MemoryResult<()> {
+        Ok(open_standing(&self.pool).await?)
     }
 
     /// The read pool (and for start-up work).
@@ -225,6 +246,15 @@ impl Store {
         self.writer.close().await;
         self.pool.close().await;
     }
+}
+
+/// Opens a pool's `min_connections`: held together, so that each is a connection of its
+/// own, then given back.
+async fn open_standing(pool: &PgPool) -> sqlx::Result<()> {
+    let standing = pool.options().get_min_connections();
+    try_join_all((0..standing).map(|_| pool.acquire()))
+        .await
+        .map(drop)
 }
 
 fn parse_version(text: &str) -> (u32, u32, u32) {

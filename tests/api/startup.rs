@@ -1,9 +1,11 @@
 //! Start-up against a database that does not answer yet: the service waits for it (up to
 //! `database.startup_wait_secs`) and then serves, or gives up with the error after that.
+//! And what start-up leaves ready: the standing database connections.
 
 use std::time::{Duration, Instant};
 
 use butler_memory::startup::Application;
+use sqlx::Connection;
 
 use crate::helpers::*;
 
@@ -77,4 +79,50 @@ async fn a_database_that_never_answers_fails_start_up_after_the_wait() {
     let took = started.elapsed();
     assert!(took >= Duration::from_secs(1), "gave up after {took:?}");
     assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// A burst right after start finds the connections it needs already open: every write
+/// connection (its episode insert prepared, which writes nothing) and `min_connections` in
+/// each read pool.
+#[tokio::test]
+async fn start_up_opens_the_standing_connections() {
+    let (url, options) = fresh_database().await;
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = base_config("");
+    config.database_url = butler_memory::config::Secret::new(url);
+    config.database.write_connections = 3;
+    config.database.min_connections = 2;
+    config.data_dir = data_dir.path().to_owned();
+    let app = Application::build(config)
+        .await
+        .expect("the service starts");
+
+    let mut sql = sqlx::PgConnection::connect_with(&options).await.unwrap();
+    let open: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT application_name, count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name LIKE 'butler-memory %'
+         GROUP BY 1 ORDER BY 1",
+    )
+    .fetch_all(&mut sql)
+    .await
+    .unwrap();
+    let count = |name: &str| open.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c);
+    assert_eq!(count("butler-memory writes"), 3, "{open:?}");
+    // At least: start-up work of its own (migrations, the scheduler) may have opened more.
+    assert!(count("butler-memory reads") >= 2, "{open:?}");
+    assert!(count("butler-memory retrieval") >= 2, "{open:?}");
+    let written: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM episodes), (SELECT count(*) FROM memory_events)",
+    )
+    .fetch_one(&mut sql)
+    .await
+    .unwrap();
+    assert_eq!(written, (0, 0), "preparing the insert wrote nothing");
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+    stop.send(()).unwrap();
+    serving.await.unwrap().unwrap();
 }

@@ -60,68 +60,7 @@ pub async fn insert_batch(
         .iter()
         .map(|s| s.episode.stored(&s.lineage.request_id))
         .collect();
-    let column = |f: fn(&Episode) -> String| stored.iter().map(f).collect::<Vec<_>>();
-    let optional = |f: fn(&Episode) -> Option<String>| stored.iter().map(f).collect::<Vec<_>>();
-    let lineage =
-        |f: fn(&Lineage) -> Option<String>| batch.iter().map(|s| f(s.lineage)).collect::<Vec<_>>();
-    let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
-        "WITH input AS MATERIALIZED (
-             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
-                                  $6::float8[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[],
-                                  $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                                  $15::jsonb[])
-                  WITH ORDINALITY
-                  AS i(id, tenant_id, butler, session_id, content, importance, created_at,
-                       expires_at, metadata, request_id, idempotency_key, actor, subrequest_id,
-                       segment_id, payload, ord)),
-         inserted AS (
-             INSERT INTO episodes
-                 (id, tenant_id, butler, session_id, content, importance, created_at,
-                  last_referenced_at, expires_at, metadata, request_id, idempotency_key)
-             SELECT id, tenant_id, butler, session_id, content, importance, created_at, created_at,
-                    expires_at, metadata, request_id, idempotency_key
-             FROM input
-             ON CONFLICT (tenant_id, butler, idempotency_key) WHERE idempotency_key IS NOT NULL
-             DO NOTHING
-             RETURNING id),
-         logged AS (
-             INSERT INTO memory_events
-                 (tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
-                  request_id, subrequest_id, segment_id, scope, butler, payload)
-             SELECT i.tenant_id, $16, $17, i.id, i.created_at, i.actor,
-                    i.request_id, i.subrequest_id, i.segment_id, NULL, i.butler, i.payload
-             FROM input i JOIN inserted USING (id) ORDER BY i.ord)
-         SELECT id FROM inserted",
-    )
-    .bind(stored.iter().map(|e| e.id).collect::<Vec<_>>())
-    .bind(column(|e| e.tenant_id.clone()))
-    .bind(column(|e| e.butler.clone()))
-    .bind(optional(|e| e.session_id.clone()))
-    .bind(column(|e| e.content.clone()))
-    .bind(stored.iter().map(|e| e.importance).collect::<Vec<_>>())
-    .bind(stored.iter().map(|e| e.created_at).collect::<Vec<_>>())
-    .bind(stored.iter().map(|e| e.expires_at).collect::<Vec<_>>())
-    .bind(stored.iter().map(|e| Json(&e.metadata)).collect::<Vec<_>>())
-    .bind(optional(|e| e.request_id.clone()))
-    .bind(optional(|e| e.idempotency_key.clone()))
-    .bind(batch.iter().map(|s| s.actor.to_owned()).collect::<Vec<_>>())
-    .bind(lineage(|l| l.subrequest_id.clone()))
-    .bind(lineage(|l| l.segment_id.clone()))
-    .bind(
-        stored
-            .iter()
-            .map(|e| {
-                Json(StoredEvent {
-                    before: None,
-                    after: e,
-                })
-            })
-            .collect::<Vec<_>>(),
-    )
-    .bind(EventType::EpisodeStored.as_str())
-    .bind(MemoryType::Episode.as_str())
-    .fetch_all(&mut *conn)
-    .await?;
+    let inserted = insert_rows(conn, batch, &stored).await?;
 
     let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
     let mut by_id: std::collections::HashMap<uuid::Uuid, Episode> = stored
@@ -197,4 +136,82 @@ pub async fn insert_batch(
             }
         })
         .collect()
+}
+
+/// Prepares the insert on a fresh write connection by running it with no rows: the
+/// statement is parsed, planned and cached, and the backend has loaded the tables and their
+/// indexes, before the first burst needs them. Writes nothing.
+pub async fn prepare_insert(conn: &mut PgConnection) -> sqlx::Result<()> {
+    insert_rows(conn, &[], &[]).await.map(drop)
+}
+
+/// The insert statement: the rows of `stored` (built from `batch`, in its order) and their
+/// events; answers the ids actually inserted.
+async fn insert_rows(
+    conn: &mut PgConnection,
+    batch: &[Submitted<'_>],
+    stored: &[Episode],
+) -> sqlx::Result<Vec<uuid::Uuid>> {
+    let column = |f: fn(&Episode) -> String| stored.iter().map(f).collect::<Vec<_>>();
+    let optional = |f: fn(&Episode) -> Option<String>| stored.iter().map(f).collect::<Vec<_>>();
+    let lineage =
+        |f: fn(&Lineage) -> Option<String>| batch.iter().map(|s| f(s.lineage)).collect::<Vec<_>>();
+    sqlx::query_scalar(
+        "WITH input AS MATERIALIZED (
+             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                  $6::float8[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[],
+                                  $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                                  $15::jsonb[])
+                  WITH ORDINALITY
+                  AS i(id, tenant_id, butler, session_id, content, importance, created_at,
+                       expires_at, metadata, request_id, idempotency_key, actor, subrequest_id,
+                       segment_id, payload, ord)),
+         inserted AS (
+             INSERT INTO episodes
+                 (id, tenant_id, butler, session_id, content, importance, created_at,
+                  last_referenced_at, expires_at, metadata, request_id, idempotency_key)
+             SELECT id, tenant_id, butler, session_id, content, importance, created_at, created_at,
+                    expires_at, metadata, request_id, idempotency_key
+             FROM input
+             ON CONFLICT (tenant_id, butler, idempotency_key) WHERE idempotency_key IS NOT NULL
+             DO NOTHING
+             RETURNING id),
+         logged AS (
+             INSERT INTO memory_events
+                 (tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
+                  request_id, subrequest_id, segment_id, scope, butler, payload)
+             SELECT i.tenant_id, $16, $17, i.id, i.created_at, i.actor,
+                    i.request_id, i.subrequest_id, i.segment_id, NULL, i.butler, i.payload
+             FROM input i JOIN inserted USING (id) ORDER BY i.ord)
+         SELECT id FROM inserted",
+    )
+    .bind(stored.iter().map(|e| e.id).collect::<Vec<_>>())
+    .bind(column(|e| e.tenant_id.clone()))
+    .bind(column(|e| e.butler.clone()))
+    .bind(optional(|e| e.session_id.clone()))
+    .bind(column(|e| e.content.clone()))
+    .bind(stored.iter().map(|e| e.importance).collect::<Vec<_>>())
+    .bind(stored.iter().map(|e| e.created_at).collect::<Vec<_>>())
+    .bind(stored.iter().map(|e| e.expires_at).collect::<Vec<_>>())
+    .bind(stored.iter().map(|e| Json(&e.metadata)).collect::<Vec<_>>())
+    .bind(optional(|e| e.request_id.clone()))
+    .bind(optional(|e| e.idempotency_key.clone()))
+    .bind(batch.iter().map(|s| s.actor.to_owned()).collect::<Vec<_>>())
+    .bind(lineage(|l| l.subrequest_id.clone()))
+    .bind(lineage(|l| l.segment_id.clone()))
+    .bind(
+        stored
+            .iter()
+            .map(|e| {
+                Json(StoredEvent {
+                    before: None,
+                    after: e,
+                })
+            })
+            .collect::<Vec<_>>(),
+    )
+    .bind(EventType::EpisodeStored.as_str())
+    .bind(MemoryType::Episode.as_str())
+    .fetch_all(&mut *conn)
+    .await
 }
