@@ -134,9 +134,9 @@ impl Store {
             .clone()
             .connect_lazy_with(options.clone().application_name("butler-memory reads"));
         // Every write connection stays open, the episode insert prepared on it: a burst
-        // after a quiet spell should not wait for a backend to start and load its caches
-        // (the first second of a burst was its slowest, docs/benchmarks.md). There are few
-        // of them; a connection past its lifetime is replaced in the background.
+        // after a quiet spell should not wait for a backend to start, load its catalogue
+        // and plan the insert (by default sqlx closes a connection idle for 10 minutes).
+        // There are few of them; one past its lifetime is replaced in the background.
         let writer = PgPoolOptions::new()
             .max_connections(config.write_connections)
             .min_connections(config.write_connections)
