@@ -362,9 +362,10 @@ async fn main() -> anyhow::Result<()> {
             while next < end {
                 tokio::time::sleep_until(next.into()).await;
                 let butler = rng.pick(&butlers).clone();
-                let prompt = match fresh_prompts {
-                    true => format!("{} (request {r}.{i})", rng.pick(PROMPTS)),
-                    false => rng.pick(PROMPTS).to_string(),
+                let prompt = if fresh_prompts {
+                    format!("{} (request {r}.{i})", rng.pick(PROMPTS))
+                } else {
+                    rng.pick(PROMPTS).to_string()
                 };
                 let (tool, request) = if i.is_multiple_of(2) {
                     (
