@@ -28,6 +28,7 @@ pub mod generations;
 pub mod indexer;
 pub mod mailbox;
 pub mod query_cache;
+pub mod query_embedding;
 pub mod read_side;
 pub mod result_cache;
 pub mod retrieval;

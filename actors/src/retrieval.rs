@@ -4,8 +4,8 @@
 //!
 //! Supervised by the root supervisor, which restarts any that fail. Reads never write;
 //! the reference-count bumps they cause are sent to the owning shard by the engine. Query
-//! embeddings are computed by the engine before a read arrives here (batched, cached), so
-//! a reader only talks to the database.
+//! embeddings are started by the engine before a read arrives here (batched, cached); a
+//! reader waits for one only where a semantic list needs it.
 
 pub mod context;
 pub mod search;
@@ -23,6 +23,7 @@ use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{MemoryRecord, RecordWithLinks};
 use crate::domain::search::SearchQuery;
 use crate::error::{MemoryError, MemoryResult};
+use crate::query_embedding::QueryEmbedding;
 use crate::store::activity::ActivityFilter;
 use crate::store::events::StoredEvent;
 use crate::store::stats::{Backlog, EpisodeStats, KnowledgeStats, StatsFilter};
@@ -50,12 +51,12 @@ pub enum RetrievalMsg {
     },
     Search {
         query: Box<SearchQuery>,
-        embedding: Option<Arc<Vec<f32>>>,
+        embedding: QueryEmbedding,
         reply: RpcReplyPort<MemoryResult<SearchOutcome>>,
     },
     Context {
         request: Box<ContextRequest>,
-        embedding: Option<Arc<Vec<f32>>>,
+        embedding: QueryEmbedding,
         reply: RpcReplyPort<MemoryResult<ContextOutcome>>,
     },
     /// One page of the audit stream.
@@ -134,14 +135,14 @@ impl Actor for Retrieval {
                 embedding,
                 reply,
             } => {
-                let _ = reply.send(search::run(&state.ctx, &query, embedding).await);
+                let _ = reply.send(search::run(&state.ctx, &query, &embedding).await);
             }
             RetrievalMsg::Context {
                 request,
                 embedding,
                 reply,
             } => {
-                let _ = reply.send(context::run(&state.ctx, &request, embedding).await);
+                let _ = reply.send(context::run(&state.ctx, &request, &embedding).await);
             }
             RetrievalMsg::InjectFailure { panic } => {
                 let message = "injected failure in a retrieval actor";

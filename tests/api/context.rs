@@ -318,14 +318,19 @@ async fn a_batch_answers_in_request_order_and_each_request_on_its_own() {
         json!({"trigger_prompt": "pay the bills", "butler": "general", "token_budget": 200}),
         json!({"trigger_prompt": "anything", "butler": "not a name"}),
         json!({"trigger_prompt": "tennis again", "butler": "health", "token_budget": 50}),
+        // The first prompt again: embedded once, its vector serving both.
+        json!({"trigger_prompt": "tennis this week", "butler": "health", "token_budget": 60}),
     ];
     let batch = admin
         .ok("memory_context_batch", json!({"requests": requests}))
         .await;
     let results = batch["results"].as_array().unwrap();
-    assert_eq!(results.len(), 4);
+    assert_eq!(results.len(), 5);
     assert_eq!(results[2]["error"]["class"], "invalid_input");
-    for i in [0, 1, 3] {
+    for i in [0, 1, 3, 4] {
+        assert_eq!(results[i]["degraded"], false, "request {i}: {}", results[i]);
+    }
+    for i in [0, 1, 3, 4] {
         let mut single = admin.ok("memory_context", requests[i].clone()).await;
         single.as_object_mut().unwrap().remove("request_context");
         assert_eq!(results[i], single, "request {i}");

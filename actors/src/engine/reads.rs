@@ -1,12 +1,9 @@
-//! Reads: resolved here to what the caller may see, served by the retrieval actors. Query
-//! embeddings are computed here, before dispatch: from the cache when the prompt repeats,
-//! otherwise in one batch per request (one for a whole `memory_context_batch`), and never
-//! waited for past `retrieval.embed_timeout_ms` — a read without its embedding answers
-//! from the keyword path, marked `degraded`.
+//! Reads: resolved here to what the caller may see, served by the retrieval actors. A
+//! read's query embedding is started here, before dispatch, and travels with the read
+//! (`query_embedding`): the read waits for it only where a semantic list needs it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use uuid::Uuid;
 
@@ -17,8 +14,8 @@ use crate::domain::record::{MemoryRecord, RecordWithLinks};
 use crate::domain::search::{ContextInput, SearchInput, SearchMode, SearchQuery, SearchScope};
 use crate::domain::shard_key::ShardKey;
 use crate::domain::text::{check_content, check_name};
-use crate::embedder_pool::EmbedderMsg;
 use crate::error::{MemoryError, MemoryResult};
+use crate::query_embedding::{QueryEmbedding, embed_queries};
 use crate::result_cache::Cached;
 use crate::retrieval::context::{ContextOutcome, ContextRequest};
 use crate::retrieval::search::SearchOutcome;
@@ -134,11 +131,9 @@ impl Engine {
             now,
         };
         let embedding = if query.embedding_needed {
-            self.query_embeddings(std::slice::from_ref(&query.text))
-                .await
-                .remove(0)
+            embed_queries(&self.ctx, std::slice::from_ref(&query.text)).remove(0)
         } else {
-            None
+            QueryEmbedding::none()
         };
         let query = Box::new(query);
         let outcome = self
@@ -232,11 +227,11 @@ impl Engine {
                 _ => None,
             })
             .collect();
-        let mut embeddings = self.query_embeddings(&prompts).await.into_iter();
+        let mut embeddings = embed_queries(&self.ctx, &prompts).into_iter();
         let answers = requests.into_iter().zip(cached).map(|(request, hit)| {
             let embedding = match (&request, &hit) {
-                (Ok(_), None) => embeddings.next().flatten(),
-                _ => None,
+                (Ok(_), None) => embeddings.next().unwrap_or_else(QueryEmbedding::none),
+                _ => QueryEmbedding::none(),
             };
             async move {
                 if let Some(hit) = hit {
@@ -345,59 +340,6 @@ impl Engine {
                 }
             }
         })
-    }
-
-    /// Embeddings for query texts, in order: cached ones at once, the rest in one batch.
-    /// `None` where the embedder failed or did not answer within `embed_timeout_ms`.
-    async fn query_embeddings(&self, texts: &[String]) -> Vec<Option<Arc<Vec<f32>>>> {
-        let cache = &self.ctx.query_cache;
-        let mut out: Vec<Option<Arc<Vec<f32>>>> = texts.iter().map(|t| cache.get(t)).collect();
-        let mut missing: Vec<String> = Vec::new();
-        for (text, found) in texts.iter().zip(&out) {
-            if found.is_none() && !missing.contains(text) {
-                missing.push(text.clone());
-            }
-        }
-        if missing.is_empty() {
-            return out;
-        }
-        let deadline = Duration::from_millis(self.ctx.config.retrieval.embed_timeout_ms);
-        let embedded = match self.ctx.embedder.get() {
-            Ok(pool) => {
-                let texts = missing.clone();
-                pool.ask(
-                    |reply| EmbedderMsg::Embed { texts, reply },
-                    deadline,
-                    "the embedder pool",
-                )
-                .await
-                .and_then(|r| r)
-            }
-            Err(e) => Err(e),
-        };
-        match embedded {
-            Ok(vectors) => {
-                let fresh: HashMap<String, Arc<Vec<f32>>> = missing
-                    .into_iter()
-                    .zip(vectors)
-                    .map(|(text, v)| (text, Arc::new(v)))
-                    .collect();
-                for (text, slot) in texts.iter().zip(out.iter_mut()) {
-                    if slot.is_none()
-                        && let Some(v) = fresh.get(text)
-                    {
-                        *slot = Some(v.clone());
-                    }
-                }
-                for (text, v) in fresh {
-                    cache.put(text, v);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "query embedding unavailable; answering from the keyword path");
-            }
-        }
-        out
     }
 
     /// Bumps the reference counts of returned memories, batched per owning shard.

@@ -3,7 +3,6 @@
 //! and fit them into the token budget.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -15,6 +14,7 @@ use crate::domain::memory_type::MemoryType;
 use crate::domain::scoring::order;
 use crate::domain::search::{Candidate, Hit, SearchMode, SearchScope};
 use crate::error::MemoryResult;
+use crate::query_embedding::QueryEmbedding;
 use crate::store::search::Filter;
 
 /// A context request, validated.
@@ -38,15 +38,9 @@ pub struct ContextOutcome {
 pub async fn run(
     ctx: &EngineContext,
     request: &ContextRequest,
-    embedding: Option<Arc<Vec<f32>>>,
+    embedding: &QueryEmbedding,
 ) -> MemoryResult<ContextOutcome> {
     let config = &ctx.config.retrieval.context;
-    let degraded = embedding.is_none();
-    let mode = if degraded {
-        SearchMode::Keyword
-    } else {
-        SearchMode::Hybrid
-    };
     let filter = Filter {
         scope: &request.scope,
         now: request.now,
@@ -61,8 +55,8 @@ pub async fn run(
             &types,
             &filter,
             &request.trigger_prompt,
-            embedding.as_ref(),
-            mode,
+            embedding,
+            SearchMode::Hybrid,
             i64::from(config.relevant_depth),
         ),
         unless_empty(ctx, MemoryType::Fact, &filter, || {
@@ -75,12 +69,13 @@ pub async fn run(
             store.recent_episodes(&filter, i64::from(config.recent_episodes))
         }),
     )?;
+    let (mode, degraded) = (lists.mode(SearchMode::Hybrid), lists.degraded);
     let ranking = ranking(ctx);
     let scored = in_sessions(
         ctx,
         &ranking,
         &filter,
-        ranking.relevance(mode, lists.0, lists.1),
+        ranking.relevance(mode, lists.semantic, lists.keyword),
     )
     .await?;
     let mut hits = ranking.finish(scored, request.now);

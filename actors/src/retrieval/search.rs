@@ -2,7 +2,6 @@
 //! composite scores, diversification, the top `limit`.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use futures::future::try_join_all;
 use uuid::Uuid;
@@ -12,6 +11,7 @@ use crate::domain::memory_type::MemoryType;
 use crate::domain::scoring::Ranking;
 use crate::domain::search::{Candidate, Fusion, Hit, Scored, SearchMode, SearchQuery};
 use crate::error::MemoryResult;
+use crate::query_embedding::QueryEmbedding;
 use crate::store::search::Filter;
 
 /// What a search found.
@@ -40,16 +40,37 @@ pub fn ranking(ctx: &EngineContext) -> Ranking {
     }
 }
 
-/// The semantic and keyword lists over `types`, each merged across types best first.
+/// The candidate lists of one read, each merged across memory types best first.
+pub struct CandidateLists {
+    pub semantic: Vec<Candidate>,
+    pub keyword: Vec<Candidate>,
+    /// The semantic list was asked for but the query embedding never came: the keyword list
+    /// stands alone.
+    pub degraded: bool,
+}
+
+impl CandidateLists {
+    /// The mode that actually ran when `asked` was asked for.
+    pub fn mode(&self, asked: SearchMode) -> SearchMode {
+        if self.degraded {
+            SearchMode::Keyword
+        } else {
+            asked
+        }
+    }
+}
+
+/// The semantic and keyword lists over `types`. The keyword lists start at once; the
+/// semantic ones as soon as the query embedding is there.
 pub async fn candidate_lists(
     ctx: &EngineContext,
     types: &[MemoryType],
     filter: &Filter<'_>,
     text: &str,
-    embedding: Option<&Arc<Vec<f32>>>,
+    embedding: &QueryEmbedding,
     mode: SearchMode,
     depth: i64,
-) -> MemoryResult<(Vec<Candidate>, Vec<Candidate>)> {
+) -> MemoryResult<CandidateLists> {
     let store = ctx.reads.store();
     // A type the tenant has nothing of (as of now) needs no queries.
     let types: Vec<MemoryType> = types
@@ -57,46 +78,56 @@ pub async fn candidate_lists(
         .copied()
         .filter(|t| !known_empty(ctx, *t, filter))
         .collect();
-    let vector = embedding.map(|e| pgvector::Vector::from(e.as_ref().clone()));
+    // Nothing to search: the answer is empty whether or not the embedding comes.
+    let wants_semantic = mode.uses_semantic() && !types.is_empty();
     let semantic = async {
-        match (&vector, mode.uses_semantic()) {
-            (Some(v), true) => {
-                try_join_all(
-                    types
-                        .iter()
-                        .map(|t| store.semantic_candidates(*t, filter, v, depth)),
-                )
-                .await
-            }
-            _ => Ok(Vec::new()),
+        if !wants_semantic {
+            return Ok((Vec::new(), false));
         }
+        let Some(embedding) = embedding.vector().await else {
+            return Ok((Vec::new(), true));
+        };
+        let vector = pgvector::Vector::from(embedding.as_ref().clone());
+        let lists = try_join_all(
+            types
+                .iter()
+                .map(|t| store.semantic_candidates(*t, filter, &vector, depth)),
+        )
+        .await?;
+        Ok((lists, false))
     };
     let common_df = i64::from(ctx.config.retrieval.keyword_common_df);
     let keyword = async {
-        if mode.uses_keyword() {
-            try_join_all(types.iter().map(|t| async {
-                let (corpus, plan) = ctx
-                    .corpus_cache
-                    .keyword_plan(
-                        store,
-                        &ctx.generations,
-                        *t,
-                        &filter.scope.tenant_id,
-                        text,
-                        filter.now,
-                    )
-                    .await?;
-                store
-                    .keyword_candidates(*t, filter, &plan, depth, corpus, common_df)
-                    .await
-            }))
-            .await
-        } else {
-            Ok(Vec::new())
+        // A semantic search whose embedding never comes answers from keywords instead.
+        let wants_keyword =
+            mode.uses_keyword() || (wants_semantic && embedding.vector().await.is_none());
+        if !wants_keyword {
+            return Ok(Vec::new());
         }
+        try_join_all(types.iter().map(|t| async {
+            let (corpus, plan) = ctx
+                .corpus_cache
+                .keyword_plan(
+                    store,
+                    &ctx.generations,
+                    *t,
+                    &filter.scope.tenant_id,
+                    text,
+                    filter.now,
+                )
+                .await?;
+            store
+                .keyword_candidates(*t, filter, &plan, depth, corpus, common_df)
+                .await
+        }))
+        .await
     };
-    let (semantic, keyword) = futures::try_join!(semantic, keyword)?;
-    Ok((merge(semantic), merge(keyword)))
+    let ((semantic, degraded), keyword) = futures::try_join!(semantic, keyword)?;
+    Ok(CandidateLists {
+        semantic: merge(semantic),
+        keyword: merge(keyword),
+        degraded,
+    })
 }
 
 /// Whether the tenant has no memories of `memory_type` at all, as of its latest write.
@@ -116,36 +147,31 @@ fn merge(lists: Vec<Vec<Candidate>>) -> Vec<Candidate> {
 pub async fn run(
     ctx: &EngineContext,
     query: &SearchQuery,
-    embedding: Option<Arc<Vec<f32>>>,
+    embedding: &QueryEmbedding,
 ) -> MemoryResult<SearchOutcome> {
-    let degraded = query.mode.uses_semantic() && embedding.is_none();
-    let mode = if degraded {
-        SearchMode::Keyword
-    } else {
-        query.mode
-    };
     let filter = Filter {
         scope: &query.scope,
         now: query.now,
         min_confidence: query.min_confidence,
     };
     let depth = i64::from(ctx.config.retrieval.candidate_depth).max(query.limit as i64);
-    let (semantic, keyword) = candidate_lists(
+    let lists = candidate_lists(
         ctx,
         &query.types,
         &filter,
         &query.text,
-        embedding.as_ref(),
-        mode,
+        embedding,
+        query.mode,
         depth,
     )
     .await?;
+    let (mode, degraded) = (lists.mode(query.mode), lists.degraded);
     let ranking = ranking(ctx);
     let scored = in_sessions(
         ctx,
         &ranking,
         &filter,
-        ranking.relevance(mode, semantic, keyword),
+        ranking.relevance(mode, lists.semantic, lists.keyword),
     )
     .await?;
     let mut hits = ranking.diversify(ranking.finish(scored, query.now), query.limit);
