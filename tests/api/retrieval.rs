@@ -383,6 +383,28 @@ async fn recall_returns_facts_and_rules_and_bumps_references() {
 }
 
 #[tokio::test]
+async fn a_read_over_nothing_neither_waits_for_the_embedder_nor_degrades() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    app.engine().set_embedder_running(false).await.unwrap();
+    let search = json!({"query": "Volvo car", "mode": "hybrid"});
+    // The first read counts the tenant's memories; from then on it is known to have none.
+    mcp.ok("memory_search", search.clone()).await;
+    let result = mcp.ok("memory_search", search).await;
+    assert_eq!(result["degraded"], false, "{result}");
+    assert_eq!(result["mode"], "hybrid");
+    assert_eq!(result["count"], 0);
+    let ctx = mcp
+        .ok(
+            "memory_context",
+            json!({"trigger_prompt": "Which car?", "butler": "health"}),
+        )
+        .await;
+    assert_eq!(ctx["degraded"], false, "{ctx}");
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn without_the_embedder_reads_degrade_to_keyword_instead_of_failing() {
     let app = spawn_app().await;
     let mcp = app.client(TENANT_A_HEALTH).await;
