@@ -81,6 +81,7 @@ pub fn embed_queries(ctx: &Arc<EngineContext>, texts: &[String]) -> Vec<QueryEmb
                     batch: batch.clone(),
                     index,
                 },
+                // Not reached: a text has a place only when there is a batch.
                 (Err(_), None) => Slot::Ready(None),
             })
         })
