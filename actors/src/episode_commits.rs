@@ -4,12 +4,13 @@
 //! A shard already gathers its own concurrent writes into one group (`shard/group_commit.rs`),
 //! but a fleet spreads its writes over many shards, each lightly loaded: at 2,000 writes/s over
 //! 8 shards a shard's group held 1.9 episodes, and per-statement work (executor start-up,
-//! commit, WAL flush) was a fifth of PostgreSQL's time. Here every shard's group joins one
-//! queue, and at most `writes.commit_concurrency` statements run at once: whichever shard gets
+//! commit, WAL flush) was a fifth of PostgreSQL's time. Here every shard's requests join one
+//! queue, and at most `writes.commit_concurrency` statements run at once: whichever group gets
 //! a turn takes everything queued (up to `writes.group_commit_max` episodes) and writes it in
 //! one statement. Under load the queue fills while statements run, so statements grow with
-//! the load; at low load a group goes out at once, alone, with no added wait. This is leader
-//! election, not a background task: nothing to supervise, nothing left running when idle.
+//! the load; at low load a request goes out at once, alone, with no added wait. This is
+//! leader election, not a background task: nothing to supervise, nothing left running when
+//! idle.
 //!
 //! Small statements take turns even so: a statement of a few episodes is mostly
 //! per-statement work (executor start-up, constraint and default expressions, commit), and
@@ -19,20 +20,26 @@
 //! `writes.parallel_commit_min_episodes` runs beside another, so batch ingest, whose
 //! statements are large and CPU-bound per row, still uses every core.
 //!
-//! Each shard still has at most one group in flight and waits for its outcome before its next
-//! write, so a shard's writes keep their arrival order. The statement runs in a task of its
-//! own, so a shard that stops mid-commit cannot leave the others without an answer. If a
-//! combined statement fails, each group is written again on its own, so a group fails only
-//! for its own reasons.
+//! A shard hands its groups over without waiting for the previous one's outcome (it used to
+//! wait, and its next group then missed the statement that started meanwhile: at 2,000
+//! writes/s that was a third of the write latency, docs/benchmarks.md). Its writes keep their
+//! arrival order all the same: the queue is first in, first out, and a shard's requests are
+//! not taken while a statement holding an earlier one of its requests still runs, so they
+//! commit in one statement in order or in statements one after the other. The statement runs
+//! in a task of its own, so a shard that stops mid-commit cannot leave the others without an
+//! answer. If a combined statement fails, each request is written again on its own, in
+//! order, so a request fails only for its own reasons.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures::future::BoxFuture;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::domain::episode::NewEpisode;
 use crate::domain::request_context::Lineage;
+use crate::domain::shard_key::ShardKey;
 use crate::error::{MemoryError, MemoryResult};
 use crate::store::Store;
 use crate::store::episodes::{self, Inserted, Submitted};
@@ -49,22 +56,50 @@ pub struct Submission {
 pub type InsertEpisodes =
     Arc<dyn Fn(Vec<Submission>) -> BoxFuture<'static, MemoryResult<Vec<Inserted>>> + Send + Sync>;
 
-/// A shard's group waiting for a statement.
+/// The outcome of one request's episodes, in order.
+pub type Outcome = MemoryResult<Vec<Inserted>>;
+
+/// A shard's request waiting for a statement.
 struct Waiting {
+    shard: ShardKey,
     group: Vec<Submission>,
-    reply: oneshot::Sender<MemoryResult<Vec<Inserted>>>,
+    reply: oneshot::Sender<Outcome>,
+    queued_at: Instant,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Requests not yet taken by a statement, oldest first.
+    waiting: VecDeque<Waiting>,
+    /// Shards with a request in a running statement: their later requests wait for it.
+    writing: HashSet<ShardKey>,
+}
+
+/// What statements and their waiters share.
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Told whenever a statement ends, which may free its shards' later requests.
+    ended: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        // The queue is consistent after every push and pop: a panic elsewhere cannot have
+        // left it half-changed.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 pub struct EpisodeCommits {
-    /// Groups not yet taken by a statement, oldest first.
-    queue: Mutex<VecDeque<Waiting>>,
+    shared: Arc<Shared>,
     /// Turns to run a statement: bounds the write connections episodes take at once.
     turns: Arc<Semaphore>,
     /// The one turn small statements share.
     small_lane: Arc<Semaphore>,
     /// Fewest queued episodes for a statement to run beside another.
     parallel_min: usize,
-    /// Most episodes in one statement (a larger group still goes, alone).
+    /// Most episodes in one statement (a larger request still goes, alone).
     max_episodes: usize,
     insert: InsertEpisodes,
 }
@@ -86,7 +121,7 @@ impl EpisodeCommits {
         insert: InsertEpisodes,
     ) -> Self {
         EpisodeCommits {
-            queue: Mutex::new(VecDeque::new()),
+            shared: Arc::default(),
             turns: Arc::new(Semaphore::new(concurrency.max(1))),
             small_lane: Arc::new(Semaphore::new(1)),
             parallel_min,
@@ -121,60 +156,155 @@ impl EpisodeCommits {
         EpisodeCommits::new(concurrency, parallel_min, max_episodes, insert)
     }
 
-    /// Commits one shard's group, alone or with other shards' groups; answers once the
-    /// statement holding it has committed (or failed), one outcome per episode, in order.
-    pub async fn commit(&self, group: Vec<Submission>) -> MemoryResult<Vec<Inserted>> {
-        let (reply, mut outcome) = oneshot::channel();
-        self.lock().push_back(Waiting { group, reply });
-        loop {
+    /// Queues a shard's requests, in order, behind everything queued before; `settle`
+    /// then answers them. Queuing is immediate, so the shard may hand over its next requests
+    /// at once and they still go after these.
+    pub fn enqueue(
+        &self,
+        shard: &ShardKey,
+        requests: Vec<Vec<Submission>>,
+    ) -> Vec<oneshot::Receiver<Outcome>> {
+        let queued_at = Instant::now();
+        let mut queue = self.shared.lock();
+        requests
+            .into_iter()
+            .map(|group| {
+                let (reply, outcome) = oneshot::channel();
+                queue.waiting.push_back(Waiting {
+                    shard: shard.clone(),
+                    group,
+                    reply,
+                    queued_at,
+                });
+                outcome
+            })
+            .collect()
+    }
+
+    /// Answers requests queued by one `enqueue` once the statements holding them have
+    /// committed (or failed), one outcome per request. Runs statements for whatever is queued
+    /// whenever a turn comes, its own requests or not.
+    pub async fn settle(&self, mut outcomes: Vec<oneshot::Receiver<Outcome>>) -> Vec<Outcome> {
+        let Some(mut last) = outcomes.pop() else {
+            return Vec::new();
+        };
+        let last = loop {
+            // Listening before looking at the queue, so that no statement's end goes unheard.
+            let ended = self.shared.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
             tokio::select! {
                 biased;
-                answer = &mut outcome => return answer.unwrap_or_else(|_| Err(abandoned())),
+                answer = &mut last => break answer,
                 turn = self.turns.clone().acquire_owned() => {
                     // A small statement waits for the small one running, if any, and takes
-                    // what queued meanwhile. Nothing else can take this group while it
+                    // what queued meanwhile. Nothing else can take these requests while it
                     // waits: the other turns are held, or themselves wait for the lane.
-                    let lane = if self.queued_episodes() < self.parallel_min {
+                    let lane = if self.takeable_episodes() < self.parallel_min {
                         self.small_lane.clone().acquire_owned().await.ok()
                     } else {
                         None
                     };
                     let taken = self.take();
                     let (Ok(turn), false) = (turn, taken.is_empty()) else {
-                        // Another shard's statement took this group: its answer is coming.
-                        return (&mut outcome).await.unwrap_or_else(|_| Err(abandoned()));
+                        // Ours were taken by another statement and their answer is coming,
+                        // or they wait for a statement holding their shard's earlier ones.
+                        tokio::select! {
+                            biased;
+                            answer = &mut last => break answer,
+                            () = ended => continue,
+                        }
+                    };
+                    let statement = Statement {
+                        _shards: Writing {
+                            shared: self.shared.clone(),
+                            shards: taken.iter().map(|w| w.shard.clone()).collect(),
+                        },
+                        _turn: turn,
+                        _lane: lane,
                     };
                     // In a task of its own: if this shard stops now, the statement still
-                    // answers every group it took.
-                    let _ = tokio::spawn(write(self.insert.clone(), taken, (turn, lane))).await;
+                    // answers every request it took.
+                    let _ = tokio::spawn(write(self.insert.clone(), taken, statement)).await;
                 }
             }
+        };
+        // The earlier requests went in the same statement as the last or in earlier ones:
+        // their answers are in.
+        let mut answers = Vec::with_capacity(outcomes.len() + 1);
+        for outcome in outcomes {
+            answers.push(outcome.await.unwrap_or_else(|_| Err(abandoned())));
         }
+        answers.push(last.unwrap_or_else(|_| Err(abandoned())));
+        answers
     }
 
-    /// The oldest waiting groups, up to `max_episodes` (at least one group if any wait).
+    /// The oldest waiting requests whose shards have no statement running, up to
+    /// `max_episodes` (at least one request if any can go); their shards are then marked as
+    /// writing until the statement ends.
     fn take(&self) -> Vec<Waiting> {
-        let mut queue = self.lock();
-        let mut taken = Vec::new();
+        let mut queue = self.shared.lock();
+        let Queue { waiting, writing } = &mut *queue;
+        let mut taken: Vec<Waiting> = Vec::new();
         let mut episodes = 0;
-        while let Some(next) = queue.front() {
-            if !taken.is_empty() && episodes + next.group.len() > self.max_episodes {
+        let mut next = 0;
+        while let Some(candidate) = waiting.get(next) {
+            if writing.contains(&candidate.shard) {
+                next += 1;
+                continue;
+            }
+            if !taken.is_empty() && episodes + candidate.group.len() > self.max_episodes {
                 break;
             }
-            episodes += next.group.len();
-            taken.extend(queue.pop_front());
+            episodes += candidate.group.len();
+            taken.extend(waiting.remove(next));
         }
+        writing.extend(taken.iter().map(|w| w.shard.clone()));
         taken
     }
 
-    fn queued_episodes(&self) -> usize {
-        self.lock().iter().map(|w| w.group.len()).sum()
+    /// Episodes queued whose shards have no statement running.
+    fn takeable_episodes(&self) -> usize {
+        let queue = self.shared.lock();
+        queue
+            .waiting
+            .iter()
+            .filter(|w| !queue.writing.contains(&w.shard))
+            .map(|w| w.group.len())
+            .sum()
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Waiting>> {
-        // The queue is consistent after every push and pop: a panic elsewhere cannot have
-        // left it half-changed.
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+/// A running statement's turn, lane and shards, given back however the statement ends.
+struct Statement {
+    _shards: Writing,
+    _turn: OwnedSemaphorePermit,
+    _lane: Option<OwnedSemaphorePermit>,
+}
+
+/// The shards a statement holds requests of: free again when it ends.
+struct Writing {
+    shared: Arc<Shared>,
+    shards: Vec<ShardKey>,
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        let mut queue = self.shared.lock();
+        for shard in &self.shards {
+            queue.writing.remove(shard);
+        }
+        drop(queue);
+        self.shared.ended.notify_waiters();
+    }
+}
+
+/// Records how long a statement took, from its turn to its last answer, however it ends.
+struct StatementTimer(metrics::Histogram, Instant);
+
+impl Drop for StatementTimer {
+    fn drop(&mut self) {
+        self.0.record(self.1.elapsed().as_secs_f64());
     }
 }
 
@@ -186,19 +316,23 @@ fn abandoned() -> MemoryError {
     )
 }
 
-/// Writes the groups in one statement and answers each; if that fails, writes each group on
-/// its own. Holds its turn (and the small lane, if it took it) until every group is answered.
-async fn write(
-    insert: InsertEpisodes,
-    taken: Vec<Waiting>,
-    _turn: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
-) {
+/// Writes the requests in one statement and answers each; if that fails, writes each request
+/// on its own, in order. Holds its turn (and the small lane, if it took it) and its shards
+/// until every request is answered.
+async fn write(insert: InsertEpisodes, taken: Vec<Waiting>, _statement: Statement) {
     let sizes: Vec<usize> = taken.iter().map(|w| w.group.len()).collect();
     let total: usize = sizes.iter().sum();
     metrics::histogram!("butler_memory_episode_statement_episodes").record(total as f64);
-    metrics::histogram!("butler_memory_episode_statement_groups").record(taken.len() as f64);
+    metrics::histogram!("butler_memory_episode_statement_requests").record(taken.len() as f64);
+    let started = Instant::now();
+    for waiting in &taken {
+        metrics::histogram!("butler_memory_episode_commit_wait_seconds")
+            .record(started.duration_since(waiting.queued_at).as_secs_f64());
+    }
+    let statement = metrics::histogram!("butler_memory_episode_statement_seconds");
+    let _timer = StatementTimer(statement, started);
     if taken.len() == 1 {
-        let Some(Waiting { group, reply }) = taken.into_iter().next() else {
+        let Some(Waiting { group, reply, .. }) = taken.into_iter().next() else {
             return;
         };
         let _ = reply.send(insert(group).await);
@@ -223,7 +357,7 @@ async fn write(
             }
         }
         Err(e) => {
-            tracing::warn!(error = %e, groups = groups.len(), episodes = total, "combined episode statement failed; writing each group on its own");
+            tracing::warn!(error = %e, requests = groups.len(), episodes = total, "combined episode statement failed; writing each request on its own");
             for (group, reply) in groups.into_iter().zip(replies) {
                 let _ = reply.send(insert(group).await);
             }
@@ -239,6 +373,19 @@ mod tests {
     use std::time::Duration;
     use tokio::sync::Notify;
     use uuid::Uuid;
+
+    impl EpisodeCommits {
+        /// One request, of the shard its first episode belongs to, queued and settled.
+        async fn commit(&self, group: Vec<Submission>) -> Outcome {
+            let episode = &group[0].episode;
+            let shard = ShardKey::new(episode.tenant_id.clone(), episode.butler.clone());
+            let outcomes = self.enqueue(&shard, vec![group]);
+            self.settle(outcomes)
+                .await
+                .pop()
+                .expect("one answer per request")
+        }
+    }
 
     fn submission(butler: &str, content: &str) -> Submission {
         let at = Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap();
@@ -332,7 +479,7 @@ mod tests {
 
     /// Waits until `n` groups wait in the queue.
     async fn queued(commits: &EpisodeCommits, n: usize) {
-        while commits.lock().len() < n {
+        while commits.shared.lock().waiting.len() < n {
             tokio::task::yield_now().await;
         }
     }
@@ -465,5 +612,79 @@ mod tests {
         assert_eq!(contents(&answer.unwrap()), vec!["b0", "b1", "b2", "b3"]);
         recorder.release_first.notify_one();
         assert_eq!(contents(&first.await.unwrap()), vec!["a1"]);
+    }
+
+    #[tokio::test]
+    async fn a_shards_requests_handed_over_together_share_a_statement_in_order() {
+        let (recorder, insert) = recording();
+        let commits = Arc::new(EpisodeCommits::new(1, 64, 100, insert));
+        let first = hold_first(&commits, &recorder).await;
+        let shard = ShardKey::new("t", "b");
+        let earlier = commits.enqueue(&shard, vec![vec![submission("b", "b1")]]);
+        let later = commits.enqueue(
+            &shard,
+            vec![
+                vec![submission("b", "b2"), submission("b", "b3")],
+                vec![submission("b", "b4")],
+            ],
+        );
+        let c = commits.clone();
+        let later = tokio::spawn(async move { c.settle(later).await });
+        recorder.release_first.notify_one();
+        first.await.unwrap().expect("first");
+
+        let earlier = commits.settle(earlier).await;
+        assert_eq!(contents(&earlier[0]), vec!["b1"]);
+        let later = later.await.unwrap();
+        assert_eq!(later.len(), 2, "one answer per request");
+        assert_eq!(contents(&later[0]), vec!["b2", "b3"]);
+        assert_eq!(contents(&later[1]), vec!["b4"]);
+        let statements = recorder.statements.lock().unwrap().clone();
+        assert_eq!(statements, vec![vec!["a1"], vec!["b1", "b2", "b3", "b4"]]);
+    }
+
+    #[tokio::test]
+    async fn a_shards_request_waits_for_the_statement_holding_its_earlier_one() {
+        let (recorder, insert) = recording();
+        // Two turns and no small lane: any two statements may run side by side.
+        let commits = Arc::new(EpisodeCommits::new(2, 1, 100, insert));
+        let first = hold_first(&commits, &recorder).await;
+        // Shard a's second request and shard b's first, handed over while a1 is written.
+        let a2 = spawn_commit(&commits, vec![submission("a", "a2")]);
+        queued(&commits, 1).await;
+        let b1 = spawn_commit(&commits, vec![submission("b", "b1")]);
+        // b1 goes beside the held statement; a2 may not, or it could commit before a1.
+        let b1 = tokio::time::timeout(Duration::from_secs(5), b1)
+            .await
+            .expect("b's request waited for a's statement");
+        assert_eq!(contents(&b1.unwrap()), vec!["b1"]);
+        assert_eq!(
+            commits.shared.lock().waiting.len(),
+            1,
+            "a2 still waits while a1's statement runs"
+        );
+        recorder.release_first.notify_one();
+        assert_eq!(contents(&first.await.unwrap()), vec!["a1"]);
+        assert_eq!(contents(&a2.await.unwrap()), vec!["a2"]);
+        let statements = recorder.statements.lock().unwrap().clone();
+        assert_eq!(statements, vec![vec!["a1"], vec!["b1"], vec!["a2"]]);
+    }
+
+    #[tokio::test]
+    async fn a_request_answered_elsewhere_leaves_its_shard_free() {
+        let (recorder, insert) = recording();
+        let commits = Arc::new(EpisodeCommits::new(2, 1, 100, insert));
+        let first = hold_first(&commits, &recorder).await;
+        recorder.release_first.notify_one();
+        first.await.unwrap().expect("first");
+        // The statement's end freed shard a: its next request goes at once.
+        let again = tokio::time::timeout(
+            Duration::from_secs(5),
+            commits.commit(vec![submission("a", "a2")]),
+        )
+        .await
+        .expect("shard a stayed marked as writing");
+        assert_eq!(contents(&again), vec!["a2"]);
+        assert!(commits.shared.lock().writing.is_empty());
     }
 }

@@ -156,6 +156,8 @@ pub struct ShardState {
     /// Episodes waiting for the next group commit, in arrival order.
     pending: Vec<PendingEpisodes>,
     pending_count: usize,
+    /// Tasks answering the groups handed to the cross-shard group commit, oldest first.
+    committing: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Actor for Shard {
@@ -185,6 +187,7 @@ impl Actor for Shard {
             sweeps: VecDeque::new(),
             pending: Vec::new(),
             pending_count: 0,
+            committing: Vec::new(),
         })
     }
 
@@ -198,7 +201,7 @@ impl Actor for Shard {
             state.info.begin();
             state.last_work = Instant::now();
         }
-        // Writes are done in arrival order: a pending group of episodes goes first.
+        // Writes are done in arrival order: episodes handed over before go first.
         if !matches!(
             message,
             ShardMsg::StoreEpisode { .. }
@@ -208,7 +211,7 @@ impl Actor for Shard {
                 | ShardMsg::Tick
                 | ShardMsg::InjectFailure { .. }
         ) {
-            state.commit_pending().await;
+            state.settle_episodes().await;
         }
         match message {
             ShardMsg::StoreEpisode {
@@ -216,34 +219,30 @@ impl Actor for Shard {
                 author,
                 reply,
             } => {
-                state
-                    .enqueue(
-                        &myself,
-                        PendingEpisodes {
-                            episodes: vec![*episode],
-                            author,
-                            reply: EpisodeReply::One(reply),
-                        },
-                    )
-                    .await?;
+                state.enqueue(
+                    &myself,
+                    PendingEpisodes {
+                        episodes: vec![*episode],
+                        author,
+                        reply: EpisodeReply::One(reply),
+                    },
+                )?;
             }
             ShardMsg::StoreEpisodes {
                 episodes,
                 author,
                 reply,
             } => {
-                state
-                    .enqueue(
-                        &myself,
-                        PendingEpisodes {
-                            episodes,
-                            author,
-                            reply: EpisodeReply::Many(reply),
-                        },
-                    )
-                    .await?;
+                state.enqueue(
+                    &myself,
+                    PendingEpisodes {
+                        episodes,
+                        author,
+                        reply: EpisodeReply::Many(reply),
+                    },
+                )?;
             }
-            ShardMsg::CommitEpisodes => state.commit_pending().await,
+            ShardMsg::CommitEpisodes => state.commit_pending(),
             ShardMsg::StoreFact {
                 fact,
                 author,
@@ -330,7 +329,7 @@ impl Actor for Shard {
                 if state.last_work.elapsed() >= idle_for
                     && state.touches.is_empty()
                     && state.sweeps.is_empty()
-                    && state.pending.is_empty()
+                    && state.episodes_settled()
                 {
                     // The supervisor unregisters us before draining, so no new work arrives.
                     let _ = state.supervisor.cast(SupervisorMsg::ShardIdle {
@@ -358,7 +357,7 @@ impl Actor for Shard {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         // Stopping while idle drains the mailbox first; what it left pending is written now.
-        state.commit_pending().await;
+        state.settle_episodes().await;
         if let Err(e) = state.flush_touches().await {
             tracing::warn!(shard = %state.key, error = %e, "reference counts lost at stop");
         }
@@ -387,15 +386,6 @@ impl ShardState {
     /// A committed change of this tenant's memory: caches recompute, the indexer looks.
     fn committed(&self) {
         self.ctx.generations.bump(&self.key.tenant_id);
-        self.ctx.kick_indexer();
-    }
-
-    /// A committed change of this tenant's episodes only (a group commit): what was derived
-    /// from its facts and rules stays valid.
-    fn committed_episodes(&self) {
-        self.ctx
-            .generations
-            .bump_type(&self.key.tenant_id, MemoryType::Episode);
         self.ctx.kick_indexer();
     }
 

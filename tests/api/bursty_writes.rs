@@ -3,10 +3,12 @@
 //! memory_ingest_batch stores many episodes per call.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use butler_memory_actors::clock::ManualClock;
 use butler_memory_actors::domain::caller::{Caller, Role};
 use butler_memory_actors::domain::episode::EpisodeInput;
+use butler_memory_actors::domain::fact::FactInput;
 use butler_memory_actors::domain::request_context::Lineage;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -154,21 +156,34 @@ async fn group_commit_keeps_the_shards_arrival_order() {
         ..Default::default()
     };
     // Start the shard, then send 200 writes without waiting for each: they queue in order.
+    // A fact sent after them is written after them, although the shard hands episodes over
+    // without waiting for their commits.
     engine
         .store_episode(&caller, input(0), Lineage::generated())
         .await
         .unwrap();
     let writes = (1..=200).map(|i| engine.store_episode(&caller, input(i), Lineage::generated()));
-    let stored = futures::future::join_all(writes).await;
+    let fact = FactInput {
+        subject: "user".into(),
+        predicate: "drinks".into(),
+        content: "tea".into(),
+        ..Default::default()
+    };
+    let fact = engine.store_fact(&caller, fact, Lineage::generated());
+    let (stored, fact) = tokio::join!(futures::future::join_all(writes), fact);
     assert!(stored.iter().all(|r| r.is_ok()));
+    fact.unwrap();
     let mut db = app.sql().await;
     let order: Vec<String> = sqlx::query_scalar(
-        "SELECT e.content FROM memory_events m JOIN episodes e ON e.id = m.entity_id ORDER BY m.id",
+        "SELECT coalesce(e.content, 'fact: ' || f.content) FROM memory_events m
+         LEFT JOIN episodes e ON e.id = m.entity_id LEFT JOIN facts f ON f.id = m.entity_id
+         ORDER BY m.id",
     )
     .fetch_all(&mut db)
     .await
     .unwrap();
-    let expected: Vec<String> = (0..=200).map(|i| format!("step {i:03}")).collect();
+    let mut expected: Vec<String> = (0..=200).map(|i| format!("step {i:03}")).collect();
+    expected.push("fact: tea".into());
     assert_eq!(order, expected);
     // They were committed in groups, not one transaction each.
     let transactions = count(&mut db, "SELECT count(DISTINCT xmin::text) FROM episodes").await;
@@ -176,6 +191,53 @@ async fn group_commit_keeps_the_shards_arrival_order() {
         transactions < 100,
         "{transactions} transactions for 201 writes"
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_barrier_waits_for_the_episodes_handed_over_before_it() {
+    let app = spawn_app().await;
+    let engine = app.engine();
+    let caller = Caller {
+        tenant_id: "tenant-a".into(),
+        role: Role::Butler,
+        butler: Some("health".into()),
+        key_name: "a-health".into(),
+    };
+    let input = |i: usize| EpisodeInput {
+        butler: "health".into(),
+        content: format!("step {i:03}"),
+        ..Default::default()
+    };
+    engine
+        .store_episode(&caller, input(0), Lineage::generated())
+        .await
+        .unwrap();
+    engine.flush().await.unwrap();
+    // The episodes cannot commit while a test transaction holds the table.
+    let mut db = app.sql().await;
+    let mut hold = db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE episodes IN SHARE MODE")
+        .execute(&mut *hold)
+        .await
+        .unwrap();
+    // One poll sends every write to the shard; nobody waits for their answers yet, and the
+    // shard hands them over without waiting for their commit either.
+    let writes = (1..=200).map(|i| engine.store_episode(&caller, input(i), Lineage::generated()));
+    let mut writes = Box::pin(futures::future::join_all(writes));
+    assert!(futures::poll!(writes.as_mut()).is_pending());
+    // The barrier is a write like any other but an episode: it waits for them to commit.
+    let mut flush = Box::pin(engine.flush());
+    let early = tokio::time::timeout(Duration::from_millis(300), flush.as_mut()).await;
+    assert!(
+        early.is_err(),
+        "the barrier answered before the episodes sent before it were committed"
+    );
+    hold.rollback().await.unwrap();
+    flush.await.unwrap();
+    assert_eq!(count(&mut db, "SELECT count(*) FROM episodes").await, 201);
+    assert!(writes.await.iter().all(|r| r.is_ok()));
+    drop(db);
     app.stop().await;
 }
 

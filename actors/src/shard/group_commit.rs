@@ -1,18 +1,26 @@
 //! Group commit of a shard's episodes: requests join a pending group, and the group is
-//! written in one statement when the shard's self-addressed `CommitEpisodes` comes round
-//! (after every message queued before it), when it is full, or before any other write. The
-//! statement may also hold other shards' groups (`episode_commits.rs`); the shard waits for
-//! its outcome before anything else, so its writes keep their arrival order.
+//! handed to the cross-shard group commit (`episode_commits.rs`) when the shard's
+//! self-addressed `CommitEpisodes` comes round (after every message queued before it), when
+//! it is full, or before any other write. There it may share a statement with other shards'
+//! requests, and it keeps its place behind the shard's earlier groups. The shard does not
+//! wait for the outcome to take its next episodes: a task answers the group's requests once
+//! it is committed. Any other write waits until every group handed over is answered, so a
+//! shard's writes keep their arrival order.
 
 use std::time::Duration;
+
+use tokio::task::JoinHandle;
 
 use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::{Author, ShardMsg, ShardState};
+use crate::context::EngineContext;
 use crate::domain::episode::NewEpisode;
-use crate::episode_commits::Submission;
+use crate::domain::memory_type::MemoryType;
+use crate::episode_commits::{Outcome, Submission};
 use crate::error::{MemoryError, MemoryResult};
 use crate::store::episodes::Inserted;
+use std::sync::Arc;
 
 /// Where the outcome of a pending write goes.
 pub(super) enum EpisodeReply {
@@ -28,7 +36,7 @@ pub(super) struct PendingEpisodes {
 }
 
 impl PendingEpisodes {
-    fn answer(self, result: MemoryResult<Vec<Inserted>>) {
+    fn answer(self, result: Outcome) {
         match self.reply {
             EpisodeReply::One(port) => {
                 let _ = port.send(result.and_then(|mut v| {
@@ -44,9 +52,9 @@ impl PendingEpisodes {
 }
 
 impl ShardState {
-    /// Adds a request's episodes to the pending group; commits at once when the group is
-    /// full, otherwise when `CommitEpisodes` comes round.
-    pub(super) async fn enqueue(
+    /// Adds a request's episodes to the pending group; hands the group over at once when it
+    /// is full, otherwise when `CommitEpisodes` comes round.
+    pub(super) fn enqueue(
         &mut self,
         myself: &ActorRef<ShardMsg>,
         request: PendingEpisodes,
@@ -56,7 +64,7 @@ impl ShardState {
         self.pending.push(request);
         let writes = &self.ctx.config.writes;
         if self.pending_count >= writes.group_commit_max as usize {
-            self.commit_pending().await;
+            self.commit_pending();
         } else if first {
             match writes.group_commit_linger_ms {
                 0 => myself.send_message(ShardMsg::CommitEpisodes)?,
@@ -68,10 +76,12 @@ impl ShardState {
         Ok(())
     }
 
-    /// Writes the pending group in one statement and answers each request. If the group
-    /// fails as a whole, each request is tried on its own, so one bad request cannot fail
+    /// Hands the pending group to the cross-shard group commit, behind this shard's earlier
+    /// groups, and leaves a task to answer its requests. Each request is written in one
+    /// statement with the others, or on its own if that fails, so one bad request cannot fail
     /// the others.
-    pub(super) async fn commit_pending(&mut self) {
+    pub(super) fn commit_pending(&mut self) {
+        self.committing.retain(|task| !task.is_finished());
         if self.pending.is_empty() {
             return;
         }
@@ -79,46 +89,53 @@ impl ShardState {
         self.pending_count = 0;
         let size: usize = group.iter().map(|p| p.episodes.len()).sum();
         metrics::histogram!("butler_memory_group_commit_episodes").record(size as f64);
-        match self.insert_episodes(&group).await {
-            Ok(mut inserted) => {
-                self.committed_episodes();
-                for request in group {
-                    let rest = inserted.split_off(request.episodes.len());
-                    let mine = std::mem::replace(&mut inserted, rest);
-                    request.answer(Ok(mine));
-                }
+        let requests = group.iter().map(PendingEpisodes::submissions).collect();
+        let outcomes = self.ctx.episode_commits.enqueue(&self.key, requests);
+        let ctx = self.ctx.clone();
+        let tenant = self.key.tenant_id.clone();
+        self.committing.push(tokio::spawn(async move {
+            let answers = ctx.episode_commits.settle(outcomes).await;
+            if answers.iter().any(Result::is_ok) {
+                committed_episodes(&ctx, &tenant);
             }
-            Err(e) if group.len() == 1 => {
-                for request in group {
-                    request.answer(Err(e.clone()));
-                }
+            for (request, answer) in group.into_iter().zip(answers) {
+                request.answer(answer);
             }
-            Err(e) => {
-                tracing::warn!(shard = %self.key, error = %e, size, "group commit failed; writing its requests one by one");
-                for request in group {
-                    let result = self.insert_episodes(std::slice::from_ref(&request)).await;
-                    if result.is_ok() {
-                        self.committed_episodes();
-                    }
-                    request.answer(result);
-                }
-            }
+        }));
+    }
+
+    /// Hands over the pending group and waits until every group handed over is answered:
+    /// what a write that is not an episode does first.
+    pub(super) async fn settle_episodes(&mut self) {
+        self.commit_pending();
+        for task in std::mem::take(&mut self.committing) {
+            // A task that panicked has dropped its reply ports: its callers have their answer.
+            let _ = task.await;
         }
     }
 
-    /// Writes a group through the cross-shard group commit (`episode_commits.rs`), where
-    /// it may share a statement with other shards' groups.
-    async fn insert_episodes(&self, group: &[PendingEpisodes]) -> MemoryResult<Vec<Inserted>> {
-        let submissions: Vec<Submission> = group
-            .iter()
-            .flat_map(|p| {
-                p.episodes.iter().map(|episode| Submission {
-                    episode: episode.clone(),
-                    actor: p.author.actor.clone(),
-                    lineage: p.author.lineage.clone(),
-                })
-            })
-            .collect();
-        self.ctx.episode_commits.commit(submissions).await
+    /// Whether no episode waits to be handed over or answered.
+    pub(super) fn episodes_settled(&self) -> bool {
+        self.pending.is_empty() && self.committing.iter().all(JoinHandle::is_finished)
     }
+}
+
+impl PendingEpisodes {
+    fn submissions(&self) -> Vec<Submission> {
+        self.episodes
+            .iter()
+            .map(|episode| Submission {
+                episode: episode.clone(),
+                actor: self.author.actor.clone(),
+                lineage: self.author.lineage.clone(),
+            })
+            .collect()
+    }
+}
+
+/// A committed change of a tenant's episodes only (a group commit): what was derived from its
+/// facts and rules stays valid, the indexer has rows to embed.
+fn committed_episodes(ctx: &Arc<EngineContext>, tenant: &str) {
+    ctx.generations.bump_type(tenant, MemoryType::Episode);
+    ctx.kick_indexer();
 }
