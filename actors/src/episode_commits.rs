@@ -197,6 +197,10 @@ impl EpisodeCommits {
                 biased;
                 answer = &mut last => break answer,
                 turn = self.turns.clone().acquire_owned() => {
+                    let Ok(turn) = turn else {
+                        // The turns are never closed; were they, nothing could write.
+                        break (&mut last).await;
+                    };
                     // A small statement waits for the small one running, if any, and takes
                     // what queued meanwhile. Nothing else can take these requests while it
                     // waits: the other turns are held, or themselves wait for the lane.
@@ -206,15 +210,18 @@ impl EpisodeCommits {
                         None
                     };
                     let taken = self.take();
-                    let (Ok(turn), false) = (turn, taken.is_empty()) else {
+                    if taken.is_empty() {
                         // Ours were taken by another statement and their answer is coming,
                         // or they wait for a statement holding their shard's earlier ones.
+                        // The turn and the lane go back first, for that statement's
+                        // successors.
+                        drop((turn, lane));
                         tokio::select! {
                             biased;
                             answer = &mut last => break answer,
                             () = ended => continue,
                         }
-                    };
+                    }
                     let statement = Statement {
                         _shards: Writing {
                             shared: self.shared.clone(),
