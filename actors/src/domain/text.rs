@@ -173,7 +173,7 @@ pub fn check_metadata(metadata: Option<Value>, limits: &Limits) -> MemoryResult<
             "`metadata` must be a JSON object",
         ));
     }
-    let size = metadata.to_string().len();
+    let size = serialised_len(&metadata);
     if size > limits.max_metadata_bytes {
         return Err(MemoryError::invalid_input(
             "metadata_too_large",
@@ -185,6 +185,25 @@ pub fn check_metadata(metadata: Option<Value>, limits: &Limits) -> MemoryResult<
     }
     check_json_storable(&metadata)?;
     Ok(metadata)
+}
+
+/// The length of a value serialised as compact JSON, counted as it is written rather than
+/// built as a string: every episode write checks its metadata this way.
+fn serialised_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a JSON value fails only if the writer does, and this one never does.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Checks an importance rating: a finite number from 0 to 10.
@@ -292,6 +311,25 @@ mod tests {
             check_metadata(Some(big), &limits).unwrap_err().code,
             "metadata_too_large"
         );
+    }
+
+    #[test]
+    fn metadata_is_measured_as_its_serialised_json() {
+        for value in [
+            json!({}),
+            json!({"quote": "say \"hi\"\n", "café": [1, 2.5, null, true], "nested": {"é": "€"}}),
+        ] {
+            assert_eq!(serialised_len(&value), value.to_string().len());
+        }
+        // Exactly at the limit is allowed; one byte over is not.
+        let exact = json!({"a": "x".repeat(10 - r#"{"a":""}"#.len())});
+        let limits = Limits {
+            max_metadata_bytes: 10,
+            ..Limits::default()
+        };
+        assert!(check_metadata(Some(exact), &limits).is_ok());
+        let over = json!({"a": "x".repeat(11 - r#"{"a":""}"#.len())});
+        assert!(check_metadata(Some(over), &limits).is_err());
     }
 
     #[test]
