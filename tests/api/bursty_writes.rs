@@ -139,30 +139,39 @@ async fn a_spent_write_budget_refuses_at_once_and_writes_nothing() {
     app.stop().await;
 }
 
+/// The health butler of tenant A, as the engine sees it.
+fn health_butler() -> Caller {
+    Caller {
+        tenant_id: "tenant-a".into(),
+        role: Role::Butler,
+        butler: Some("health".into()),
+        key_name: "a-health".into(),
+    }
+}
+
+/// The health butler's `i`th numbered episode.
+fn step(i: usize) -> EpisodeInput {
+    EpisodeInput {
+        butler: "health".into(),
+        content: format!("step {i:03}"),
+        ..Default::default()
+    }
+}
+
 #[tokio::test]
 async fn group_commit_keeps_the_shards_arrival_order() {
     let clock = Arc::new(ManualClock::new(t0()));
     let app = spawn_app_at("", clock).await;
     let engine = app.engine();
-    let caller = Caller {
-        tenant_id: "tenant-a".into(),
-        role: Role::Butler,
-        butler: Some("health".into()),
-        key_name: "a-health".into(),
-    };
-    let input = |i: usize| EpisodeInput {
-        butler: "health".into(),
-        content: format!("step {i:03}"),
-        ..Default::default()
-    };
+    let caller = health_butler();
     // Start the shard, then send 200 writes without waiting for each: they queue in order.
     // A fact sent after them is written after them, although the shard hands episodes over
     // without waiting for their commits.
     engine
-        .store_episode(&caller, input(0), Lineage::generated())
+        .store_episode(&caller, step(0), Lineage::generated())
         .await
         .unwrap();
-    let writes = (1..=200).map(|i| engine.store_episode(&caller, input(i), Lineage::generated()));
+    let writes = (1..=200).map(|i| engine.store_episode(&caller, step(i), Lineage::generated()));
     let fact = FactInput {
         subject: "user".into(),
         predicate: "drinks".into(),
@@ -198,19 +207,9 @@ async fn group_commit_keeps_the_shards_arrival_order() {
 async fn a_barrier_waits_for_the_episodes_handed_over_before_it() {
     let app = spawn_app().await;
     let engine = app.engine();
-    let caller = Caller {
-        tenant_id: "tenant-a".into(),
-        role: Role::Butler,
-        butler: Some("health".into()),
-        key_name: "a-health".into(),
-    };
-    let input = |i: usize| EpisodeInput {
-        butler: "health".into(),
-        content: format!("step {i:03}"),
-        ..Default::default()
-    };
+    let caller = health_butler();
     engine
-        .store_episode(&caller, input(0), Lineage::generated())
+        .store_episode(&caller, step(0), Lineage::generated())
         .await
         .unwrap();
     engine.flush().await.unwrap();
@@ -223,7 +222,7 @@ async fn a_barrier_waits_for_the_episodes_handed_over_before_it() {
         .unwrap();
     // One poll sends every write to the shard; nobody waits for their answers yet, and the
     // shard hands them over without waiting for their commit either.
-    let writes = (1..=200).map(|i| engine.store_episode(&caller, input(i), Lineage::generated()));
+    let writes = (1..=200).map(|i| engine.store_episode(&caller, step(i), Lineage::generated()));
     let mut writes = Box::pin(futures::future::join_all(writes));
     assert!(futures::poll!(writes.as_mut()).is_pending());
     // The barrier is a write like any other but an episode: it waits for them to commit.

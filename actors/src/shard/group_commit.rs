@@ -7,11 +7,11 @@
 //! it is committed. Any other write waits until every group handed over is answered, so a
 //! shard's writes keep their arrival order.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
-
 use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::task::JoinHandle;
 
 use super::{Author, ShardMsg, ShardState};
 use crate::context::EngineContext;
@@ -20,7 +20,6 @@ use crate::domain::memory_type::MemoryType;
 use crate::episode_commits::{Outcome, Submission};
 use crate::error::{MemoryError, MemoryResult};
 use crate::store::episodes::Inserted;
-use std::sync::Arc;
 
 /// Where the outcome of a pending write goes.
 pub(super) enum EpisodeReply {
