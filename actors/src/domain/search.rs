@@ -156,7 +156,7 @@ impl ComponentScores {
 }
 
 /// An episode's neighbours in its session: the visible episodes just before and after it.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SessionNeighbours {
     pub id: Uuid,
     pub previous: Option<Uuid>,
