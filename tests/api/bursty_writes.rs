@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use butler_memory_actors::Engine;
 use butler_memory_actors::clock::ManualClock;
 use butler_memory_actors::domain::caller::{Caller, Role};
 use butler_memory_actors::domain::episode::EpisodeInput;
@@ -149,6 +150,16 @@ fn health_butler() -> Caller {
     }
 }
 
+/// Starts the health butler's shard with its episode 0, and returns the butler.
+async fn started_health_shard(engine: &Engine) -> Caller {
+    let caller = health_butler();
+    engine
+        .store_episode(&caller, step(0), Lineage::generated())
+        .await
+        .unwrap();
+    caller
+}
+
 /// The health butler's `i`th numbered episode.
 fn step(i: usize) -> EpisodeInput {
     EpisodeInput {
@@ -163,14 +174,10 @@ async fn group_commit_keeps_the_shards_arrival_order() {
     let clock = Arc::new(ManualClock::new(t0()));
     let app = spawn_app_at("", clock).await;
     let engine = app.engine();
-    let caller = health_butler();
     // Start the shard, then send 200 writes without waiting for each: they queue in order.
     // A fact sent after them is written after them, although the shard hands episodes over
     // without waiting for their commits.
-    engine
-        .store_episode(&caller, step(0), Lineage::generated())
-        .await
-        .unwrap();
+    let caller = started_health_shard(engine).await;
     let writes = (1..=200).map(|i| engine.store_episode(&caller, step(i), Lineage::generated()));
     let fact = FactInput {
         subject: "user".into(),
@@ -207,11 +214,7 @@ async fn group_commit_keeps_the_shards_arrival_order() {
 async fn a_barrier_waits_for_the_episodes_handed_over_before_it() {
     let app = spawn_app().await;
     let engine = app.engine();
-    let caller = health_butler();
-    engine
-        .store_episode(&caller, step(0), Lineage::generated())
-        .await
-        .unwrap();
+    let caller = started_health_shard(engine).await;
     engine.flush().await.unwrap();
     // The episodes cannot commit while a test transaction holds the table.
     let mut db = app.sql().await;
