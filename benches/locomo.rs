@@ -28,7 +28,7 @@ use futures::StreamExt as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use support::{Key, Latency, Mcp, Service, round3};
+use support::{Key, Latency, McpClient, Service, round3};
 
 /// The cut-offs recall is reported at; the largest is the search limit.
 const KS: [usize; 4] = [5, 10, 25, 50];
@@ -323,7 +323,7 @@ fn tenant_key(conversation: &str) -> String {
 /// for contextual embeddings), so sending a session's turns concurrently would scramble
 /// it. Up to `concurrency` sessions are stored at once.
 async fn store_conversation(
-    client: &Mcp,
+    client: &McpClient,
     conversation: &Conversation,
     concurrency: usize,
 ) -> anyhow::Result<HashMap<String, String>> {
@@ -338,7 +338,7 @@ async fn store_conversation(
         let mut stored = Vec::with_capacity(session.len());
         for episode in session {
             let body = client
-                .call(
+                .try_call(
                     "memory_store_episode",
                     json!({
                         "content": episode.content,
@@ -368,7 +368,7 @@ async fn store_conversation(
 
 /// Asks every question of one conversation in `mode` and scores the answers into `out`.
 async fn search_conversation(
-    client: &Mcp,
+    client: &McpClient,
     conversation: &Conversation,
     ids: &HashMap<String, String>,
     mode: &str,
@@ -378,7 +378,7 @@ async fn search_conversation(
     let calls = conversation.questions.iter().map(|q| async move {
         let started = Instant::now();
         let answer = client
-            .call(
+            .try_call(
                 "memory_search",
                 json!({
                     "query": q.text,
@@ -468,7 +468,7 @@ async fn run(
         let client = service.client(&tenant_key(&first.id)).await?;
         for mode in &args.modes {
             client
-                .call(
+                .try_call(
                     "memory_search",
                     json!({"query": "probe", "types": ["episode"], "mode": mode, "limit": 1}),
                 )

@@ -28,7 +28,7 @@ use clap::Parser;
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
-use support::{Key, Latency, Mcp, Rng, Service, round3};
+use support::{Key, Latency, McpClient, Rng, Service, round3};
 
 const TENANT: &str = "bench";
 const BUTLER: &str = "bench";
@@ -541,7 +541,7 @@ const PROMPTS: &[&str] = &[
 ];
 
 /// Stores the synthetic memories through MCP, several calls in flight.
-async fn seed(client: &Mcp, args: &Args) -> anyhow::Result<Duration> {
+async fn seed(client: &McpClient, args: &Args) -> anyhow::Result<Duration> {
     let mut rng = Rng::new(args.seed);
     let permanences = ["permanent", "stable", "standard", "volatile"];
     let mut calls: Vec<(&'static str, Value)> = Vec::new();
@@ -587,7 +587,7 @@ async fn seed(client: &Mcp, args: &Args) -> anyhow::Result<Duration> {
     }
     let started = Instant::now();
     let mut stream = futures::stream::iter(calls)
-        .map(|(tool, args)| client.call(tool, args))
+        .map(|(tool, args)| client.try_call(tool, args))
         .buffer_unordered(args.store_concurrency.max(1));
     while let Some(stored) = stream.next().await {
         stored?;
@@ -625,7 +625,7 @@ struct Sample {
 
 /// One client's closed loop: warm-up, wait for every client, then the timed requests.
 async fn client_loop(
-    client: Mcp,
+    client: McpClient,
     index: usize,
     args: Arc<Args>,
     start: Arc<tokio::sync::Barrier>,
@@ -676,7 +676,7 @@ async fn client_loop(
             }
         };
         let t = Instant::now();
-        let answer = client.call(tool.name(), call).await;
+        let answer = client.try_call(tool.name(), call).await;
         let latency = t.elapsed();
         if r < args.warmup {
             continue;
@@ -721,10 +721,10 @@ async fn run(args: Arc<Args>, service: &Service) -> anyhow::Result<()> {
     let seeder = service.client(BUTLER_KEY).await?;
     // Fail in a second, not after seeding, if either tool is missing or broken.
     seeder
-        .call("memory_search", json!({"query": "probe"}))
+        .try_call("memory_search", json!({"query": "probe"}))
         .await?;
     seeder
-        .call(
+        .try_call(
             "memory_context",
             json!({"trigger_prompt": "probe", "butler": BUTLER}),
         )
@@ -734,7 +734,7 @@ async fn run(args: Arc<Args>, service: &Service) -> anyhow::Result<()> {
     service.flush().await?;
     let drained = started.elapsed();
     service.analyze().await?;
-    let stats = seeder.call("memory_stats", json!({})).await?;
+    let stats = seeder.try_call("memory_stats", json!({})).await?;
     seeder.close().await;
     let memories = args.facts + args.rules + args.episodes;
     eprintln!(

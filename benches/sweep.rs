@@ -137,7 +137,7 @@ async fn main() -> anyhow::Result<()> {
             while sweeping.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 let stored = butler
-                    .call(
+                    .try_call(
                         "memory_store_episode",
                         json!({"content": format!("write during the sweep {i}"), "butler": BUTLER}),
                     )
@@ -157,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
     for run in 1..=2 {
         let t = Instant::now();
         let report = admin
-            .call_within(
+            .try_call_within(
                 "memory_run_sweep",
                 json!({"kinds": ["decay_sweep"], "butler": BUTLER}),
                 Duration::from_secs_f64(CONTRACT_SECONDS),

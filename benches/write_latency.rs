@@ -7,11 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+use butler_memory::testkit::McpClient;
 use clap::Parser;
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, ClientConfig};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
 
 #[derive(Parser)]
@@ -37,11 +34,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(args.url.clone())
-            .auth_header(args.key.clone()),
-    );
-    let client = ClientConfig::default().serve(transport).await?;
+    let client = McpClient::connect(&args.url, &args.key).await?;
     let mut latencies = Vec::with_capacity(args.calls);
     let started = Instant::now();
     for i in 0..args.warmup + args.calls {
@@ -49,14 +42,12 @@ async fn main() -> anyhow::Result<()> {
             "content": format!("Benchmark episode {i}: the user asked to move the dentist appointment to a morning slot"),
             "butler": args.butler,
         });
-        let request = CallToolRequestParams::new("memory_store_episode")
-            .with_arguments(arguments.as_object().cloned().unwrap_or_default());
         let t = Instant::now();
-        let result = client.call_tool(request).await?;
+        client
+            .try_call("memory_store_episode", arguments)
+            .await
+            .map_err(|e| e.context(format!("call {i}")))?;
         let elapsed = t.elapsed();
-        if result.is_error == Some(true) {
-            anyhow::bail!("call {i} failed: {:?}", result.structured_content);
-        }
         if i >= args.warmup {
             latencies.push(elapsed);
         }
@@ -76,6 +67,6 @@ async fn main() -> anyhow::Result<()> {
         ms(*latencies.last().unwrap()),
         (args.warmup + args.calls) as f64 / wall.as_secs_f64(),
     );
-    client.cancel().await?;
+    client.close().await;
     Ok(())
 }

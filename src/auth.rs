@@ -6,84 +6,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use butler_memory_actors::domain::caller::{Caller, Role};
-use butler_memory_actors::domain::text::check_name;
-use serde::Deserialize;
+use axum::response::Response;
+use butler_memory_actors::{Caller, ErrorCode, MemoryError, Role};
 
-use crate::config::Secret;
-
-/// Shortest key accepted: anything shorter is guessable.
-pub const MIN_KEY_CHARS: usize = 16;
+use crate::config::{AuthConfig, KeyConfig, MIN_KEY_CHARS, Secret};
 
 /// Tenant of the bootstrap admin key.
 pub const BOOTSTRAP_TENANT: &str = "default";
-
-/// `[auth]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthConfig {
-    pub keys: Vec<KeyConfig>,
-    pub bootstrap_admin_key: bool,
-}
-
-/// One `[[auth.keys]]` entry.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyConfig {
-    /// Label in the audit stream and logs; defaults to the role and butler or tenant.
-    #[serde(default)]
-    pub name: Option<String>,
-    pub key: Secret,
-    #[serde(default)]
-    pub tenant: Option<String>,
-    pub role: Role,
-    #[serde(default)]
-    pub butler: Option<String>,
-}
-
-impl AuthConfig {
-    pub fn problems(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (i, k) in self.keys.iter().enumerate() {
-            let at = format!("auth.keys[{i}]");
-            if k.key.expose().chars().count() < MIN_KEY_CHARS {
-                out.push(format!(
-                    "{at}.key: must be at least {MIN_KEY_CHARS} characters"
-                ));
-            }
-            if !seen.insert(k.key.expose().to_owned()) {
-                out.push(format!("{at}.key: the same key is configured twice"));
-            }
-            match (&k.tenant, k.role) {
-                (None, Role::Butler | Role::Admin) => out.push(format!(
-                    "{at}.tenant: required for {} keys",
-                    k.role.as_str()
-                )),
-                (Some(t), _) => {
-                    if let Err(e) = check_name("tenant", t) {
-                        out.push(format!("{at}.tenant: {}", e.message));
-                    }
-                }
-                (None, Role::Operator) => {}
-            }
-            if let Some(b) = &k.butler {
-                if let Err(e) = check_name("butler", b) {
-                    out.push(format!("{at}.butler: {}", e.message));
-                }
-                if k.role != Role::Butler {
-                    out.push(format!(
-                        "{at}.butler: only butler keys are bound to a butler"
-                    ));
-                }
-            }
-        }
-        out
-    }
-}
 
 /// Resolves keys to callers.
 #[derive(Debug, Clone, Default)]
@@ -186,35 +117,23 @@ pub async fn require_key(
 
 /// The 401 answer: a JSON body in the service's error shape and a bearer challenge.
 pub fn unauthorized() -> Response {
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer")],
-        axum::Json(serde_json::json!({
-            "class": "forbidden",
-            "code": "unauthenticated",
-            "message": "missing or unknown API key: send `Authorization: Bearer <key>`",
-        })),
-    )
-        .into_response()
+    let error = MemoryError::new(
+        ErrorCode::Unauthenticated,
+        "missing or unknown API key: send `Authorization: Bearer <key>`",
+    );
+    let mut response = crate::http::error_response(&error);
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn key(key: &str, role: Role, tenant: Option<&str>, butler: Option<&str>) -> KeyConfig {
-        KeyConfig {
-            name: None,
-            key: Secret::new(key),
-            tenant: tenant.map(str::to_owned),
-            role,
-            butler: butler.map(str::to_owned),
-        }
-    }
-
     #[test]
     fn bearer_tokens_resolve_to_their_caller() {
-        let auth = Authenticator::new(&[key(
+        let auth = Authenticator::new(&[KeyConfig::for_test(
             "k".repeat(20).as_str(),
             Role::Butler,
             Some("t1"),
@@ -228,26 +147,6 @@ mod tests {
         assert!(auth.caller(Some("Bearer nope")).is_none());
         assert!(auth.caller(Some(&"k".repeat(20))).is_none());
         assert!(auth.caller(None).is_none());
-    }
-
-    #[test]
-    fn weak_duplicate_or_incomplete_keys_are_refused() {
-        let config = AuthConfig {
-            keys: vec![
-                key("short", Role::Butler, Some("t"), None),
-                key(&"a".repeat(16), Role::Admin, None, None),
-                key(&"a".repeat(16), Role::Admin, Some("t"), Some("health")),
-            ],
-            bootstrap_admin_key: true,
-        };
-        let problems = config.problems().join("\n");
-        assert!(problems.contains("auth.keys[0].key"), "{problems}");
-        assert!(problems.contains("auth.keys[1].tenant"), "{problems}");
-        assert!(
-            problems.contains("auth.keys[2].key: the same key"),
-            "{problems}"
-        );
-        assert!(problems.contains("auth.keys[2].butler"), "{problems}");
     }
 
     #[test]

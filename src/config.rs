@@ -1,23 +1,25 @@
 //! Configuration: `config/default.toml` (compiled in, documents every key), layered under an
 //! optional file and `BUTLER_MEMORY_*` environment variables, with figment. Unknown keys
 //! and invalid values stop the start with a message that names them.
+//!
+//! One file, two owners: the engine's sections are the engine's own types
+//! ([`EngineConfig`]), read from the same layers as the edge's ([`EdgeConfig`]); neither is
+//! copied into the other. A top-level key is known when the documented defaults have it.
+
+mod keys;
+mod secret;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use butler_memory_actors::config::{
-    ConsolidationConfig, EngineConfig, EpisodesConfig, FactsConfig, IndexerConfig, LifecycleConfig,
-    RetrievalConfig, RulesConfig, ShardsConfig, WritesConfig,
-};
-use butler_memory_actors::domain::text::Limits;
-use butler_memory_actors::embedder::EmbedderConfig;
-use butler_memory_actors::store::DatabaseConfig;
-use butler_memory_actors::store::embedded_postgres::EmbeddedPostgresConfig;
+use butler_memory_actors::{DatabaseConfig, EmbeddedPostgresConfig, EngineConfig};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
+use figment::value::Dict;
 use serde::Deserialize;
 
-use crate::auth::AuthConfig;
+pub use keys::{AuthConfig, KeyConfig, MIN_KEY_CHARS};
+pub use secret::Secret;
 
 /// The documented defaults.
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
@@ -25,26 +27,21 @@ pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 /// Prefix of environment overrides.
 pub const ENV_PREFIX: &str = "BUTLER_MEMORY_";
 
-/// The whole configuration.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The whole configuration: the edge's sections and the engine's.
+#[derive(Debug, Clone)]
 pub struct Config {
+    pub edge: EdgeConfig,
+    pub engine: EngineConfig,
+}
+
+/// The edge's sections: where it listens, the database, the endpoints, keys, logs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EdgeConfig {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     pub database_url: Secret,
     pub database: DatabaseConfig,
     pub embedded_postgres: EmbeddedPostgresConfig,
-    pub embedder: EmbedderConfig,
-    pub indexer: IndexerConfig,
-    pub lifecycle: LifecycleConfig,
-    pub writes: WritesConfig,
-    pub consolidation: ConsolidationConfig,
-    pub shards: ShardsConfig,
-    pub retrieval: RetrievalConfig,
-    pub episodes: EpisodesConfig,
-    pub facts: FactsConfig,
-    pub rules: RulesConfig,
-    pub limits: Limits,
     pub mcp: McpConfig,
     pub auth: AuthConfig,
     pub metrics: MetricsConfig,
@@ -82,35 +79,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// A string that must not show up in logs or debug output.
-#[derive(Clone, Default, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_empty() {
-            "\"\""
-        } else {
-            "\"<redacted>\""
-        })
-    }
-}
-
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -118,6 +86,19 @@ pub enum ConfigError {
     Parse(String),
     #[error("configuration: invalid values:\n  {}", .0.join("\n  "))]
     Invalid(Vec<String>),
+}
+
+impl ConfigError {
+    /// Every error figment found, in one message.
+    fn from_figment(error: figment::Error) -> Self {
+        ConfigError::Parse(
+            error
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    }
 }
 
 impl Config {
@@ -153,14 +134,19 @@ impl Config {
     }
 
     fn from_figment(figment: Figment) -> Result<Config, ConfigError> {
-        let config: Config = figment.extract().map_err(|e| {
-            ConfigError::Parse(
-                e.into_iter()
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        })?;
+        let parse = ConfigError::from_figment;
+        let unknown = unknown_keys(&figment)?;
+        if !unknown.is_empty() {
+            return Err(ConfigError::Parse(format!(
+                "unknown {}: {}",
+                if unknown.len() == 1 { "key" } else { "keys" },
+                unknown.join(", ")
+            )));
+        }
+        let config = Config {
+            edge: figment.extract().map_err(parse)?,
+            engine: figment.extract().map_err(parse)?,
+        };
         let problems = config.problems();
         if problems.is_empty() {
             Ok(config)
@@ -169,68 +155,67 @@ impl Config {
         }
     }
 
-    /// The engine's part of the configuration.
-    pub fn engine(&self) -> EngineConfig {
-        EngineConfig {
-            limits: self.limits.clone(),
-            episodes: self.episodes.clone(),
-            facts: self.facts.clone(),
-            rules: self.rules.clone(),
-            retrieval: self.retrieval.clone(),
-            shards: self.shards.clone(),
-            embedder: self.embedder.clone(),
-            indexer: self.indexer.clone(),
-            lifecycle: self.lifecycle.clone(),
-            writes: self.writes.clone(),
-            consolidation: self.consolidation.clone(),
-        }
-    }
-
     /// Every invalid value, as `key: problem`.
     pub fn problems(&self) -> Vec<String> {
-        let mut out = self.engine().problems();
-        let db = &self.database;
+        let mut out = self.engine.problems();
+        let edge = &self.edge;
+        let db = &edge.database;
         if db.max_connections == 0 || db.min_connections > db.max_connections {
             out.push("database.max_connections: must be at least 1 and at least database.min_connections".into());
         }
-        if db.acquire_timeout_ms == 0 {
-            out.push("database.acquire_timeout_ms: must be at least 1".into());
-        }
-        let url = self.database_url.expose();
+        let url = edge.database_url.expose();
         let postgres_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
         if !url.is_empty() && !postgres_url {
             out.push("database_url: must start with postgres:// or postgresql://".into());
         }
-        if self.mcp.max_request_bytes < 1024 {
+        if edge.mcp.max_request_bytes < 1024 {
             out.push("mcp.max_request_bytes: must be at least 1024".into());
         }
-        if !self.metrics.listen.is_empty() && self.metrics.listen.parse::<SocketAddr>().is_err() {
+        if !edge.metrics.listen.is_empty() && edge.metrics.listen.parse::<SocketAddr>().is_err() {
             out.push("metrics.listen: must be empty or an address like 127.0.0.1:9150".into());
         }
-        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+        if tracing_subscriber::EnvFilter::try_new(&edge.log.level).is_err() {
             out.push(format!(
                 "log.level: `{}` is not a valid filter",
-                self.log.level
+                edge.log.level
             ));
         }
-        out.extend(self.auth.problems());
+        out.extend(edge.auth.problems());
         out
     }
 }
 
+/// Top-level keys that the documented defaults do not have: nobody reads them, so a typo
+/// (`colour`, `retreival`) would otherwise be silently ignored. Keys inside a section are
+/// checked by the section's own type.
+fn unknown_keys(figment: &Figment) -> Result<Vec<String>, ConfigError> {
+    let documented: Dict = Figment::from(Toml::string(DEFAULT_TOML))
+        .extract()
+        .map_err(ConfigError::from_figment)?;
+    let given: Dict = figment.extract().map_err(ConfigError::from_figment)?;
+    Ok(given
+        .keys()
+        .filter(|key| !documented.contains_key(*key))
+        .map(|key| format!("`{key}`"))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
+    use butler_memory_actors::SearchMode;
+
     use super::*;
 
     #[test]
     fn defaults_are_valid_and_match_the_contract() {
         let config = Config::from_toml("").unwrap();
-        assert_eq!(config.listen, "127.0.0.1:8150".parse().unwrap());
-        assert_eq!(config.retrieval.context_token_budget, 3000);
-        assert_eq!(config.retrieval.score_weights.relevance, 0.4);
-        assert_eq!(config.facts.retrieval_confidence_threshold, 0.2);
-        assert_eq!(config.episodes.default_ttl_days, 7.0);
-        assert!(config.database_url.is_empty());
+        assert_eq!(config.edge.listen, "127.0.0.1:8150".parse().unwrap());
+        assert_eq!(config.engine.retrieval.context_token_budget.get(), 3000);
+        assert_eq!(config.engine.retrieval.score_weights.relevance, 0.4);
+        assert_eq!(config.engine.retrieval.default_mode, SearchMode::Hybrid);
+        assert_eq!(config.engine.facts.retrieval_confidence_threshold, 0.2);
+        assert_eq!(config.engine.episodes.default_ttl_days, 7.0);
+        assert!(config.edge.database_url.is_empty());
     }
 
     #[test]
@@ -239,6 +224,8 @@ mod tests {
         assert!(err.to_string().contains("default_limt"), "{err}");
         let err = Config::from_toml("colour = 'blue'").unwrap_err();
         assert!(err.to_string().contains("colour"), "{err}");
+        let err = Config::from_toml("[mcp]\nmax_requests = 3").unwrap_err();
+        assert!(err.to_string().contains("max_requests"), "{err}");
     }
 
     #[test]
@@ -255,6 +242,29 @@ mod tests {
         assert!(err.to_string().contains("listen"), "{err}");
     }
 
+    /// Values that must be at least 1, an extractor or a schedule are refused when they are
+    /// loaded, by their types, naming the key: no silent fallback to a default.
+    #[test]
+    fn typed_values_are_checked_when_loaded() {
+        for (toml, key) in [
+            ("[retrieval]\nworkers = 0", "retrieval.workers"),
+            ("[writes]\ngroup_commit_max = 0", "writes.group_commit_max"),
+            (
+                "[consolidation]\nextractor = 'gpt'",
+                "consolidation.extractor",
+            ),
+            (
+                "[lifecycle]\ndecay_sweep_cron = 'every day'",
+                "lifecycle.decay_sweep_cron",
+            ),
+        ] {
+            let err = Config::from_toml(toml).unwrap_err();
+            assert!(err.to_string().contains(key), "{toml}: {err}");
+        }
+        let err = Config::from_toml("[consolidation]\nextractor = 'llm'").unwrap_err();
+        assert!(err.to_string().contains("consolidation.llm"), "{err}");
+    }
+
     #[test]
     #[expect(
         clippy::result_large_err,
@@ -269,9 +279,9 @@ mod tests {
             jail.set_env("BUTLER_MEMORY_LISTEN", "127.0.0.1:9001");
             jail.set_env("BUTLER_MEMORY_RETRIEVAL__MAX_LIMIT", "50");
             let config = Config::load(Some(Path::new("override.toml"))).unwrap();
-            assert_eq!(config.listen, "127.0.0.1:9001".parse().unwrap());
-            assert_eq!(config.retrieval.default_limit, 7);
-            assert_eq!(config.retrieval.max_limit, 50);
+            assert_eq!(config.edge.listen, "127.0.0.1:9001".parse().unwrap());
+            assert_eq!(config.engine.retrieval.default_limit, 7);
+            assert_eq!(config.engine.retrieval.max_limit, 50);
             Ok(())
         });
     }

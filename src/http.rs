@@ -1,5 +1,25 @@
-//! The operator endpoints: `/healthz`, `/readyz`, `/actors`, `/metrics`.
+//! The operator endpoints: `/healthz`, `/readyz`, `/actors`, `/metrics`, and the one shape
+//! of an HTTP error.
 
 pub mod actors;
 pub mod health;
 pub mod metrics;
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use butler_memory_actors::MemoryError;
+use serde_json::json;
+
+/// An error as an HTTP answer: `{class, code, message}` with the status its code calls for
+/// (the catalogue in `ErrorCode`).
+pub fn error_response(error: &MemoryError) -> Response {
+    let status =
+        StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({
+        "class": error.class(),
+        "code": error.code,
+        "message": error.message,
+    });
+    (status, Json(body)).into_response()
+}

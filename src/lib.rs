@@ -1,9 +1,12 @@
 //! The edge of butler-memory: configuration, authentication, the MCP endpoint and the
 //! operator endpoints around the engine in `butler_memory_actors`.
 
+pub mod app_state;
 pub mod auth;
 pub mod config;
 pub mod http;
 pub mod mcp;
 pub mod startup;
 pub mod telemetry;
+#[cfg(feature = "testkit")]
+pub mod testkit;

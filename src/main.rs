@@ -49,7 +49,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    telemetry::init_logging(&config.log);
+    telemetry::init_logging(&config.edge.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

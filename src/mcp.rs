@@ -1,8 +1,9 @@
 //! The MCP endpoint: rmcp over Streamable HTTP at `/mcp`, stateless, JSON responses.
 //!
-//! Tools are declared in one table ([`TOOLS`]) with schemas generated from their parameter
-//! structs. Arguments are parsed here rather than by rmcp's macros so that every bad input
-//! becomes a classified tool error (`invalid_input`) instead of a protocol error.
+//! Tools are declared in one table ([`TOOLS`]): name, description, the schema generated from
+//! the parameter struct, and the handler. A new tool is its parameter struct, its handler
+//! and one line there. Arguments are parsed here rather than by rmcp's macros so that every
+//! bad input becomes a classified tool error (`invalid_input`) instead of a protocol error.
 
 pub mod direct;
 pub mod params;
@@ -12,8 +13,8 @@ pub mod tools;
 use std::sync::Arc;
 use std::time::Instant;
 
-use butler_memory_actors::domain::caller::Caller;
-use butler_memory_actors::error::{ErrorClass, MemoryError};
+use butler_memory_actors::{Caller, Engine, ErrorClass, ErrorCode, MemoryError};
+use futures::future::BoxFuture;
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
@@ -26,8 +27,8 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::app_state::AppState;
 use crate::config::McpConfig;
-use crate::startup::AppState;
 use direct::Endpoint;
 use params::{
     ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, DeadLettersParams,
@@ -37,135 +38,174 @@ use params::{
 };
 use tools::Outcome;
 
-/// One tool: its name, what it does, and the schema of its parameters.
+/// One tool: its name, what it does, the schema of its parameters, and what runs it.
 struct ToolSpec {
     name: &'static str,
     description: &'static str,
     schema: fn() -> Arc<JsonObject>,
+    /// Parses the arguments into the parameters and runs the handler. Boxed, so a request's
+    /// future stays small whichever tool runs: request futures are moved as they are
+    /// spawned and polled.
+    run: for<'a> fn(&'a Engine, &'a Caller, JsonObject) -> BoxFuture<'a, Outcome>,
+}
+
+/// A [`ToolSpec`] from the parameter struct, the handler and the description.
+macro_rules! tool {
+    ($name:literal, $params:ty, $handler:path, $description:expr $(,)?) => {
+        ToolSpec {
+            name: $name,
+            description: $description,
+            schema: schema_for_type::<$params>,
+            run: |engine, caller, args| {
+                Box::pin(parse_and_run::<$params, _, _>(args, move |p| {
+                    $handler(engine, caller, p)
+                }))
+            },
+        }
+    };
 }
 
 /// Every tool the endpoint serves.
 const TOOLS: &[ToolSpec] = &[
-    ToolSpec {
-        name: "memory_store_episode",
-        description: "Store what happened in a session (an episode). Acknowledged once durable; \
+    tool!(
+        "memory_store_episode",
+        StoreEpisodeParams,
+        tools::store_episode,
+        "Store what happened in a session (an episode). Acknowledged once durable; \
             consolidation later turns episodes into facts and rules.",
-        schema: schema_for_type::<StoreEpisodeParams>,
-    },
-    ToolSpec {
-        name: "memory_ingest_batch",
-        description: "Store many episodes in one call (bulk import, load tests): each butler's \
+    ),
+    tool!(
+        "memory_ingest_batch",
+        IngestBatchParams,
+        tools::ingest_batch,
+        "Store many episodes in one call (bulk import, load tests): each butler's \
             share is committed in one transaction; ids come back in input order. Give each an \
             idempotency_key to make retries safe.",
-        schema: schema_for_type::<IngestBatchParams>,
-    },
-    ToolSpec {
-        name: "memory_store_fact",
-        description: "Store a fact (subject, predicate, content). A fact with the same subject \
+    ),
+    tool!(
+        "memory_store_fact",
+        StoreFactParams,
+        tools::store_fact,
+        "Store a fact (subject, predicate, content). A fact with the same subject \
             and predicate in the same scope supersedes the current one; restating it confirms it.",
-        schema: schema_for_type::<StoreFactParams>,
-    },
-    ToolSpec {
-        name: "memory_store_rule",
-        description: "Store a behaviour rule as a candidate; it earns trust through helpful marks.",
-        schema: schema_for_type::<StoreRuleParams>,
-    },
-    ToolSpec {
-        name: "memory_get",
-        description: "Get one memory by type and id, with its provenance links in both directions.",
-        schema: schema_for_type::<GetParams>,
-    },
-    ToolSpec {
-        name: "memory_search",
-        description: "Search memories: hybrid (default: semantic and keyword lists fused by \
+    ),
+    tool!(
+        "memory_store_rule",
+        StoreRuleParams,
+        tools::store_rule,
+        "Store a behaviour rule as a candidate; it earns trust through helpful marks.",
+    ),
+    tool!(
+        "memory_get",
+        GetParams,
+        tools::get,
+        "Get one memory by type and id, with its provenance links in both directions.",
+    ),
+    tool!(
+        "memory_search",
+        SearchParams,
+        tools::search,
+        "Search memories: hybrid (default: semantic and keyword lists fused by \
             relative score), semantic or keyword (BM25). Each result carries its composite score and the \
             components behind it. Superseded, expired and retracted memories never appear; \
             fading ones only with min_confidence 0.",
-        schema: schema_for_type::<SearchParams>,
-    },
-    ToolSpec {
-        name: "memory_recall",
-        description: "Recall the facts and rules most relevant to a topic, composite-scored. \
+    ),
+    tool!(
+        "memory_recall",
+        RecallParams,
+        tools::recall,
+        "Recall the facts and rules most relevant to a topic, composite-scored. \
             The primary read for a butler mid-session.",
-        schema: schema_for_type::<RecallParams>,
-    },
-    ToolSpec {
-        name: "memory_context",
-        description: "The memory block to put in a butler's system prompt before a session: \
+    ),
+    tool!(
+        "memory_context",
+        ContextParams,
+        tools::context,
+        "The memory block to put in a butler's system prompt before a session: \
             facts, rules and recent episodes relevant to the trigger prompt, as sectioned text \
             within a hard token budget, with the ids included per section.",
-        schema: schema_for_type::<ContextParams>,
-    },
-    ToolSpec {
-        name: "memory_context_batch",
-        description: "memory_context for many sessions at once: one embedding batch, answers in \
+    ),
+    tool!(
+        "memory_context_batch",
+        ContextBatchParams,
+        tools::context_batch,
+        "memory_context for many sessions at once: one embedding batch, answers in \
             request order; each request succeeds or fails on its own.",
-        schema: schema_for_type::<ContextBatchParams>,
-    },
-    ToolSpec {
-        name: "memory_confirm",
-        description: "Confirm that a fact or rule you used is still true: its confidence decay \
+    ),
+    tool!(
+        "memory_confirm",
+        ConfirmParams,
+        tools::confirm,
+        "Confirm that a fact or rule you used is still true: its confidence decay \
             starts over and a fading one becomes active again. Call it after using a memory \
             without contradiction.",
-        schema: schema_for_type::<ConfirmParams>,
-    },
-    ToolSpec {
-        name: "memory_mark_helpful",
-        description: "Report that applying a rule helped. Counts toward its effectiveness and its \
+    ),
+    tool!(
+        "memory_mark_helpful",
+        MarkHelpfulParams,
+        tools::mark_helpful,
+        "Report that applying a rule helped. Counts toward its effectiveness and its \
             promotion (candidate -> established -> proven).",
-        schema: schema_for_type::<MarkHelpfulParams>,
-    },
-    ToolSpec {
-        name: "memory_mark_harmful",
-        description: "Report that applying a rule caused a problem, and why. Harm weighs four \
+    ),
+    tool!(
+        "memory_mark_harmful",
+        MarkHarmfulParams,
+        tools::mark_harmful,
+        "Report that applying a rule caused a problem, and why. Harm weighs four \
             times as much as help; it demotes the rule, and repeated harm turns it into an \
             anti-pattern warning.",
-        schema: schema_for_type::<MarkHarmfulParams>,
-    },
-    ToolSpec {
-        name: "memory_forget",
-        description: "Forget a memory: a fact or rule becomes retracted, an episode is \
+    ),
+    tool!(
+        "memory_forget",
+        ForgetParams,
+        tools::forget,
+        "Forget a memory: a fact or rule becomes retracted, an episode is \
             tombstoned. It leaves retrieval at once; the change is audited and an admin can \
             restore it.",
-        schema: schema_for_type::<ForgetParams>,
-    },
-    ToolSpec {
-        name: "memory_restore",
-        description: "Admin: undo a forget, putting the memory back in the state it was \
+    ),
+    tool!(
+        "memory_restore",
+        RestoreParams,
+        tools::restore,
+        "Admin: undo a forget, putting the memory back in the state it was \
             forgotten from. Refused for a fact whose subject and predicate a newer fact holds.",
-        schema: schema_for_type::<RestoreParams>,
-    },
-    ToolSpec {
-        name: "memory_activity_stream",
-        description: "Admin: the audit stream of every change to the tenant's memory, oldest \
+    ),
+    tool!(
+        "memory_activity_stream",
+        ActivityStreamParams,
+        tools::activity_stream,
+        "Admin: the audit stream of every change to the tenant's memory, oldest \
             first, one page at a time; pass `next_cursor` back as `since` for the next page.",
-        schema: schema_for_type::<ActivityStreamParams>,
-    },
-    ToolSpec {
-        name: "memory_run_sweep",
-        description: "Admin: run the lifecycle sweeps now (decay: fading, expiry, rule \
+    ),
+    tool!(
+        "memory_run_sweep",
+        RunSweepParams,
+        tools::run_sweep,
+        "Admin: run the lifecycle sweeps now (decay: fading, expiry, rule \
             promotion and inversion; episode cleanup: expiry and capacity) and report what \
             each shard changed.",
-        schema: schema_for_type::<RunSweepParams>,
-    },
-    ToolSpec {
-        name: "memory_dead_letters",
-        description: "Admin: episodes consolidation gave up on (after its retries), with the \
+    ),
+    tool!(
+        "memory_dead_letters",
+        DeadLettersParams,
+        tools::dead_letters,
+        "Admin: episodes consolidation gave up on (after its retries), with the \
             last error, oldest first.",
-        schema: schema_for_type::<DeadLettersParams>,
-    },
-    ToolSpec {
-        name: "memory_requeue_dead_letters",
-        description: "Admin: put dead-lettered episodes (the given ids, or all) back in the \
+    ),
+    tool!(
+        "memory_requeue_dead_letters",
+        RequeueParams,
+        tools::requeue_dead_letters,
+        "Admin: put dead-lettered episodes (the given ids, or all) back in the \
             consolidation queue with fresh attempts.",
-        schema: schema_for_type::<RequeueParams>,
-    },
-    ToolSpec {
-        name: "memory_stats",
-        description: "Counts and health indicators: memories by type and state, confidence and \
+    ),
+    tool!(
+        "memory_stats",
+        StatsParams,
+        tools::stats,
+        "Counts and health indicators: memories by type and state, confidence and \
             effectiveness bands, the consolidation backlog, last lifecycle runs.",
-        schema: schema_for_type::<StatsParams>,
-    },
+    ),
 ];
 
 /// The tool definitions as listed to clients.
@@ -227,59 +267,32 @@ impl ServerHandler for MemoryServer {
 
 impl MemoryServer {
     /// Runs the tool called `name` for `caller`: `None` when there is no such tool.
-    /// Each tool's future is boxed, so this future stays small whichever tool runs:
-    /// request futures are moved as they are spawned and polled.
     pub(crate) async fn run_tool(
         &self,
         name: &str,
         caller: &Caller,
         args: JsonObject,
     ) -> Option<CallToolResult> {
+        let tool = TOOLS.iter().find(|t| t.name == name)?;
         let started = Instant::now();
-        let engine = &self.state.engine;
-        let outcome = match name {
-            "memory_store_episode" => run(args, |p| tools::store_episode(engine, caller, p)).await,
-            "memory_ingest_batch" => run(args, |p| tools::ingest_batch(engine, caller, p)).await,
-            "memory_store_fact" => run(args, |p| tools::store_fact(engine, caller, p)).await,
-            "memory_store_rule" => run(args, |p| tools::store_rule(engine, caller, p)).await,
-            "memory_get" => run(args, |p| tools::get(engine, caller, p)).await,
-            "memory_stats" => run(args, |p| tools::stats(engine, caller, p)).await,
-            "memory_search" => run(args, |p| tools::search(engine, caller, p)).await,
-            "memory_recall" => run(args, |p| tools::recall(engine, caller, p)).await,
-            "memory_context" => run(args, |p| tools::context(engine, caller, p)).await,
-            "memory_context_batch" => run(args, |p| tools::context_batch(engine, caller, p)).await,
-            "memory_confirm" => run(args, |p| tools::confirm(engine, caller, p)).await,
-            "memory_mark_helpful" => run(args, |p| tools::mark_helpful(engine, caller, p)).await,
-            "memory_mark_harmful" => run(args, |p| tools::mark_harmful(engine, caller, p)).await,
-            "memory_forget" => run(args, |p| tools::forget(engine, caller, p)).await,
-            "memory_restore" => run(args, |p| tools::restore(engine, caller, p)).await,
-            "memory_activity_stream" => {
-                run(args, |p| tools::activity_stream(engine, caller, p)).await
-            }
-            "memory_run_sweep" => run(args, |p| tools::run_sweep(engine, caller, p)).await,
-            "memory_dead_letters" => run(args, |p| tools::dead_letters(engine, caller, p)).await,
-            "memory_requeue_dead_letters" => {
-                run(args, |p| tools::requeue_dead_letters(engine, caller, p)).await
-            }
-            _ => return None,
-        };
+        let outcome = (tool.run)(&self.state.engine, caller, args).await;
         Some(finish(name, caller, outcome, started))
     }
 }
 
 /// Parses the arguments into the tool's parameters, then runs it.
-async fn run<P, F, Fut>(args: JsonObject, tool: F) -> Outcome
+async fn parse_and_run<P, F, Fut>(args: JsonObject, tool: F) -> Outcome
 where
     P: DeserializeOwned + JsonSchema,
     F: FnOnce(P) -> Fut,
     Fut: Future<Output = Outcome>,
 {
     match serde_json::from_value::<P>(serde_json::Value::Object(args)) {
-        Ok(params) => Box::pin(tool(params)).await,
+        Ok(params) => tool(params).await,
         Err(e) => Outcome {
             lineage: None,
-            result: Err(MemoryError::invalid_input(
-                "invalid_arguments",
+            result: Err(MemoryError::new(
+                ErrorCode::InvalidArguments,
                 format!("invalid arguments: {e}"),
             )),
         },
@@ -316,13 +329,13 @@ fn finish(tool: &str, caller: &Caller, outcome: Outcome, started: Instant) -> Ca
         Err(e) => {
             match e.class() {
                 ErrorClass::Integrity | ErrorClass::Internal => {
-                    tracing::error!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code, error = %e, "tool failed")
+                    tracing::error!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code.as_str(), error = %e, "tool failed")
                 }
                 ErrorClass::Unavailable | ErrorClass::Overloaded => {
-                    tracing::warn!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code, error = %e, "tool failed")
+                    tracing::warn!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code.as_str(), error = %e, "tool failed")
                 }
                 _ => {
-                    tracing::info!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code, error = %e, "tool refused")
+                    tracing::info!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code.as_str(), error = %e, "tool refused")
                 }
             }
             reply::failure(&e, outcome.lineage.as_ref())

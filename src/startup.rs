@@ -1,5 +1,6 @@
 //! Building and running the application: database (embedded or external), migrations,
-//! the engine, then the HTTP server. `Application::build` then `run_until_stopped`.
+//! the engine, then the HTTP server. `Application::build` then `run_until_stopped`; what
+//! can stop either is a [`StartupError`].
 //!
 //! Shutdown order: stop accepting requests, drain the shards (every accepted write is
 //! committed), stop the actor tree, close the pool, stop the embedded PostgreSQL.
@@ -10,30 +11,60 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use std::path::PathBuf;
+
 use axum::Router;
 use axum::routing::{any, get};
 use backon::{ExponentialBuilder, Retryable};
-use butler_memory_actors::Engine;
-use butler_memory_actors::clock::{SharedClock, SystemClock};
-use butler_memory_actors::embedder_pool::EmbedderFactory;
-use butler_memory_actors::store::embedded_postgres::EmbeddedPostgres;
-use butler_memory_actors::store::{Store, StoreStartError};
-use metrics_exporter_prometheus::PrometheusHandle;
+use butler_memory_actors::{
+    EmbedError, EmbeddedPostgres, EmbeddedPostgresError, EmbedderFactory, Engine, EngineStartError,
+    SharedClock, Store, StoreStartError, SystemClock,
+};
 use sqlx::postgres::PgConnectOptions;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::app_state::AppState;
 use crate::auth::{Authenticator, effective_keys, require_key};
 use crate::config::Config;
 use crate::{http, mcp, telemetry};
 
-/// What request handlers share.
-pub struct AppState {
-    pub engine: Engine,
-    pub auth: Authenticator,
-    pub config: Config,
-    pub metrics: PrometheusHandle,
+/// Why the service did not start, or did not stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("loading the embedding model: {0}")]
+    Model(#[source] EmbedError),
+    #[error("creating data_dir {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("starting the embedded PostgreSQL: {0}")]
+    EmbeddedPostgres(#[source] EmbeddedPostgresError),
+    #[error("database_url is not a valid PostgreSQL URL: {0}")]
+    DatabaseUrl(#[source] sqlx::Error),
+    /// The database refused, or did not answer within `database.startup_wait_secs`.
+    #[error(transparent)]
+    Database(#[from] StoreStartError),
+    #[error("starting the engine: {0}")]
+    Engine(#[from] EngineStartError),
+    #[error("creating the bootstrap key in {path}: {source}")]
+    BootstrapKey {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("listening on {address}: {source}")]
+    Listen {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("serving HTTP: {0}")]
+    Serve(#[source] std::io::Error),
+    #[error("stopping the embedded PostgreSQL: {0}")]
+    StopPostgres(#[source] EmbeddedPostgresError),
 }
 
 /// A built application, listening but not yet serving.
@@ -45,17 +76,11 @@ pub struct Application {
     cancel: CancellationToken,
 }
 
-/// Where the database comes from.
-enum Database {
-    Embedded(EmbeddedPostgres),
-    External(PgConnectOptions),
-}
-
 impl Application {
     /// Builds with the real clock and the configured MiniLM embedder.
-    pub async fn build(config: Config) -> anyhow::Result<Application> {
+    pub async fn build(config: Config) -> Result<Application, StartupError> {
         let factory =
-            Engine::minilm_factory(&config.embedder).map_err(|e| anyhow::anyhow!("{e}"))?;
+            Engine::minilm_factory(&config.engine.embedder).map_err(StartupError::Model)?;
         Self::build_with(config, Arc::new(SystemClock), factory).await
     }
 
@@ -64,39 +89,31 @@ impl Application {
         config: Config,
         clock: SharedClock,
         factory: EmbedderFactory,
-    ) -> anyhow::Result<Application> {
+    ) -> Result<Application, StartupError> {
         let started = Instant::now();
         let metrics = telemetry::metrics();
-        std::fs::create_dir_all(&config.data_dir)
-            .with_context(|| format!("creating data_dir {}", config.data_dir.display()))?;
-        let (store, embedded) = match open_database(&config).await? {
-            Database::Embedded(pg) => (
-                Store::open(pg.connect_options(), &config.database),
-                Some(pg),
-            ),
-            Database::External(options) => (Store::open(options, &config.database), None),
-        };
+        let edge = &config.edge;
+        create_data_dir(&edge.data_dir)?;
+        let (store, embedded) = open_store(&config).await?;
         prepare(&store, &config).await?;
-        let engine = Engine::start(store, config.engine(), clock, factory)
-            .await
-            .map_err(|e| anyhow::anyhow!("starting the actor tree: {e}"))?;
-        let keys = effective_keys(&config.auth, &config.data_dir).with_context(|| {
-            format!(
-                "creating the bootstrap key in {}",
-                config.data_dir.display()
-            )
+        let engine = Engine::start(store, config.engine.clone(), clock, factory).await?;
+        let keys = effective_keys(&edge.auth, &edge.data_dir).map_err(|source| {
+            StartupError::BootstrapKey {
+                path: edge.data_dir.clone(),
+                source,
+            }
         })?;
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("listening on {}", config.listen))?;
-        let metrics_listener = match config.metrics.listen.as_str() {
+        let listener = listen(&edge.listen.to_string()).await?;
+        let metrics_listener = match edge.metrics.listen.as_str() {
             "" => None,
-            addr => Some(
-                TcpListener::bind(addr)
-                    .await
-                    .with_context(|| format!("listening on {addr} for metrics"))?,
-            ),
+            address => Some(listen(address).await?),
         };
+        let address = listener
+            .local_addr()
+            .map_err(|source| StartupError::Listen {
+                address: edge.listen.to_string(),
+                source,
+            })?;
         let state = Arc::new(AppState {
             engine,
             auth: Authenticator::new(&keys),
@@ -104,7 +121,7 @@ impl Application {
             metrics,
         });
         tracing::info!(
-            address = %listener.local_addr()?,
+            %address,
             embedded_postgres = embedded.is_some(),
             ms = started.elapsed().as_millis() as u64,
             "butler-memory ready"
@@ -132,7 +149,7 @@ impl Application {
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), StartupError> {
         let Application {
             state,
             listener,
@@ -160,14 +177,12 @@ impl Application {
         axum::serve(listener, router)
             .with_graceful_shutdown(cancel.clone().cancelled_owned())
             .await
-            .context("serving HTTP")?;
+            .map_err(StartupError::Serve)?;
         tracing::info!("stopping: draining shards");
         state.engine.shutdown().await;
         state.engine.store().close().await;
         if let Some(pg) = embedded {
-            pg.stop()
-                .await
-                .context("stopping the embedded PostgreSQL")?;
+            pg.stop().await.map_err(StartupError::StopPostgres)?;
         }
         tracing::info!("stopped");
         Ok(())
@@ -180,7 +195,7 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
         .route("/mcp", any(mcp::direct::handle))
         .with_state(Arc::new(mcp::endpoint(
             state.clone(),
-            &state.config.mcp,
+            &state.config.edge.mcp,
             cancel,
         )))
         .layer(axum::middleware::from_fn_with_state(
@@ -200,7 +215,7 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
 /// while the database does not answer (a server still starting, a slow host): a service
 /// started beside its database should not exit because it came up first.
 async fn prepare(store: &Store, config: &Config) -> Result<(), StoreStartError> {
-    let wait = Duration::from_secs(config.database.startup_wait_secs);
+    let wait = Duration::from_secs(config.edge.database.startup_wait_secs);
     let started = Instant::now();
     let backoff = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(200))
@@ -216,35 +231,47 @@ async fn prepare(store: &Store, config: &Config) -> Result<(), StoreStartError> 
         .await
 }
 
-async fn open_database(config: &Config) -> anyhow::Result<Database> {
-    if config.database_url.is_empty() {
-        let pg = EmbeddedPostgres::start(&config.data_dir, &config.embedded_postgres)
+/// The store on the configured database: the embedded PostgreSQL (started here) unless
+/// `database_url` names one.
+async fn open_store(config: &Config) -> Result<(Store, Option<EmbeddedPostgres>), StartupError> {
+    let edge = &config.edge;
+    if edge.database_url.is_empty() {
+        let pg = EmbeddedPostgres::start(&edge.data_dir, &edge.embedded_postgres)
             .await
-            .context("starting the embedded PostgreSQL")?;
-        Ok(Database::Embedded(pg))
+            .map_err(StartupError::EmbeddedPostgres)?;
+        Ok((Store::open(pg.connect_options(), &edge.database), Some(pg)))
     } else {
-        let options = PgConnectOptions::from_str(config.database_url.expose())
-            .context("database_url is not a valid PostgreSQL URL")?
+        let options = PgConnectOptions::from_str(edge.database_url.expose())
+            .map_err(StartupError::DatabaseUrl)?
             .application_name("butler-memory");
-        Ok(Database::External(options))
+        Ok((Store::open(options, &edge.database), None))
     }
 }
 
+fn create_data_dir(path: &std::path::Path) -> Result<(), StartupError> {
+    std::fs::create_dir_all(path).map_err(|source| StartupError::DataDir {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+async fn listen(address: &str) -> Result<TcpListener, StartupError> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| StartupError::Listen {
+            address: address.to_owned(),
+            source,
+        })
+}
+
 /// Applies migrations and exits: `butler-memory migrate`.
-pub async fn migrate(config: &Config) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&config.data_dir)?;
-    let database = open_database(config).await?;
-    let (store, embedded) = match database {
-        Database::Embedded(pg) => (
-            Store::open(pg.connect_options(), &config.database),
-            Some(pg),
-        ),
-        Database::External(options) => (Store::open(options, &config.database), None),
-    };
+pub async fn migrate(config: &Config) -> Result<(), StartupError> {
+    create_data_dir(&config.edge.data_dir)?;
+    let (store, embedded) = open_store(config).await?;
     prepare(&store, config).await?;
     store.close().await;
     if let Some(pg) = embedded {
-        pg.stop().await?;
+        pg.stop().await.map_err(StartupError::StopPostgres)?;
     }
     Ok(())
 }

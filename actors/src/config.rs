@@ -1,11 +1,41 @@
 //! The engine's configuration sections. The edge layers them from `config/default.toml`, a
-//! file and the environment; here they are typed (unknown keys are refused by
-//! `deny_unknown_fields`) and checked for values that make no sense.
+//! file and the environment and hands the engine an [`EngineConfig`]; the edge's own sections
+//! sit beside these in the same file.
+//!
+//! Values are types that parse when the file is loaded: `NonZero*` for the keys that must be
+//! at least 1, enums for the closed sets, a cron type for the schedules. Unknown keys inside
+//! a section are refused (`deny_unknown_fields`). What a type cannot say (ranges, one key
+//! against another) [`EngineConfig::problems`] checks, naming the key.
+
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use crate::domain::cron::CronSchedule;
+use crate::domain::rule_evidence::RuleThresholds;
+use crate::domain::scoring::{MaturityWeights, ScoreWeights};
+use crate::domain::search::{Fusion, SearchMode};
 use crate::domain::text::Limits;
 use crate::embedder::EmbedderConfig;
+
+/// Everything the engine needs: the engine's sections of the configuration file. Keys of
+/// the file that are not the engine's (`listen`, `[mcp]`, ...) are the edge's, and ignored
+/// here; the edge refuses keys that are nobody's.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EngineConfig {
+    pub limits: Limits,
+    pub episodes: EpisodesConfig,
+    pub facts: FactsConfig,
+    pub rules: RuleThresholds,
+    pub retrieval: RetrievalConfig,
+    pub shards: ShardsConfig,
+    pub embedder: EmbedderConfig,
+    pub indexer: IndexerConfig,
+    pub lifecycle: LifecycleConfig,
+    pub writes: WritesConfig,
+    pub consolidation: ConsolidationConfig,
+}
 
 /// `[episodes]`
 #[derive(Debug, Clone, Deserialize)]
@@ -14,7 +44,7 @@ pub struct EpisodesConfig {
     /// Time to live of a new episode, in days.
     pub default_ttl_days: f64,
     /// Episodes kept per shard before capacity cleanup deletes the oldest consolidated ones.
-    pub max_entries: u64,
+    pub max_entries: NonZeroU64,
 }
 
 /// `[facts]`
@@ -27,67 +57,21 @@ pub struct FactsConfig {
     pub expiry_confidence_threshold: f64,
 }
 
-/// A promotion threshold for rules.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Promotion {
-    pub min_successes: u32,
-    pub min_effectiveness: f64,
-    #[serde(default)]
-    pub min_age_days: f64,
-}
-
-/// When a harmful rule is inverted into an anti-pattern.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AntiPatternTrigger {
-    pub min_harmful: u32,
-    pub max_effectiveness: f64,
-}
-
-/// `[rules]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RulesConfig {
-    pub promote_to_established: Promotion,
-    pub promote_to_proven: Promotion,
-    pub harmful_to_antipattern: AntiPatternTrigger,
-}
-
-/// Composite score weights.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScoreWeights {
-    pub relevance: f64,
-    pub importance: f64,
-    pub recency: f64,
-    pub confidence: f64,
-}
-
-/// Score multipliers by rule maturity (DECISIONS.md #9).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MaturityWeights {
-    pub candidate: f64,
-    pub established: f64,
-    pub proven: f64,
-}
-
 /// `[retrieval]`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetrievalConfig {
     /// Stateless retrieval actors; each serves one read at a time.
-    pub workers: usize,
+    pub workers: NonZeroUsize,
     /// Threads of the runtime the retrieval actors run on, apart from the one serving
-    /// requests and writes (`read_side.rs`).
-    pub threads: usize,
+    /// requests and writes (`actors/reader/runtime.rs`).
+    pub threads: NonZeroUsize,
     pub default_limit: u32,
     pub max_limit: u32,
-    pub default_mode: String,
-    pub context_token_budget: u32,
-    /// `relative_score` or `rrf`: how hybrid mode fuses its two lists.
-    pub fusion: String,
+    pub default_mode: SearchMode,
+    pub context_token_budget: NonZeroU32,
+    /// How hybrid mode fuses its two lists.
+    pub fusion: Fusion,
     pub rrf_k: f64,
     /// Weight of the semantic list in relative-score fusion; the keyword list gets the rest.
     pub semantic_weight: f64,
@@ -97,12 +81,12 @@ pub struct RetrievalConfig {
     pub score_weights: ScoreWeights,
     pub maturity_weights: MaturityWeights,
     /// How long a read may take before it fails as `unavailable`.
-    pub call_timeout_ms: u64,
+    pub call_timeout_ms: NonZeroU64,
     /// Candidates fetched from each list (semantic, keyword) per memory type before fusion.
     pub candidate_depth: u32,
     /// A query word in more of a tenant's memories of one type than this is common: it
     /// scores but does not pick keyword candidates (`domain::bm25`).
-    pub keyword_common_df: u32,
+    pub keyword_common_df: NonZeroU32,
     /// How long a search waits for its query embedding before answering from the keyword
     /// path alone, marked `degraded`.
     pub embed_timeout_ms: u64,
@@ -123,7 +107,7 @@ pub struct RetrievalConfig {
 #[serde(deny_unknown_fields)]
 pub struct ContextConfig {
     /// The `tokenizer.json` that counts the budget (any Hugging Face tokenizer file).
-    pub tokenizer_path: std::path::PathBuf,
+    pub tokenizer_path: PathBuf,
     /// Share of the budget each section fills first; leftovers go to sections in order.
     pub facts_share: f64,
     pub rules_share: f64,
@@ -143,14 +127,14 @@ pub struct ContextConfig {
 #[serde(deny_unknown_fields)]
 pub struct ShardsConfig {
     /// A shard with no work for this long stops; the next request starts it again.
-    pub idle_stop_secs: u64,
+    pub idle_stop_secs: NonZeroU64,
     /// Restarts allowed within `restart_window_secs` before a failing shard is left down.
     pub max_restarts: u32,
-    pub restart_window_secs: u64,
+    pub restart_window_secs: NonZeroU64,
     /// How long a write may take before it fails as `unavailable`.
-    pub call_timeout_ms: u64,
+    pub call_timeout_ms: NonZeroU64,
     /// How often a shard writes the reference-count bumps of reads, batched.
-    pub touch_flush_ms: u64,
+    pub touch_flush_ms: NonZeroU64,
 }
 
 /// `[indexer]`: the worker that embeds rows stored without an embedding.
@@ -158,9 +142,9 @@ pub struct ShardsConfig {
 #[serde(deny_unknown_fields)]
 pub struct IndexerConfig {
     /// Rows embedded per round trip.
-    pub batch_size: u32,
+    pub batch_size: NonZeroU32,
     /// How often it looks for rows to embed when not told about new ones.
-    pub poll_interval_ms: u64,
+    pub poll_interval_ms: NonZeroU64,
     /// An episode in a session is embedded as a blend of its own text and its text read
     /// after the episode before it, with this weight on the latter (0: its own text only).
     pub session_context_weight: f64,
@@ -176,26 +160,36 @@ pub struct IndexerConfig {
 #[serde(deny_unknown_fields)]
 pub struct WritesConfig {
     /// Most episodes in one statement (a shard's group, or several shards' groups).
-    pub group_commit_max: u32,
+    pub group_commit_max: NonZeroU32,
     /// How long a shard waits for more episodes before committing the first of a group
     /// (0: commit as soon as the episodes already queued have been gathered).
     pub group_commit_linger_ms: u64,
     /// Episode statements running at once across all shards; groups that arrive meanwhile
-    /// share the next statement (`episode_commits.rs`).
-    pub commit_concurrency: u32,
+    /// share the next statement (`write_path/commit_queue.rs`).
+    pub commit_concurrency: NonZeroU32,
     /// Fewest queued episodes for a statement to run beside another; smaller statements take
-    /// turns (`episode_commits.rs`).
+    /// turns (`write_path/commit_queue.rs`).
     pub parallel_commit_min_episodes: u32,
     /// Episodes accepted but not yet committed, across all shards; beyond, writes are
     /// refused as `overloaded`.
     pub max_in_flight: u32,
     /// Messages waiting in one shard's mailbox; beyond, its writes are refused as
     /// `overloaded`.
-    pub max_queued_per_shard: u32,
+    pub max_queued_per_shard: NonZeroU32,
     /// The retry hint of an `overloaded` refusal.
     pub overload_retry_after_ms: u64,
     /// Most episodes in one `memory_ingest_batch`.
-    pub max_ingest_batch: u32,
+    pub max_ingest_batch: NonZeroU32,
+}
+
+/// Which extractor consolidation uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExtractorKind {
+    /// The deterministic heuristic extractor: no model.
+    Heuristic,
+    /// An OpenAI-compatible chat-completions endpoint, `[consolidation.llm]`.
+    Llm,
 }
 
 /// `[consolidation]`: turning episodes into facts and rules.
@@ -203,11 +197,10 @@ pub struct WritesConfig {
 #[serde(deny_unknown_fields)]
 pub struct ConsolidationConfig {
     /// Episodes per job (one transaction), in `created_at, id` order.
-    pub batch_size: u32,
-    /// `heuristic` (no model) or `llm` (an OpenAI-compatible endpoint, `[consolidation.llm]`).
-    pub extractor: String,
+    pub batch_size: NonZeroU32,
+    pub extractor: ExtractorKind,
     /// Failed attempts after which an episode is dead-lettered.
-    pub max_attempts: u32,
+    pub max_attempts: NonZeroU32,
     /// Backoff before the first retry; it doubles per attempt (with jitter) up to the max.
     pub retry_base_secs: f64,
     pub retry_max_secs: f64,
@@ -249,39 +242,23 @@ impl std::fmt::Debug for LlmConfig {
 #[serde(deny_unknown_fields)]
 pub struct LifecycleConfig {
     /// Cron expression (UTC, 5 fields, or 6 with seconds) of the daily decay sweep.
-    pub decay_sweep_cron: String,
+    pub decay_sweep_cron: CronSchedule,
     /// Cron expression of the daily episode cleanup.
-    pub episode_cleanup_cron: String,
+    pub episode_cleanup_cron: CronSchedule,
     /// Cron expression of consolidation (every six hours by default).
-    pub consolidation_cron: String,
+    pub consolidation_cron: CronSchedule,
     /// Rows per statement of a sweep: bounded transactions, no row loops.
-    pub sweep_page_size: u32,
+    pub sweep_page_size: NonZeroU32,
     /// Dead-lettered episodes are kept this many days past their expiry for inspection.
     pub dead_letter_retention_days: f64,
     /// How often the scheduler compares the clock with the cron schedules.
-    pub scheduler_tick_ms: u64,
+    pub scheduler_tick_ms: NonZeroU64,
     /// Run a sweep at start when its last scheduled time passed while the service was down.
     pub catch_up_missed_runs: bool,
 }
 
-/// Everything the engine needs.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    pub limits: Limits,
-    pub episodes: EpisodesConfig,
-    pub facts: FactsConfig,
-    pub rules: RulesConfig,
-    pub retrieval: RetrievalConfig,
-    pub shards: ShardsConfig,
-    pub embedder: EmbedderConfig,
-    pub indexer: IndexerConfig,
-    pub lifecycle: LifecycleConfig,
-    pub writes: WritesConfig,
-    pub consolidation: ConsolidationConfig,
-}
-
 impl EngineConfig {
-    /// Every value that makes no sense, as `key: problem` lines.
+    /// Every value that makes no sense beyond what its type says, as `key: problem` lines.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
         let mut check = |ok: bool, key: &str, why: &str| {
@@ -294,11 +271,6 @@ impl EngineConfig {
             self.episodes.default_ttl_days > 0.0,
             "episodes.default_ttl_days",
             "must be greater than 0",
-        );
-        check(
-            self.episodes.max_entries > 0,
-            "episodes.max_entries",
-            "must be at least 1",
         );
         let f = &self.facts;
         check(
@@ -339,35 +311,19 @@ impl EngineConfig {
             "must be between 0 and 1",
         );
         let q = &self.retrieval;
-        check(q.workers > 0, "retrieval.workers", "must be at least 1");
         check(
             q.default_limit > 0 && q.default_limit <= q.max_limit,
             "retrieval.default_limit",
             "must be between 1 and retrieval.max_limit",
         );
-        check(
-            matches!(q.default_mode.as_str(), "hybrid" | "semantic" | "keyword"),
-            "retrieval.default_mode",
-            "must be hybrid, semantic or keyword",
-        );
-        check(
-            q.context_token_budget > 0,
-            "retrieval.context_token_budget",
-            "must be at least 1",
-        );
         check(q.rrf_k > 0.0, "retrieval.rrf_k", "must be greater than 0");
         check(
-            matches!(q.fusion.as_str(), "relative_score" | "rrf"),
-            "retrieval.fusion",
-            "must be relative_score or rrf",
-        );
-        check(
-            (0.0..=1.0).contains(&q.semantic_weight),
+            unit(q.semantic_weight),
             "retrieval.semantic_weight",
             "must be between 0 and 1",
         );
         check(
-            (0.0..=1.0).contains(&q.session_neighbour_weight),
+            unit(q.session_neighbour_weight),
             "retrieval.session_neighbour_weight",
             "must be between 0 and 1",
         );
@@ -391,42 +347,9 @@ impl EngineConfig {
             "retrieval.maturity_weights",
             "must be non-negative",
         );
-        check(
-            q.call_timeout_ms > 0,
-            "retrieval.call_timeout_ms",
-            "must be at least 1",
-        );
-        let s = &self.shards;
-        check(
-            s.idle_stop_secs > 0,
-            "shards.idle_stop_secs",
-            "must be at least 1",
-        );
-        check(
-            s.restart_window_secs > 0,
-            "shards.restart_window_secs",
-            "must be at least 1",
-        );
-        check(
-            s.call_timeout_ms > 0,
-            "shards.call_timeout_ms",
-            "must be at least 1",
-        );
-        check(
-            s.touch_flush_ms > 0,
-            "shards.touch_flush_ms",
-            "must be at least 1",
-        );
         let e = &self.embedder;
-        check(e.workers > 0, "embedder.workers", "must be at least 1");
         check(
-            e.intra_threads > 0,
-            "embedder.intra_threads",
-            "must be at least 1",
-        );
-        check(e.max_batch > 0, "embedder.max_batch", "must be at least 1");
-        check(
-            e.max_queue >= e.max_batch,
+            e.max_queue >= e.max_batch.get(),
             "embedder.max_queue",
             "must be at least embedder.max_batch",
         );
@@ -435,97 +358,41 @@ impl EngineConfig {
             "embedder.max_tokens",
             "must be between 1 and 512 (the model's positions)",
         );
-        check(
-            self.indexer.batch_size > 0,
-            "indexer.batch_size",
-            "must be at least 1",
-        );
-        check(
-            self.indexer.poll_interval_ms > 0,
-            "indexer.poll_interval_ms",
-            "must be at least 1",
-        );
-        check(
-            self.retrieval.keyword_common_df > 0,
-            "retrieval.keyword_common_df",
-            "must be at least 1",
-        );
         let w = &self.writes;
         check(
-            w.group_commit_max > 0,
-            "writes.group_commit_max",
-            "must be at least 1",
-        );
-        check(
-            w.commit_concurrency > 0,
-            "writes.commit_concurrency",
-            "must be at least 1",
-        );
-        check(
-            w.max_in_flight >= w.max_ingest_batch,
+            w.max_in_flight >= w.max_ingest_batch.get(),
             "writes.max_in_flight",
             "must be at least writes.max_ingest_batch",
         );
-        check(
-            w.max_queued_per_shard > 0,
-            "writes.max_queued_per_shard",
-            "must be at least 1",
-        );
-        check(
-            w.max_ingest_batch > 0,
-            "writes.max_ingest_batch",
-            "must be at least 1",
-        );
         let c = &self.consolidation;
-        check(
-            c.batch_size > 0,
-            "consolidation.batch_size",
-            "must be at least 1",
-        );
-        check(
-            c.max_attempts > 0,
-            "consolidation.max_attempts",
-            "must be at least 1",
-        );
         check(
             c.retry_base_secs >= 0.0 && c.retry_max_secs >= c.retry_base_secs,
             "consolidation.retry_max_secs",
             "must be at least consolidation.retry_base_secs (both not negative)",
         );
-        if let Err(e) = crate::extractor::Extractor::from_config(c) {
-            check(false, "consolidation", &e);
-        }
-        let lc = &self.lifecycle;
-        for (key, expr) in [
-            ("lifecycle.decay_sweep_cron", &lc.decay_sweep_cron),
-            ("lifecycle.episode_cleanup_cron", &lc.episode_cleanup_cron),
-            ("lifecycle.consolidation_cron", &lc.consolidation_cron),
-        ] {
-            if let Err(e) = crate::schedule::Schedule::parse(expr) {
-                check(false, key, &e);
-            }
+        if c.extractor == ExtractorKind::Llm {
+            check(
+                !c.llm.base_url.trim().is_empty() && !c.llm.model.trim().is_empty(),
+                "consolidation.llm",
+                "base_url and model are required for the llm extractor",
+            );
         }
         check(
-            lc.sweep_page_size > 0,
-            "lifecycle.sweep_page_size",
-            "must be at least 1",
-        );
-        check(
-            lc.dead_letter_retention_days >= 0.0,
+            self.lifecycle.dead_letter_retention_days >= 0.0,
             "lifecycle.dead_letter_retention_days",
             "must not be negative",
         );
         check(
-            lc.scheduler_tick_ms > 0,
-            "lifecycle.scheduler_tick_ms",
-            "must be at least 1",
-        );
-        let l = &self.limits;
-        check(
-            l.max_content_bytes > 0,
+            self.limits.max_content_bytes > 0,
             "limits.max_content_bytes",
             "must be at least 1",
         );
         out
     }
+}
+
+/// The documented defaults (`config/default.toml`), for unit tests of the engine's parts.
+#[cfg(test)]
+pub fn defaults() -> EngineConfig {
+    toml::from_str(include_str!("../../config/default.toml")).expect("the defaults parse")
 }

@@ -1,14 +1,20 @@
-//! The memory domain: validated types, states and pure rules. No IO lives here.
+//! The memory domain: validated types, states, the answers the engine gives, and pure rules
+//! (decay, scoring, maturity, context assembly, the heuristic extractor). No IO lives here,
+//! and nothing here knows the configuration: the weights and thresholds it needs are its
+//! own types, which the configuration is made of.
 
+pub mod author;
 pub mod bm25;
 pub mod caller;
 pub mod consolidation_status;
-pub mod context;
+pub mod context_block;
+pub mod cron;
 pub mod decay;
 pub mod episode;
 pub mod event;
 pub mod extraction;
 pub mod fact;
+pub mod feedback;
 pub mod heuristic_extractor;
 pub mod maturity;
 pub mod memory_type;
@@ -21,6 +27,7 @@ pub mod rule_evidence;
 pub mod scoring;
 pub mod search;
 pub mod shard_key;
+pub mod stats;
 pub mod sweep;
 pub mod text;
 pub mod validity;
@@ -41,6 +48,7 @@ macro_rules! string_enum {
 
         impl $name {
             /// Every value, in declaration order.
+            #[allow(dead_code, reason = "not every closed set needs its list")]
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
             pub fn as_str(self) -> &'static str {
@@ -63,8 +71,8 @@ macro_rules! string_enum {
                 match s {
                     $($text => Ok($name::$variant),)+
                     _ => $name::parse_alias(s).ok_or_else(|| {
-                        $crate::error::MemoryError::invalid_input(
-                            "unknown_value",
+                        $crate::error::MemoryError::new(
+                            $crate::error::ErrorCode::UnknownValue,
                             format!(
                                 "unknown {} `{}`, expected one of: {}",
                                 stringify!($name),

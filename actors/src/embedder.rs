@@ -1,6 +1,7 @@
 //! Text embeddings. Everything that touches ONNX Runtime lives under this module, behind the
 //! [`Embedder`] trait; the rest of the engine sees vectors only.
 
+#[cfg(test)]
 pub mod hashing;
 pub mod minilm;
 pub mod token_counter;
@@ -53,21 +54,15 @@ pub struct EmbedderConfig {
     /// sha256 of the model file, recorded in `embedding_versions` (the set-up step verifies it).
     pub model_sha256: String,
     /// Parallel inference workers, each with its own session.
-    pub workers: usize,
+    pub workers: std::num::NonZeroUsize,
     /// ONNX Runtime intra-op threads per worker.
-    pub intra_threads: usize,
+    pub intra_threads: std::num::NonZeroUsize,
     /// Most texts in one inference batch.
-    pub max_batch: usize,
+    pub max_batch: std::num::NonZeroUsize,
     /// How long a lone request waits for others to share its batch, in milliseconds.
     pub max_wait_ms: u64,
     /// Most texts waiting for a worker; beyond it requests are refused as `overloaded`.
     pub max_queue: usize,
     /// Longest input in tokens; longer texts are truncated, as sentence-transformers does.
     pub max_tokens: usize,
-}
-
-/// The text a memory is embedded as. Facts carry their subject and predicate so that a
-/// question about "diet" finds `user / dietary_restriction: lactose intolerant`.
-pub fn fact_text(subject: &str, predicate: &str, content: &str) -> String {
-    format!("{subject} {}: {content}", predicate.replace('_', " "))
 }

@@ -1,13 +1,15 @@
 //! [`Engine`]: the handle the edge uses. It starts the actor tree, validates inputs against
-//! the caller's rights, routes writes to the owning shard (`engine/writes.rs`) and reads to
-//! the least busy retrieval actor (`engine/reads.rs`), and stops everything in order.
+//! the caller's rights, routes writes to the owning shard (`engine/writes.rs`), reads to the
+//! least busy reader (`engine/reads.rs`) and lifecycle changes to the shard that owns the
+//! record (`engine/lifecycle.rs`), and stops everything in order.
 
 mod lifecycle;
 mod reads;
+#[cfg(feature = "testkit")]
+mod testkit;
 mod writes;
 
-pub use lifecycle::{MAX_ACTIVITY_PAGE, Since};
-
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,27 +17,41 @@ use ractor::{Actor, ActorRef};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::actor_directory::{ActorKind, ActorSnapshot};
+use crate::actors::directory::{ActorDirectory, ActorKind, ActorSnapshot};
+use crate::actors::{
+    EmbedderFactory, IndexerMsg, ReaderKit, ReaderMsg, ReaderRuntime, ShardKit, ShardMsg, Shards,
+    Supervisor, SupervisorArgs, SupervisorMsg, TreeHandles,
+};
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
-use crate::context::EngineContext;
+use crate::consolidation::{ExtractError, Extractor};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::shard_key::ShardKey;
 use crate::embedder::minilm::MiniLm;
 use crate::embedder::token_counter::TokenizerCounter;
 use crate::embedder::{EmbedError, Embedder, EmbedderConfig};
-use crate::embedder_pool::{EmbedderFactory, EmbedderMsg};
-use crate::error::{MemoryError, MemoryResult};
-use crate::indexer::IndexerMsg;
-use crate::mailbox::Mailbox;
-use crate::read_side::ReadSide;
-use crate::retrieval::RetrievalMsg;
-use crate::shard::ShardMsg;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::read_path::{CorpusCache, QueryCache, QueryEmbedder, ResultCache};
+use crate::services::Services;
 use crate::store::Store;
-use crate::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
+use crate::write_path::CommitQueue;
 
-/// How long a lookup of a shard (starting it if needed) may take.
-const SHARD_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Why the engine did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineStartError {
+    #[error("loading the context tokenizer {path}: {source}")]
+    Tokenizer {
+        path: PathBuf,
+        #[source]
+        source: EmbedError,
+    },
+    #[error("starting the readers' runtime: {0}")]
+    ReaderRuntime(#[source] std::io::Error),
+    #[error("building consolidation's extractor: {0}")]
+    Extractor(#[source] ExtractError),
+    #[error("starting the actor tree: {0}")]
+    Tree(#[source] ractor::SpawnErr),
+}
 
 /// Readiness of the engine's parts, for `/readyz`.
 #[derive(Debug, Clone, Serialize)]
@@ -53,10 +69,17 @@ impl Readiness {
 
 /// The running engine.
 pub struct Engine {
-    ctx: Arc<EngineContext>,
+    services: Arc<Services>,
+    directory: Arc<ActorDirectory>,
+    handles: TreeHandles,
+    shards: Shards,
+    queries: Arc<QueryEmbedder>,
+    results: ResultCache,
     supervisor: ActorRef<SupervisorMsg>,
     // Taken by the first `shutdown`.
     supervisor_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The readers run on it; kept for the life of the engine.
+    _reader_runtime: ReaderRuntime,
 }
 
 impl Engine {
@@ -75,77 +98,107 @@ impl Engine {
         config: EngineConfig,
         clock: SharedClock,
         factory: EmbedderFactory,
-    ) -> Result<Engine, MemoryError> {
-        let counter = TokenizerCounter::load(&config.retrieval.context.tokenizer_path)
-            .map_err(|e| MemoryError::unavailable("engine_start_failed", e.to_string()))?;
-        let reads = ReadSide::start(config.retrieval.threads, &store)
-            .map_err(|e| MemoryError::unavailable("engine_start_failed", e.to_string()))?;
-        open_connections(&store, &reads).await;
-        let ctx = Arc::new(EngineContext::new(
-            store,
-            reads,
-            clock,
-            config,
-            Arc::new(counter),
+    ) -> Result<Engine, EngineStartError> {
+        let tokenizer_path = &config.retrieval.context.tokenizer_path;
+        let counter = TokenizerCounter::load(tokenizer_path).map_err(|source| {
+            EngineStartError::Tokenizer {
+                path: tokenizer_path.clone(),
+                source,
+            }
+        })?;
+        let extractor =
+            Extractor::from_config(&config.consolidation).map_err(EngineStartError::Extractor)?;
+        let reader_runtime = ReaderRuntime::start(config.retrieval.threads.get(), &store)
+            .map_err(EngineStartError::ReaderRuntime)?;
+        open_connections(&store, &reader_runtime).await;
+        let retrieval = &config.retrieval;
+        let writes = &config.writes;
+        let commits = CommitQueue::on_store(
+            writes.commit_concurrency.get() as usize,
+            writes.parallel_commit_min_episodes as usize,
+            writes.group_commit_max.get() as usize,
+            store.clone(),
+        );
+        let handles = TreeHandles::new();
+        let queries = Arc::new(QueryEmbedder::new(
+            QueryCache::new(retrieval.query_cache_size),
+            handles.embedder.clone(),
+            Duration::from_millis(retrieval.embed_timeout_ms),
         ));
-        let info = ctx.directory.entry(ActorKind::Supervisor, "root");
-        let (supervisor, handle) = Actor::spawn(
-            None,
-            Supervisor,
-            SupervisorArgs {
-                ctx: ctx.clone(),
-                factory,
-                info,
-            },
-        )
-        .await
-        .map_err(|e| MemoryError::unavailable("engine_start_failed", e.to_string()))?;
+        let results = ResultCache::new(retrieval.result_cache_size, retrieval.result_cache_ttl_ms);
+        let reader_kit = ReaderKit {
+            store: reader_runtime.store().clone(),
+            corpus_cache: Arc::new(CorpusCache::new(i64::from(
+                retrieval.keyword_common_df.get(),
+            ))),
+            token_counter: Arc::new(counter),
+        };
+        let shard_kit = ShardKit {
+            commits: Arc::new(commits),
+            extractor: Arc::new(extractor),
+            notices: Arc::default(),
+        };
+        let services = Arc::new(Services::new(store, clock, config));
+        let directory = Arc::new(ActorDirectory::default());
+        let args = SupervisorArgs {
+            services: services.clone(),
+            directory: directory.clone(),
+            factory,
+            handles: handles.clone(),
+            shard_kit,
+            reader_kit,
+            reader_runtime: reader_runtime.handle().clone(),
+            info: directory.entry(ActorKind::Supervisor, "root"),
+        };
+        let (supervisor, task) = Actor::spawn(None, Supervisor, args)
+            .await
+            .map_err(EngineStartError::Tree)?;
         Ok(Engine {
-            ctx,
+            shards: Shards::new(&handles, supervisor.clone()),
+            services,
+            directory,
+            handles,
+            queries,
+            results,
             supervisor,
-            supervisor_task: std::sync::Mutex::new(Some(handle)),
+            supervisor_task: std::sync::Mutex::new(Some(task)),
+            _reader_runtime: reader_runtime,
         })
     }
 
     pub fn store(&self) -> &Store {
-        &self.ctx.store
+        &self.services.store
     }
 
     pub fn clock(&self) -> &SharedClock {
-        &self.ctx.clock
+        &self.services.clock
     }
 
     pub fn config(&self) -> &EngineConfig {
-        &self.ctx.config
+        &self.services.config
     }
 
     /// Embeds texts with the pool (batched with whatever else is waiting).
     pub async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Vec<f32>>> {
-        let timeout = Duration::from_millis(self.ctx.config.retrieval.call_timeout_ms);
-        self.ctx
+        self.handles
             .embedder
-            .get()?
-            .ask(
-                |reply| EmbedderMsg::Embed { texts, reply },
-                timeout,
-                "the embedder pool",
-            )
-            .await?
+            .embed(texts, self.read_timeout())
+            .await
     }
 
     /// Every live actor, for `/actors`.
     pub fn actors(&self) -> Vec<ActorSnapshot> {
-        self.ctx.directory.snapshot()
+        self.directory.snapshot()
     }
 
     /// Number of running shards.
     pub fn shard_count(&self) -> usize {
-        self.ctx.shards.len()
+        self.shards.count()
     }
 
     /// Whether the database answers, the schema is current and the embedder is loaded.
     pub async fn readiness(&self) -> Readiness {
-        let store = &self.ctx.store;
+        let store = &self.services.store;
         let database = tokio::time::timeout(Duration::from_secs(2), store.ping())
             .await
             .map_err(|_| "no answer within 2 s".to_owned())
@@ -158,24 +211,19 @@ impl Engine {
             },
             Err(_) => Err("database unreachable".to_owned()),
         };
-        let embedder = match self.ctx.embedder.get() {
-            Ok(pool) => pool
-                .ask(
-                    |reply| EmbedderMsg::Status { reply },
-                    Duration::from_secs(2),
-                    "the embedder pool",
-                )
-                .await
-                .map_err(|e| e.message)
-                .and_then(|s| {
-                    if s.workers > 0 {
-                        Ok(())
-                    } else {
-                        Err("no inference worker is loaded".to_owned())
-                    }
-                }),
-            Err(e) => Err(e.message),
-        };
+        let embedder = self
+            .handles
+            .embedder
+            .status(Duration::from_secs(2))
+            .await
+            .map_err(|e| e.message)
+            .and_then(|s| {
+                if s.workers > 0 {
+                    Ok(())
+                } else {
+                    Err("no inference worker is loaded".to_owned())
+                }
+            });
         Readiness {
             database,
             migrations,
@@ -186,9 +234,7 @@ impl Engine {
     /// Barrier: answers once every write sent before it is committed, pending reference
     /// bumps are written, and every committed row is embedded.
     pub async fn flush(&self) -> MemoryResult<()> {
-        let shards: Vec<Mailbox<ShardMsg>> =
-            self.ctx.shards.iter().map(|e| e.value().clone()).collect();
-        for shard in shards {
+        for shard in self.shards.running() {
             shard
                 .ask(
                     |reply| ShardMsg::Flush { reply },
@@ -197,7 +243,7 @@ impl Engine {
                 )
                 .await??;
         }
-        self.ctx
+        self.handles
             .indexer
             .get()?
             .ask(
@@ -208,57 +254,12 @@ impl Engine {
             .await?
     }
 
-    /// Makes a shard fail as a crash would (returning an error, or panicking), to exercise
-    /// supervision. For tests and drills.
-    pub async fn inject_shard_failure(&self, key: &ShardKey, panic: bool) -> MemoryResult<()> {
-        let shard = self.shard(key).await?;
-        if shard.tell(ShardMsg::InjectFailure { panic }) {
-            Ok(())
-        } else {
-            Err(MemoryError::unavailable(
-                "actor_stopped",
-                "the shard is not running",
-            ))
-        }
-    }
-
-    /// Makes retrieval actor `index` fail as a crash would (an error, or a panic), to
-    /// exercise supervision. For tests and drills.
-    pub fn inject_retrieval_failure(&self, index: usize, panic: bool) -> MemoryResult<()> {
-        let pool = self.ctx.retrieval.read().unwrap_or_else(|p| p.into_inner());
-        match pool.get(index) {
-            Some(reader) if reader.tell(RetrievalMsg::InjectFailure { panic }) => Ok(()),
-            _ => Err(MemoryError::unavailable(
-                "actor_stopped",
-                "no such retrieval actor is running",
-            )),
-        }
-    }
-
-    /// Takes `episodes` of room from the write budget and holds it until the returned value
-    /// is dropped: a drill (and a test) of how writes are refused when the budget is spent.
-    pub fn reserve_write_room(&self, episodes: u32) -> MemoryResult<crate::admission::Admitted> {
-        self.ctx.admission.admit(episodes, 0)
-    }
-
     /// Stops the embedder pool and keeps it down (`false`), or starts it again (`true`).
     /// While it is down, reads answer from the keyword path (`degraded`) and `/readyz`
     /// names the embedder. An operator drill; tests use it too.
     pub async fn set_embedder_running(&self, running: bool) -> MemoryResult<()> {
-        match self
-            .supervisor
-            .call(
-                |reply| SupervisorMsg::SetEmbedder { running, reply },
-                Some(SHARD_LOOKUP_TIMEOUT),
-            )
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(result)) => result,
-            _ => Err(MemoryError::unavailable(
-                "supervisor_unavailable",
-                "the actor tree is not answering",
-            )),
-        }
+        self.ask_supervisor(|reply| SupervisorMsg::SetEmbedder { running, reply })
+            .await?
     }
 
     /// Stops the tree: no more restarts, shards drain their mailboxes, then everything stops.
@@ -278,15 +279,13 @@ impl Engine {
                 Some(Duration::from_secs(5)),
             )
             .await;
-        let shards: Vec<Mailbox<ShardMsg>> =
-            self.ctx.shards.iter().map(|e| e.value().clone()).collect();
-        for shard in shards {
+        for shard in self.shards.running() {
             let _ = shard
                 .actor
                 .drain_and_wait(Some(Duration::from_secs(30)))
                 .await;
         }
-        if let Ok(indexer) = self.ctx.indexer.get() {
+        if let Ok(indexer) = self.handles.indexer.get() {
             let _ = indexer
                 .actor
                 .stop_and_wait(None, Some(Duration::from_secs(5)))
@@ -296,48 +295,36 @@ impl Engine {
         let _ = task.await;
     }
 
-    async fn shard(&self, key: &ShardKey) -> MemoryResult<Mailbox<ShardMsg>> {
-        if let Some(mailbox) = self.ctx.shards.get(key) {
-            return Ok(mailbox.clone());
-        }
-        let key = key.clone();
+    async fn ask_supervisor<R, F>(&self, build: F) -> MemoryResult<R>
+    where
+        F: FnOnce(ractor::RpcReplyPort<R>) -> SupervisorMsg,
+        R: Send + 'static,
+    {
         match self
             .supervisor
-            .call(
-                |reply| SupervisorMsg::Shard { key, reply },
-                Some(SHARD_LOOKUP_TIMEOUT),
-            )
+            .call(build, Some(Duration::from_secs(10)))
             .await
         {
-            Ok(ractor::rpc::CallResult::Success(result)) => result,
-            _ => Err(MemoryError::unavailable(
-                "supervisor_unavailable",
+            Ok(ractor::rpc::CallResult::Success(result)) => Ok(result),
+            _ => Err(MemoryError::new(
+                ErrorCode::SupervisorUnavailable,
                 "the actor tree is not answering",
             )),
         }
     }
 
-    /// Sends a read to the least busy retrieval actor.
+    /// Sends a read to the least busy reader.
     async fn read<R, F>(&self, build: F) -> MemoryResult<R>
     where
-        F: FnOnce(ractor::RpcReplyPort<MemoryResult<R>>) -> RetrievalMsg,
+        F: FnOnce(ractor::RpcReplyPort<MemoryResult<R>>) -> ReaderMsg,
         R: Send + 'static,
     {
-        let reader = {
-            let pool = self.ctx.retrieval.read().unwrap_or_else(|p| p.into_inner());
-            pool.iter()
-                .filter(|m| m.actor.get_status() == ractor::ActorStatus::Running)
-                .min_by_key(|m| m.info.queue_depth())
-                .cloned()
-        }
-        .ok_or_else(|| MemoryError::unavailable("no_reader", "no retrieval actor is running"))?;
-        let timeout = Duration::from_millis(self.ctx.config.retrieval.call_timeout_ms);
-        reader.ask(build, timeout, "the retrieval actor").await?
+        self.handles.readers.read(build, self.read_timeout()).await
     }
 
     /// Tells the owning shard that memories were read (fire and forget, batched there).
     async fn touch(&self, owner: ShardKey, memory_type: MemoryType, ids: Vec<Uuid>) {
-        match self.shard(&owner).await {
+        match self.shards.get(&owner).await {
             Ok(shard) => {
                 shard.tell(ShardMsg::Touch { memory_type, ids });
             }
@@ -346,7 +333,11 @@ impl Engine {
     }
 
     fn write_timeout(&self) -> Duration {
-        Duration::from_millis(self.ctx.config.shards.call_timeout_ms)
+        Duration::from_millis(self.services.config.shards.call_timeout_ms.get())
+    }
+
+    fn read_timeout(&self) -> Duration {
+        Duration::from_millis(self.services.config.retrieval.call_timeout_ms.get())
     }
 }
 
@@ -354,9 +345,9 @@ impl Engine {
 /// `min_connections`) before the first request rather than under the first burst. Best
 /// effort: a pool that cannot open them now opens them when asked, and readiness reports a
 /// database that does not answer.
-async fn open_connections(store: &Store, reads: &ReadSide) {
-    let retrieval = reads.store().clone();
-    let on_readers = reads
+async fn open_connections(store: &Store, readers: &ReaderRuntime) {
+    let retrieval = readers.store().clone();
+    let on_readers = readers
         .handle()
         .spawn(async move { retrieval.open_read_connections().await });
     let (main, readers) = tokio::join!(store.open_connections(), on_readers);

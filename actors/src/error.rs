@@ -1,4 +1,5 @@
-//! The engine's one error type, `MemoryError`, and its wire class.
+//! The engine's one error type, `MemoryError`: a code from the catalogue (`error/code.rs`),
+//! a message for people, and a retry hint when retrying helps.
 //!
 //! Every error says whose fault it is through [`ErrorClass`]: `invalid_input`, `forbidden`
 //! and `not_found` are the caller's and never worth retrying; `overloaded` and `unavailable`
@@ -6,9 +7,13 @@
 //! another writer; `integrity` means a mutation would break an invariant and was refused
 //! (fail closed); `internal` is a bug. The edge turns this into `{class, code, message}`.
 
+mod code;
+
 use std::fmt;
 
 use serde::Serialize;
+
+pub use code::ErrorCode;
 
 /// The class of an error, as it appears on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -50,6 +55,20 @@ impl ErrorClass {
         }
     }
 
+    /// The HTTP status of this class, for the HTTP endpoints.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorClass::InvalidInput => 400,
+            ErrorClass::Forbidden => 403,
+            ErrorClass::NotFound => 404,
+            // Both refuse a change because of the record's state (a race, an invariant).
+            ErrorClass::Conflict | ErrorClass::Integrity => 409,
+            ErrorClass::Overloaded => 429,
+            ErrorClass::Unavailable => 503,
+            ErrorClass::Internal => 500,
+        }
+    }
+
     /// Whether a caller may retry the same request and expect a different outcome.
     pub fn is_retryable(self) -> bool {
         match self {
@@ -69,68 +88,44 @@ impl fmt::Display for ErrorClass {
     }
 }
 
-/// An error from the memory engine. `code` is a stable machine-readable detail within the class.
+/// An error from the memory engine: what went wrong (its code, and through it its class)
+/// and a message that says it in words.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct MemoryError {
-    pub class: ErrorClass,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     /// For `overloaded`: how long the caller should wait before retrying.
     pub retry_after_ms: Option<u64>,
 }
 
 impl MemoryError {
-    pub fn new(class: ErrorClass, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         MemoryError {
-            class,
             code,
             message: message.into(),
             retry_after_ms: None,
         }
     }
 
-    pub fn invalid_input(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::InvalidInput, code, message)
-    }
-
-    pub fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::Forbidden, code, message)
-    }
-
-    pub fn not_found(entity: impl fmt::Display, id: impl fmt::Display) -> Self {
-        Self::new(
-            ErrorClass::NotFound,
-            "not_found",
-            format!("{entity} {id} not found"),
-        )
-    }
-
-    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::Conflict, code, message)
-    }
-
-    pub fn overloaded(code: &'static str, message: impl Into<String>, retry_after_ms: u64) -> Self {
+    /// An `overloaded` refusal with the time to wait before retrying.
+    pub fn overloaded(code: ErrorCode, message: impl Into<String>, retry_after_ms: u64) -> Self {
         MemoryError {
             retry_after_ms: Some(retry_after_ms),
-            ..Self::new(ErrorClass::Overloaded, code, message)
+            ..Self::new(code, message)
         }
     }
 
-    pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::Unavailable, code, message)
-    }
-
-    pub fn integrity(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::Integrity, code, message)
+    pub fn not_found(entity: impl fmt::Display, id: impl fmt::Display) -> Self {
+        Self::new(ErrorCode::NotFound, format!("{entity} {id} not found"))
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::Internal, "internal", message)
+        Self::new(ErrorCode::Internal, message)
     }
 
     pub fn class(&self) -> ErrorClass {
-        self.class
+        self.code.class()
     }
 }
 
@@ -141,15 +136,18 @@ impl From<sqlx::Error> for MemoryError {
         match &err {
             sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
                 tracing::warn!(error = %err, "database unreachable");
-                MemoryError::unavailable("database_unavailable", "the database is unavailable")
+                MemoryError::new(
+                    ErrorCode::DatabaseUnavailable,
+                    "the database is unavailable",
+                )
             }
             sqlx::Error::RowNotFound => MemoryError::not_found("record", "(unknown)"),
             sqlx::Error::Database(db) => {
                 let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
                 match code.as_str() {
                     // unique_violation: another writer got there first.
-                    "23505" => MemoryError::conflict(
-                        "unique_violation",
+                    "23505" => MemoryError::new(
+                        ErrorCode::UniqueViolation,
                         "a concurrent write conflicted with this one; retry",
                     ),
                     // check_violation, not_null_violation, foreign_key_violation, and the
@@ -157,8 +155,8 @@ impl From<sqlx::Error> for MemoryError {
                     // breaks an invariant.
                     "23514" | "23502" | "23503" | "P0001" => {
                         tracing::error!(error = %err, "integrity violation refused by the database");
-                        MemoryError::integrity(
-                            "constraint_violation",
+                        MemoryError::new(
+                            ErrorCode::ConstraintViolation,
                             format!(
                                 "the database refused a state that breaks an invariant ({})",
                                 db.constraint().unwrap_or("trigger")
@@ -166,15 +164,15 @@ impl From<sqlx::Error> for MemoryError {
                         )
                     }
                     // serialization_failure, deadlock_detected, lock_not_available
-                    "40001" | "40P01" | "55P03" => MemoryError::conflict(
-                        "serialization_failure",
+                    "40001" | "40P01" | "55P03" => MemoryError::new(
+                        ErrorCode::SerializationFailure,
                         "a concurrent write conflicted with this one; retry",
                     ),
                     // query_canceled (statement_timeout), admin_shutdown, cannot_connect_now
                     "57014" | "57P01" | "57P03" => {
                         tracing::warn!(error = %err, "database did not answer in time");
-                        MemoryError::unavailable(
-                            "database_unavailable",
+                        MemoryError::new(
+                            ErrorCode::DatabaseUnavailable,
                             "the database did not answer in time",
                         )
                     }
@@ -212,6 +210,6 @@ mod tests {
     fn pool_timeout_is_unavailable() {
         let err = MemoryError::from(sqlx::Error::PoolTimedOut);
         assert_eq!(err.class(), ErrorClass::Unavailable);
-        assert_eq!(err.code, "database_unavailable");
+        assert_eq!(err.code, ErrorCode::DatabaseUnavailable);
     }
 }

@@ -1,42 +1,80 @@
 //! The butler-memory engine: the memory domain, its storage, and the actor tree that runs it.
 //!
-//! The tree, in start order (see `supervisor`):
+//! This file is the one door: every module is private, and what the edge (and tests) may
+//! use is re-exported below. [`Engine`] is the handle: it validates inputs against the
+//! caller's rights, routes writes to the owning shard and reads to the least busy reader.
+//!
 //! ```text
-//! supervisor
-//! ├── embedder pool      micro-batched MiniLM inference
-//! ├── indexer            embeds rows committed without an embedding
-//! ├── retrieval × N      stateless readers, on a runtime of their own (`read_side`)
-//! └── shard × (tenant, butler), on demand: ordered writes and lifecycle work
+//! engine/        the API the edge calls: writes, reads, lifecycle
+//! actors/        the actor tree: supervisor, shards, readers, embedder pool, indexer, scheduler
+//! write_path/    admission and the cross-shard commit queue
+//! read_path/     write generations and the read caches, query embeddings
+//! consolidation/ the extractors (heuristic, OpenAI-compatible LLM client)
+//! domain/        validated types, states, answers and pure rules (no IO)
+//! store/         every SQL statement, the pools, the embedded PostgreSQL
+//! embedder/      every line of ONNX Runtime, behind a trait
 //! ```
-//! [`Engine`] is the handle the edge uses: it validates inputs against the caller's rights,
-//! routes writes to the owning shard and reads to the least busy reader.
 
-pub mod actor_directory;
-pub mod admission;
-pub mod clock;
-pub mod config;
-pub mod context;
-pub mod corpus_cache;
-pub mod domain;
-pub mod embedder;
-pub mod embedder_pool;
-pub mod engine;
-pub mod episode_commits;
-pub mod error;
-pub mod extractor;
-pub mod generations;
-pub mod indexer;
-pub mod mailbox;
-pub mod query_cache;
-pub mod query_embedding;
-pub mod read_side;
-pub mod result_cache;
-pub mod retrieval;
-pub mod schedule;
-pub mod scheduler;
-pub mod shard;
-pub mod store;
-pub mod supervisor;
-pub mod sweep_run;
+mod actors;
+mod clock;
+mod config;
+mod consolidation;
+mod domain;
+mod embedder;
+mod engine;
+mod error;
+mod read_path;
+mod services;
+mod store;
+mod write_path;
 
-pub use engine::{Engine, Readiness};
+// The engine and how it starts.
+pub use actors::EmbedderFactory;
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use engine::{Engine, EngineStartError, Readiness};
+
+// Configuration: the engine's sections, reused by the edge's configuration.
+pub use config::{
+    ConsolidationConfig, ContextConfig, EngineConfig, EpisodesConfig, ExtractorKind, FactsConfig,
+    IndexerConfig, LifecycleConfig, LlmConfig, RetrievalConfig, ShardsConfig, WritesConfig,
+};
+pub use domain::cron::CronSchedule;
+pub use domain::rule_evidence::{AntiPatternTrigger, Promotion, RuleThresholds};
+pub use domain::scoring::{MaturityWeights, ScoreWeights};
+pub use domain::text::Limits;
+pub use embedder::{DIMENSIONS, EmbedError, EmbedderConfig};
+pub use store::embedded_postgres::{
+    EmbeddedPostgres, EmbeddedPostgresConfig, EmbeddedPostgresError,
+};
+pub use store::{DatabaseConfig, Store, StoreStartError};
+
+// Errors.
+pub use error::{ErrorClass, ErrorCode, MemoryError, MemoryResult};
+
+// Who calls, and with what.
+pub use domain::caller::{Caller, GLOBAL_SCOPE, Role};
+pub use domain::episode::EpisodeInput;
+pub use domain::fact::FactInput;
+pub use domain::memory_type::MemoryType;
+pub use domain::permanence::Permanence;
+pub use domain::relation::{LinkTarget, Relation};
+pub use domain::request_context::{Lineage, RequestContext};
+pub use domain::rule::RuleInput;
+pub use domain::search::{ContextInput, SearchInput, SearchMode};
+pub use domain::shard_key::ShardKey;
+pub use domain::sweep::{SweepKind, SweepReport};
+pub use domain::text::check_name;
+pub use domain::validity::Validity;
+
+// What the engine answers.
+pub use actors::directory::{ActorKind, ActorSnapshot, ActorStatus};
+pub use domain::context_block::{ContextBlock, ContextOutcome, TokenCounter};
+pub use domain::episode::{DeadLetter, Episode, Inserted};
+pub use domain::event::{Since, StoredEvent};
+pub use domain::fact::{Fact, StoredFact};
+pub use domain::feedback::{Mark, Rated};
+pub use domain::record::{Forgetting, MemoryRecord, RecordWithLinks};
+pub use domain::rule::Rule;
+pub use domain::search::{ComponentScores, Hit, SearchOutcome};
+pub use domain::stats::MemoryStats;
+pub use embedder::token_counter::TokenizerCounter;

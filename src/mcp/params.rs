@@ -2,12 +2,9 @@
 //! structs, and arguments are parsed into them: a missing field, a wrong type, an unknown
 //! enum value or an unknown field is an `invalid_input` tool error naming the problem.
 
-use butler_memory_actors::domain::memory_type::MemoryType;
-use butler_memory_actors::domain::permanence::Permanence;
-use butler_memory_actors::domain::relation::LinkTarget;
-use butler_memory_actors::domain::request_context::RequestContext;
-use butler_memory_actors::domain::search::SearchMode;
-use butler_memory_actors::domain::sweep::SweepKind;
+use butler_memory_actors::{
+    LinkTarget, MemoryType, Permanence, RequestContext, SearchMode, SweepKind,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};

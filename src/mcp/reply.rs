@@ -2,8 +2,7 @@
 //! same JSON as text. Errors are `{class, code, message}` (plus `retry_after_ms` when
 //! retrying helps), never a stack trace, SQL or a secret.
 
-use butler_memory_actors::domain::request_context::Lineage;
-use butler_memory_actors::error::MemoryError;
+use butler_memory_actors::{Lineage, MemoryError};
 use rmcp::model::CallToolResult;
 use serde::Serialize;
 use serde_json::{Value, json};

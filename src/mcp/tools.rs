@@ -1,21 +1,11 @@
 //! The tools: each turns its typed parameters into a call on the engine and the engine's
 //! answer into JSON.
 
-use butler_memory_actors::Engine;
-use butler_memory_actors::domain::caller::Caller;
-use butler_memory_actors::domain::episode::EpisodeInput;
-use butler_memory_actors::domain::fact::FactInput;
-use butler_memory_actors::domain::memory_type::MemoryType;
-use butler_memory_actors::domain::record::MemoryRecord;
-use butler_memory_actors::domain::request_context::Lineage;
-use butler_memory_actors::domain::rule::RuleInput;
-use butler_memory_actors::domain::search::{ContextInput, Hit, SearchInput};
-use butler_memory_actors::domain::sweep::SweepKind;
-use butler_memory_actors::engine::Since;
-use butler_memory_actors::error::{MemoryError, MemoryResult};
-use butler_memory_actors::retrieval::context::ContextOutcome;
-use butler_memory_actors::retrieval::search::SearchOutcome;
-use butler_memory_actors::store::feedback::{Outcome as Feedback, Rated};
+use butler_memory_actors::{
+    Caller, ContextInput, ContextOutcome, Engine, EpisodeInput, ErrorCode, FactInput, Hit, Lineage,
+    Mark, MemoryError, MemoryRecord, MemoryResult, MemoryType, Rated, RequestContext, RuleInput,
+    SearchInput, SearchOutcome, Since, SweepKind,
+};
 use serde_json::{Value, json};
 
 use super::params::{
@@ -33,10 +23,7 @@ pub struct Outcome {
 }
 
 /// Resolves the lineage, then runs the tool body with it.
-async fn with_lineage<F, Fut>(
-    context: Option<butler_memory_actors::domain::request_context::RequestContext>,
-    body: F,
-) -> Outcome
+async fn with_lineage<F, Fut>(context: Option<RequestContext>, body: F) -> Outcome
 where
     F: FnOnce(Lineage) -> Fut,
     Fut: Future<Output = MemoryResult<Value>>,
@@ -220,8 +207,8 @@ pub async fn context(engine: &Engine, caller: &Caller, p: ContextParams) -> Outc
 pub async fn context_batch(engine: &Engine, caller: &Caller, p: ContextBatchParams) -> Outcome {
     with_lineage(p.request_context, |_| async move {
         if p.requests.is_empty() || p.requests.len() > MAX_CONTEXT_BATCH {
-            return Err(MemoryError::invalid_input(
-                "invalid_batch",
+            return Err(MemoryError::new(
+                ErrorCode::InvalidBatch,
                 format!("`requests` must hold 1 to {MAX_CONTEXT_BATCH} requests"),
             ));
         }
@@ -320,14 +307,7 @@ pub async fn confirm(engine: &Engine, caller: &Caller, p: ConfirmParams) -> Outc
 pub async fn mark_helpful(engine: &Engine, caller: &Caller, p: MarkHelpfulParams) -> Outcome {
     with_lineage(p.request_context, |lineage| async move {
         let rated = engine
-            .rate_rule(
-                caller,
-                p.rule_id,
-                Feedback::Helpful,
-                None,
-                p.butler,
-                lineage,
-            )
+            .rate_rule(caller, p.rule_id, Mark::Helpful, None, p.butler, lineage)
             .await?;
         rated_json(rated)
     })
@@ -340,7 +320,7 @@ pub async fn mark_harmful(engine: &Engine, caller: &Caller, p: MarkHarmfulParams
             .rate_rule(
                 caller,
                 p.rule_id,
-                Feedback::Harmful,
+                Mark::Harmful,
                 p.reason,
                 p.butler,
                 lineage,
@@ -386,14 +366,14 @@ pub async fn activity_stream(engine: &Engine, caller: &Caller, p: ActivityStream
             None | Some("") => Since::Cursor(0),
             Some(s) if s.bytes().all(|b| b.is_ascii_digit()) => {
                 Since::Cursor(s.parse().map_err(|_| {
-                    MemoryError::invalid_input("invalid_since", "`since` cursor is out of range")
+                    MemoryError::new(ErrorCode::InvalidSince, "`since` cursor is out of range")
                 })?)
             }
             Some(s) => Since::Time(
                 chrono::DateTime::parse_from_rfc3339(s)
                     .map_err(|_| {
-                        MemoryError::invalid_input(
-                            "invalid_since",
+                        MemoryError::new(
+                            ErrorCode::InvalidSince,
                             "`since` must be a cursor from a previous page or an RFC 3339 time",
                         )
                     })?
@@ -421,8 +401,8 @@ pub async fn run_sweep(engine: &Engine, caller: &Caller, p: RunSweepParams) -> O
     with_lineage(p.request_context, |_| async move {
         let kinds = p.kinds.unwrap_or_else(|| SweepKind::ALL.to_vec());
         if kinds.is_empty() {
-            return Err(MemoryError::invalid_input(
-                "empty_kinds",
+            return Err(MemoryError::new(
+                ErrorCode::EmptyKinds,
                 "`kinds` must name at least one sweep",
             ));
         }

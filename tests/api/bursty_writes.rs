@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use butler_memory_actors::Engine;
-use butler_memory_actors::clock::ManualClock;
-use butler_memory_actors::domain::caller::{Caller, Role};
-use butler_memory_actors::domain::episode::EpisodeInput;
-use butler_memory_actors::domain::fact::FactInput;
-use butler_memory_actors::domain::request_context::Lineage;
+use butler_memory_actors::EpisodeInput;
+use butler_memory_actors::FactInput;
+use butler_memory_actors::Lineage;
+use butler_memory_actors::ManualClock;
+use butler_memory_actors::{Caller, Role};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use sqlx::Connection;

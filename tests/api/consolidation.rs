@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-async fn consolidate(admin: &Mcp) -> Value {
+async fn consolidate(admin: &McpClient) -> Value {
     admin
         .ok("memory_run_sweep", json!({"kinds": ["consolidation"]}))
         .await
@@ -319,7 +319,7 @@ async fn failed_extractions_are_retried_with_backoff_then_dead_lettered() {
         Script::Happy,
     ])
     .await;
-    let clock = std::sync::Arc::new(butler_memory_actors::clock::ManualClock::new(
+    let clock = std::sync::Arc::new(butler_memory_actors::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
             .unwrap()
             .with_timezone(&chrono::Utc),
@@ -416,21 +416,21 @@ async fn a_backlog_over_its_trigger_is_consolidated_between_cron_runs() {
         .await;
     }
     let mut db = app.sql().await;
-    let mut waited = 0;
-    loop {
+    // The backlog is consolidated.
+    eventually(std::time::Duration::from_secs(10), || async {
         let pending: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM episodes WHERE consolidation_status = 'pending'",
         )
-        .fetch_one(&mut db)
+        .fetch_one(&mut app.sql().await)
         .await
         .unwrap();
-        if pending == 0 {
-            break;
+        match pending {
+            0 => Ok(()),
+            n => Err(format!("{n} episodes pending")),
         }
-        assert!(waited < 200, "the backlog was not consolidated");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        waited += 1;
-    }
+    })
+    .await
+    .unwrap();
     let city: String = sqlx::query_scalar(
         "SELECT content FROM facts WHERE predicate = 'lives_in' AND validity = 'active'",
     )

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use butler_memory_actors::clock::ManualClock;
-use butler_memory_actors::domain::context::TokenCounter;
-use butler_memory_actors::embedder::token_counter::TokenizerCounter;
+use butler_memory_actors::ManualClock;
+use butler_memory_actors::TokenCounter;
+use butler_memory_actors::TokenizerCounter;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 
@@ -18,7 +18,7 @@ fn t0() -> DateTime<Utc> {
 }
 
 fn counter() -> TokenizerCounter {
-    TokenizerCounter::load(&base_config("").retrieval.context.tokenizer_path).unwrap()
+    TokenizerCounter::load(&base_config("").engine.retrieval.context.tokenizer_path).unwrap()
 }
 
 #[tokio::test]

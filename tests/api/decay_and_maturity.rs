@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use butler_memory_actors::clock::ManualClock;
+use butler_memory_actors::ManualClock;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use sqlx::Row;
@@ -18,7 +18,7 @@ fn t0() -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-async fn fact(mcp: &Mcp, predicate: &str, permanence: &str) -> String {
+async fn fact(mcp: &McpClient, predicate: &str, permanence: &str) -> String {
     mcp.ok(
         "memory_store_fact",
         json!({"subject": "user", "predicate": predicate, "content": format!("{predicate} value"),
@@ -30,7 +30,7 @@ async fn fact(mcp: &Mcp, predicate: &str, permanence: &str) -> String {
         .to_owned()
 }
 
-async fn validity(mcp: &Mcp, memory_type: &str, id: &str) -> String {
+async fn validity(mcp: &McpClient, memory_type: &str, id: &str) -> String {
     mcp.ok("memory_get", json!({"type": memory_type, "id": id}))
         .await["validity"]
         .as_str()
@@ -38,7 +38,7 @@ async fn validity(mcp: &Mcp, memory_type: &str, id: &str) -> String {
         .to_owned()
 }
 
-async fn sweep(admin: &Mcp, kind: &str) -> Value {
+async fn sweep(admin: &McpClient, kind: &str) -> Value {
     admin.ok("memory_run_sweep", json!({"kinds": [kind]})).await
 }
 
@@ -171,7 +171,7 @@ async fn a_sweep_run_twice_changes_nothing_the_second_time() {
     app.stop().await;
 }
 
-async fn rule(mcp: &Mcp, content: &str) -> String {
+async fn rule(mcp: &McpClient, content: &str) -> String {
     mcp.ok("memory_store_rule", json!({"content": content}))
         .await["id"]
         .as_str()
@@ -337,12 +337,19 @@ async fn the_decay_sweep_runs_on_its_cron_schedule() {
     assert_eq!(runs("decay_sweep").fetch_one(&mut db).await.unwrap(), 0);
     // Past 03:00 (and 30 days on, so the ephemeral fact has expired): the sweep runs.
     clock.set(t0() + Duration::days(30));
-    let mut waited = 0;
-    while runs("decay_sweep").fetch_one(&mut db).await.unwrap() == 0 {
-        assert!(waited < 200, "the scheduled sweep did not run");
-        tokio::time::sleep(StdDuration::from_millis(50)).await;
-        waited += 1;
-    }
+    // The scheduled sweep runs.
+    eventually(StdDuration::from_secs(10), || async {
+        match runs("decay_sweep")
+            .fetch_one(&mut app.sql().await)
+            .await
+            .unwrap()
+        {
+            0 => Err("no decay sweep recorded".to_owned()),
+            n => Ok(n),
+        }
+    })
+    .await
+    .unwrap();
     assert_eq!(validity(&mcp, "fact", &id).await, "expired");
     // It ran once for that time; the next is a day later.
     tokio::time::sleep(StdDuration::from_millis(200)).await;

@@ -2,8 +2,8 @@
 //! Python onnxruntime on the same model file (tests/fixtures/embedding_reference.json,
 //! produced by scripts/embedding_reference.py), alone and in padded batches.
 
+use butler_memory_actors::DIMENSIONS;
 use butler_memory_actors::Engine;
-use butler_memory_actors::embedder::DIMENSIONS;
 use serde_json::Value;
 
 use crate::helpers::*;
@@ -38,7 +38,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn embeddings_match_the_reference_model() {
-    let config = base_config("").embedder;
+    let config = base_config("").engine.embedder;
     let factory = Engine::minilm_factory(&config).expect("model assets present (scripts/setup)");
     let mut embedder = factory().expect("model loads");
     let reference = reference();

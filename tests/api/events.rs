@@ -188,7 +188,7 @@ fn assert_replays_to(state: &serde_json::Map<String, Value>, record: &Value) {
 
 #[tokio::test]
 async fn the_events_of_an_entity_replay_to_its_current_state() {
-    let clock = std::sync::Arc::new(butler_memory_actors::clock::ManualClock::new(
+    let clock = std::sync::Arc::new(butler_memory_actors::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
             .unwrap()
             .with_timezone(&chrono::Utc),

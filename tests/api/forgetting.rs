@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use butler_memory_actors::clock::ManualClock;
+use butler_memory_actors::ManualClock;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
@@ -19,7 +19,7 @@ fn id(v: &Value) -> String {
     v["id"].as_str().unwrap().to_owned()
 }
 
-async fn search_ids(mcp: &Mcp, query: &str) -> Vec<String> {
+async fn search_ids(mcp: &McpClient, query: &str) -> Vec<String> {
     mcp.ok(
         "memory_search",
         json!({"query": query, "mode": "keyword", "min_confidence": 0}),

@@ -126,14 +126,15 @@ fn signal(pid: i32, sig: &str) {
 }
 
 async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(Duration::from_secs(60), || {
+        std::future::ready(if condition() {
+            Ok(())
+        } else {
+            Err(format!("still waiting for {what}"))
+        })
+    })
+    .await
+    .unwrap();
 }
 
 /// Writes a configuration for the real binary: the embedded default under `dir/data`, the
@@ -192,6 +193,7 @@ async fn embedded_postgres_lifecycle_crash_recovery_and_readiness() {
     let config = base_config("");
     assert!(
         config
+            .edge
             .auth
             .keys
             .iter()
@@ -328,19 +330,18 @@ async fn acknowledged_writes_survive_kill_9_in_the_middle_of_a_burst() {
             .await;
         assert!(!failed, "acknowledged episode {id} lost: {got}");
     }
-    let started = Instant::now();
-    loop {
+    // The embedding backlog drains.
+    let stats = eventually(Duration::from_secs(120), || async {
         let (_, stats) = second.call("memory_stats", json!({})).await;
         if stats["episodes"]["unembedded"] == 0 {
-            assert!(stats["episodes"]["total"].as_u64().unwrap() >= acked.len() as u64);
-            break;
+            Ok(stats)
+        } else {
+            Err(stats.to_string())
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the embedding backlog did not drain: {stats}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
+    .unwrap();
+    assert!(stats["episodes"]["total"].as_u64().unwrap() >= acked.len() as u64);
     let mut second = second;
     signal(second.child.id() as i32, "TERM");
     assert!(second.child.wait().unwrap().success());

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use butler_memory_actors::clock::ManualClock;
+use butler_memory_actors::ManualClock;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
@@ -33,7 +33,7 @@ fn contents(result: &Value) -> Vec<String> {
         .collect()
 }
 
-async fn fact(mcp: &Mcp, predicate: &str, content: &str) -> String {
+async fn fact(mcp: &McpClient, predicate: &str, content: &str) -> String {
     let stored = mcp
         .ok(
             "memory_store_fact",
@@ -44,7 +44,7 @@ async fn fact(mcp: &Mcp, predicate: &str, content: &str) -> String {
 }
 
 /// Stores an episode of the health butler; returns its id.
-async fn episode(mcp: &Mcp, content: &str) -> String {
+async fn episode(mcp: &McpClient, content: &str) -> String {
     let stored = mcp
         .ok(
             "memory_store_episode",
@@ -676,15 +676,16 @@ async fn a_word_count_past_its_window_is_served_once_more_and_recounted_behind_t
     assert_eq!(found, all, "served with the old count (rare): {stale}");
 
     // The recount behind that read lands; then the word is common.
-    let mut attempts = 0;
-    let recounted = loop {
+    let recounted = eventually(std::time::Duration::from_secs(30), || async {
         let result = mcp.ok("memory_search", search.clone()).await;
-        if ids(&result).len() == 5 || attempts == 100 {
-            break result;
+        if ids(&result).len() == 5 {
+            Ok(result)
+        } else {
+            Err(result.to_string())
         }
-        attempts += 1;
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    })
+    .await
+    .unwrap();
     let mut found = ids(&recounted);
     found.sort();
     let mut recent = zucchini[2..].to_vec();

@@ -29,10 +29,10 @@ async fn a_database_that_comes_up_after_the_service_is_waited_for() {
     let late = tempfile::tempdir().unwrap();
     let data_dir = tempfile::tempdir().unwrap();
     let mut config = base_config("");
-    config.database_url =
+    config.edge.database_url =
         butler_memory::config::Secret::new(url_in(late.path(), &database_name(&options), port));
-    config.database.acquire_timeout_ms = 500;
-    config.data_dir = data_dir.path().to_owned();
+    config.edge.database.acquire_timeout_ms = std::num::NonZeroU64::new(500).unwrap();
+    config.edge.data_dir = data_dir.path().to_owned();
     // The server "starts" a second and a half after the service: its socket appears.
     let socket = format!(".s.PGSQL.{port}");
     let (from, to) = (socket_dir.join(&socket), late.path().join(&socket));
@@ -61,11 +61,11 @@ async fn a_database_that_never_answers_fails_start_up_after_the_wait() {
     let nowhere = tempfile::tempdir().unwrap();
     let data_dir = tempfile::tempdir().unwrap();
     let mut config = base_config("");
-    config.database_url =
+    config.edge.database_url =
         butler_memory::config::Secret::new(url_in(nowhere.path(), "butler_memory", port));
-    config.database.acquire_timeout_ms = 200;
-    config.database.startup_wait_secs = 1;
-    config.data_dir = data_dir.path().to_owned();
+    config.edge.database.acquire_timeout_ms = std::num::NonZeroU64::new(200).unwrap();
+    config.edge.database.startup_wait_secs = 1;
+    config.edge.data_dir = data_dir.path().to_owned();
     let started = Instant::now();
     let error = Application::build(config)
         .await
@@ -89,10 +89,10 @@ async fn start_up_opens_the_standing_connections() {
     let (url, options) = fresh_database().await;
     let data_dir = tempfile::tempdir().unwrap();
     let mut config = base_config("");
-    config.database_url = butler_memory::config::Secret::new(url);
-    config.database.write_connections = 3;
-    config.database.min_connections = 2;
-    config.data_dir = data_dir.path().to_owned();
+    config.edge.database_url = butler_memory::config::Secret::new(url);
+    config.edge.database.write_connections = 3;
+    config.edge.database.min_connections = 2;
+    config.edge.data_dir = data_dir.path().to_owned();
     let app = Application::build(config)
         .await
         .expect("the service starts");

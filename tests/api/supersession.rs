@@ -100,7 +100,7 @@ async fn concurrent_writers_leave_exactly_one_live_fact() {
     let health = std::sync::Arc::new(app.client(TENANT_A_HEALTH).await);
     let general = std::sync::Arc::new(app.client(TENANT_A_GENERAL).await);
     let rounds = 15;
-    let write = |mcp: std::sync::Arc<crate::helpers::Mcp>, who: &'static str| async move {
+    let write = |mcp: std::sync::Arc<crate::helpers::McpClient>, who: &'static str| async move {
         let mut ids = Vec::new();
         for i in 0..rounds {
             let fact = mcp

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use butler_memory_actors::domain::shard_key::ShardKey;
+use butler_memory_actors::{ActorSnapshot, ShardKey};
 use serde_json::json;
 
 use crate::helpers::*;
@@ -39,19 +39,15 @@ async fn a_failed_shard_is_restarted_while_other_shards_keep_serving() {
             .await;
     }
     // The failed shard comes back (restarted by the supervisor) and serves again.
-    let restarted = wait_for(|| {
-        app.engine().actors().into_iter().any(|a| {
+    // The shard was restarted.
+    wait_for(&app, |actors| {
+        actors.iter().any(|a| {
             a.key == "tenant-a/health"
                 && a.restarts == 1
-                && a.status == butler_memory_actors::actor_directory::ActorStatus::Running
+                && a.status == butler_memory_actors::ActorStatus::Running
         })
     })
     .await;
-    assert!(
-        restarted,
-        "the shard was restarted: {:?}",
-        app.engine().actors()
-    );
     let after = health
         .ok(
             "memory_store_episode",
@@ -108,20 +104,16 @@ async fn a_failed_reader_is_restarted_on_the_read_runtime_and_serves_again() {
     let search = json!({"query": "dentist appointment", "mode": "keyword"});
     assert!(found(&health.ok("memory_search", search.clone()).await));
 
-    app.engine().inject_retrieval_failure(0, true).unwrap();
-    let restarted = wait_for(|| {
-        app.engine().actors().into_iter().any(|a| {
-            a.kind == butler_memory_actors::actor_directory::ActorKind::Retrieval
+    app.engine().inject_reader_failure(0, true).unwrap();
+    // The reader was restarted.
+    wait_for(&app, |actors| {
+        actors.iter().any(|a| {
+            a.kind == butler_memory_actors::ActorKind::Reader
                 && a.restarts == 1
-                && a.status == butler_memory_actors::actor_directory::ActorStatus::Running
+                && a.status == butler_memory_actors::ActorStatus::Running
         })
     })
     .await;
-    assert!(
-        restarted,
-        "the reader was restarted: {:?}",
-        app.engine().actors()
-    );
     assert!(found(&health.ok("memory_search", search).await));
     let context = health
         .ok(
@@ -133,15 +125,19 @@ async fn a_failed_reader_is_restarted_on_the_read_runtime_and_serves_again() {
     app.stop().await;
 }
 
-/// Polls a condition on the supervisor's own timeline (no fixed sleep decides the outcome).
-async fn wait_for(condition: impl Fn() -> bool) -> bool {
-    for _ in 0..200 {
-        if condition() {
-            return true;
+/// Waits until the actor directory shows what `condition` looks for (on the supervisor's
+/// own timeline: no fixed sleep decides the outcome); fails with the directory as it was.
+async fn wait_for(app: &TestApp, condition: impl Fn(&[ActorSnapshot]) -> bool) {
+    eventually(Duration::from_secs(10), || async {
+        let actors = app.engine().actors();
+        if condition(&actors) {
+            Ok(())
+        } else {
+            Err(format!("{actors:?}"))
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    condition()
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -156,36 +152,27 @@ async fn a_shard_failing_past_its_restart_limit_is_left_down_and_fails_fast() {
         )
         .await;
     let key = ShardKey::new("tenant-a", "health");
-    let shard_is = |status: butler_memory_actors::actor_directory::ActorStatus, restarts: u32| {
-        app.engine()
-            .actors()
-            .into_iter()
-            .any(|a| a.key == "tenant-a/health" && a.status == status && a.restarts == restarts)
+    let shard_is = |status: butler_memory_actors::ActorStatus, restarts: u32| {
+        move |actors: &[ActorSnapshot]| {
+            actors
+                .iter()
+                .any(|a| a.key == "tenant-a/health" && a.status == status && a.restarts == restarts)
+        }
     };
     app.engine()
         .inject_shard_failure(&key, false)
         .await
         .unwrap();
-    assert!(
-        wait_for(|| shard_is(
-            butler_memory_actors::actor_directory::ActorStatus::Running,
-            1
-        ))
-        .await
-    );
+    wait_for(
+        &app,
+        shard_is(butler_memory_actors::ActorStatus::Running, 1),
+    )
+    .await;
     app.engine()
         .inject_shard_failure(&key, false)
         .await
         .unwrap();
-    assert!(
-        wait_for(|| shard_is(
-            butler_memory_actors::actor_directory::ActorStatus::Failed,
-            1
-        ))
-        .await,
-        "{:?}",
-        app.engine().actors()
-    );
+    wait_for(&app, shard_is(butler_memory_actors::ActorStatus::Failed, 1)).await;
     let err = health
         .err(
             "memory_store_episode",
@@ -220,19 +207,11 @@ async fn an_idle_shard_stops_and_starts_again_on_the_next_write() {
             .any(|a| a.key == "tenant-a/health")
     };
     assert!(has_shard());
-    let mut stopped = false;
-    for _ in 0..100 {
-        if !has_shard() {
-            stopped = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        stopped,
-        "the idle shard stopped: {:?}",
-        app.engine().actors()
-    );
+    // The idle shard stops.
+    wait_for(&app, |actors| {
+        !actors.iter().any(|a| a.key == "tenant-a/health")
+    })
+    .await;
     assert_eq!(app.engine().shard_count(), 0);
     health
         .ok(

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::shard_key::ShardKey;
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// The scope every butler can read and write.
 pub const GLOBAL_SCOPE: &str = "global";
@@ -56,8 +56,8 @@ impl Caller {
     pub fn require_memory_access(&self) -> MemoryResult<()> {
         match self.role {
             Role::Butler | Role::Admin => Ok(()),
-            Role::Operator => Err(MemoryError::forbidden(
-                "operator_key",
+            Role::Operator => Err(MemoryError::new(
+                ErrorCode::OperatorKey,
                 "operator keys cannot read or write memory content",
             )),
         }
@@ -67,8 +67,8 @@ impl Caller {
     pub fn require_admin(&self) -> MemoryResult<()> {
         match self.role {
             Role::Admin => Ok(()),
-            Role::Butler | Role::Operator => Err(MemoryError::forbidden(
-                "admin_only",
+            Role::Butler | Role::Operator => Err(MemoryError::new(
+                ErrorCode::AdminOnly,
                 "this operation needs an admin key",
             )),
         }
@@ -79,8 +79,8 @@ impl Caller {
     pub fn acting_butler(&self, requested: Option<&str>) -> MemoryResult<Option<String>> {
         self.require_memory_access()?;
         match (&self.butler, requested) {
-            (Some(bound), Some(asked)) if bound != asked => Err(MemoryError::forbidden(
-                "other_butler",
+            (Some(bound), Some(asked)) if bound != asked => Err(MemoryError::new(
+                ErrorCode::OtherButler,
                 format!("this key is bound to butler `{bound}` and cannot act as `{asked}`"),
             )),
             (Some(bound), _) => Ok(Some(bound.clone())),
@@ -94,8 +94,8 @@ impl Caller {
             Role::Admin => Ok(()),
             Role::Operator => self.require_memory_access(),
             Role::Butler if scope == GLOBAL_SCOPE || Some(scope) == butler => Ok(()),
-            Role::Butler => Err(MemoryError::forbidden(
-                "scope_forbidden",
+            Role::Butler => Err(MemoryError::new(
+                ErrorCode::ScopeForbidden,
                 format!(
                     "a butler key may use scope `global` or its own butler's scope, not `{scope}`"
                 ),

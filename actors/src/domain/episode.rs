@@ -5,12 +5,13 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::author::Author;
 use super::caller::Caller;
 use super::consolidation_status::ConsolidationStatus;
 use super::text::{
     Limits, check_content, check_identifier_text, check_importance, check_metadata, check_name,
 };
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// A stored episode, by its schema names.
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
@@ -122,8 +123,8 @@ impl EpisodeInput {
         }
         let ttl_days = self.ttl_days.unwrap_or(default_ttl_days);
         if !(ttl_days.is_finite() && ttl_days > 0.0 && ttl_days <= MAX_TTL_DAYS) {
-            return Err(MemoryError::invalid_input(
-                "invalid_ttl",
+            return Err(MemoryError::new(
+                ErrorCode::InvalidTtl,
                 format!("`ttl_days` must be greater than 0 and at most {MAX_TTL_DAYS}"),
             ));
         }
@@ -143,4 +144,33 @@ impl EpisodeInput {
             idempotency_key: self.idempotency_key,
         })
     }
+}
+
+/// A validated episode and who asked for it: what the write path carries to the statement
+/// that stores it.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub episode: NewEpisode,
+    pub author: Author,
+}
+
+/// What became of one submitted episode.
+#[derive(Debug, Clone)]
+pub struct Inserted {
+    pub episode: Episode,
+    /// An episode with the same idempotency key was already stored: this is that one, and
+    /// nothing was written.
+    pub duplicate: bool,
+}
+
+/// A dead-lettered episode, for the admin who decides its fate.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct DeadLetter {
+    pub id: Uuid,
+    pub butler: String,
+    pub content: String,
+    pub consolidation_attempts: i32,
+    pub last_consolidation_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
 }

@@ -1,12 +1,13 @@
 //! The audit stream's vocabulary: one `memory_events` row per mutation or lifecycle
 //! transition, written in the same transaction as the change (memory_butler.md §5.5).
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::author::Author;
 use super::memory_type::MemoryType;
-use super::request_context::Lineage;
 
 super::string_enum! {
     /// What happened to an entity.
@@ -50,15 +51,14 @@ impl EventType {
 }
 
 /// An event to append.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct NewEvent {
     pub tenant_id: String,
     pub event_type: EventType,
     pub entity_type: MemoryType,
     pub entity_id: Uuid,
-    /// Who caused it: `butler:<key>`, `admin:<key>`, `consolidation`, `sweep`.
-    pub actor: String,
-    pub lineage: Lineage,
+    /// Who caused it, and the request it came with.
+    pub author: Author,
     /// The entity's scope (facts and rules) and owning butler, for filtered streams.
     pub scope: Option<String>,
     pub butler: Option<String>,
@@ -66,4 +66,28 @@ pub struct NewEvent {
     /// state after the change (the whole record, or only the fields that changed), so
     /// folding the `after` objects of an entity's events in order gives its current state.
     pub payload: Value,
+}
+
+/// An event as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct StoredEvent {
+    pub id: i64,
+    pub tenant_id: String,
+    pub event_type: String,
+    pub entity_type: String,
+    pub entity_id: Uuid,
+    pub occurred_at: DateTime<Utc>,
+    pub actor: String,
+    pub request_id: Option<String>,
+    pub subrequest_id: Option<String>,
+    pub segment_id: Option<String>,
+    pub payload: Value,
+}
+
+/// Where an activity page starts: after an event id (the cursor of the previous page), or
+/// at a time.
+#[derive(Debug, Clone, Copy)]
+pub enum Since {
+    Cursor(i64),
+    Time(DateTime<Utc>),
 }

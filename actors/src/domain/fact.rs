@@ -15,7 +15,7 @@ use super::text::{
     check_tags, normalize_key,
 };
 use super::validity::Validity;
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// A stored fact, by its schema names.
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
@@ -141,8 +141,8 @@ impl FactInput {
         check_name("scope", &scope)?;
         caller.check_scope(&scope, source_butler.as_deref())?;
         if self.links.len() > limits.max_links {
-            return Err(MemoryError::invalid_input(
-                "too_many_links",
+            return Err(MemoryError::new(
+                ErrorCode::TooManyLinks,
                 format!("at most {} links are allowed", limits.max_links),
             ));
         }

@@ -54,7 +54,7 @@ mod tests {
     #[test]
     fn unknown_value_lists_the_canonical_ones() {
         let err = "forever".parse::<Permanence>().unwrap_err();
-        assert_eq!(err.code, "unknown_value");
+        assert_eq!(err.code, crate::error::ErrorCode::UnknownValue);
         assert!(
             err.message
                 .contains("permanent, stable, standard, volatile, ephemeral")

@@ -41,3 +41,10 @@ pub struct Links {
     pub outbound: Vec<Link>,
     pub inbound: Vec<Link>,
 }
+
+/// The record after a forget or restore, and whether anything changed.
+#[derive(Debug, Clone)]
+pub struct Forgetting {
+    pub record: MemoryRecord,
+    pub changed: bool,
+}

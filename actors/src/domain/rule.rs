@@ -17,7 +17,7 @@ use super::text::{
     check_tags,
 };
 use super::validity::Validity;
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// Baseline confidence of a new rule (memory_project_plan.md schema default).
 pub const NEW_RULE_CONFIDENCE: f64 = 0.5;
@@ -126,8 +126,8 @@ impl RuleInput {
         check_name("scope", &scope)?;
         caller.check_scope(&scope, source_butler.as_deref())?;
         if self.links.len() > limits.max_links {
-            return Err(MemoryError::invalid_input(
-                "too_many_links",
+            return Err(MemoryError::new(
+                ErrorCode::TooManyLinks,
                 format!("at most {} links are allowed", limits.max_links),
             ));
         }

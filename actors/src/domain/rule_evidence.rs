@@ -7,7 +7,34 @@
 //! into an `anti_pattern` warning, which is final.
 
 use super::maturity::Maturity;
-use crate::config::RulesConfig;
+use serde::Deserialize;
+
+/// A promotion threshold for rules.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Promotion {
+    pub min_successes: u32,
+    pub min_effectiveness: f64,
+    #[serde(default)]
+    pub min_age_days: f64,
+}
+
+/// When a harmful rule is inverted into an anti-pattern.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AntiPatternTrigger {
+    pub min_harmful: u32,
+    pub max_effectiveness: f64,
+}
+
+/// When rules are promoted and inverted (`[rules]` in the configuration).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleThresholds {
+    pub promote_to_established: Promotion,
+    pub promote_to_proven: Promotion,
+    pub harmful_to_antipattern: AntiPatternTrigger,
+}
 
 /// `success / (success + 4 * harmful + 0.01)`, in [0, 1).
 pub fn effectiveness(success_count: i32, harmful_count: i32) -> f64 {
@@ -30,9 +57,9 @@ impl Evidence {
     }
 
     /// The highest trust level this evidence supports (never `anti_pattern`).
-    pub fn supported_level(&self, rules: &RulesConfig) -> Maturity {
+    pub fn supported_level(&self, rules: &RuleThresholds) -> Maturity {
         let e = self.effectiveness();
-        let meets = |p: &crate::config::Promotion| {
+        let meets = |p: &Promotion| {
             self.success_count >= p.min_successes as i32
                 && e >= p.min_effectiveness
                 && self.age_days >= p.min_age_days
@@ -47,7 +74,7 @@ impl Evidence {
     }
 
     /// Whether this evidence turns the rule into an anti-pattern.
-    pub fn calls_for_inversion(&self, rules: &RulesConfig) -> bool {
+    pub fn calls_for_inversion(&self, rules: &RuleThresholds) -> bool {
         let t = &rules.harmful_to_antipattern;
         self.harmful_count >= t.min_harmful as i32 && self.effectiveness() < t.max_effectiveness
     }
@@ -66,7 +93,7 @@ pub fn next_maturity(
     current: Maturity,
     evidence: &Evidence,
     direction: Direction,
-    rules: &RulesConfig,
+    rules: &RuleThresholds,
 ) -> Maturity {
     if current == Maturity::AntiPattern {
         return Maturity::AntiPattern;
@@ -94,11 +121,11 @@ fn rank(m: Maturity) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{AntiPatternTrigger, Promotion};
+
     use proptest::prelude::*;
 
-    fn rules() -> RulesConfig {
-        RulesConfig {
+    fn rules() -> RuleThresholds {
+        RuleThresholds {
             promote_to_established: Promotion {
                 min_successes: 5,
                 min_effectiveness: 0.6,

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use uuid::Uuid;
 
 use super::decay::{days_between, effective_confidence};
@@ -14,7 +15,25 @@ use super::memory_type::MemoryType;
 use super::search::{
     Candidate, ComponentScores, Fusion, Hit, Scored, SearchMode, SessionNeighbours,
 };
-use crate::config::{MaturityWeights, ScoreWeights};
+
+/// Composite score weights.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreWeights {
+    pub relevance: f64,
+    pub importance: f64,
+    pub recency: f64,
+    pub confidence: f64,
+}
+
+/// Score multipliers by rule maturity (DECISIONS.md #9).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaturityWeights {
+    pub candidate: f64,
+    pub established: f64,
+    pub proven: f64,
+}
 
 /// The knobs of ranking, from `[retrieval]`.
 #[derive(Debug, Clone)]
@@ -190,6 +209,7 @@ impl Ranking {
     }
 
     /// Relevance and composite scores in one step (no session context).
+    #[cfg(test)]
     pub fn rank(
         &self,
         mode: SearchMode,

@@ -198,3 +198,24 @@ pub struct ContextInput {
     pub butler: String,
     pub token_budget: Option<u32>,
 }
+
+/// A context request, validated.
+#[derive(Debug, Clone)]
+pub struct ContextRequest {
+    pub trigger_prompt: String,
+    pub butler: String,
+    pub token_budget: usize,
+    pub scope: SearchScope,
+    pub min_confidence: f64,
+    pub now: DateTime<Utc>,
+}
+
+/// What a search found.
+#[derive(Debug, Clone)]
+pub struct SearchOutcome {
+    pub hits: Vec<Hit>,
+    /// The mode that actually ran (keyword when a semantic search degraded).
+    pub mode: SearchMode,
+    /// The query embedding was unavailable: results come from the keyword path alone.
+    pub degraded: bool,
+}

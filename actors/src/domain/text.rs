@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// Size limits on what callers may store. Loaded from `[limits]` in the configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -45,14 +45,14 @@ pub const MAX_IDENTIFIER_CHARS: usize = 200;
 pub fn check_content(field: &str, content: &str, limits: &Limits) -> MemoryResult<String> {
     let trimmed = content.trim();
     if trimmed.is_empty() {
-        return Err(MemoryError::invalid_input(
-            "empty_content",
+        return Err(MemoryError::new(
+            ErrorCode::EmptyContent,
             format!("`{field}` must not be empty"),
         ));
     }
     if trimmed.len() > limits.max_content_bytes {
-        return Err(MemoryError::invalid_input(
-            "content_too_large",
+        return Err(MemoryError::new(
+            ErrorCode::ContentTooLarge,
             format!(
                 "`{field}` is {} bytes; the limit is {} bytes",
                 trimmed.len(),
@@ -67,20 +67,20 @@ pub fn check_content(field: &str, content: &str, limits: &Limits) -> MemoryResul
 /// Checks a request id, session id or similar opaque identifier.
 pub fn check_identifier_text(field: &str, value: &str) -> MemoryResult<()> {
     if value.trim().is_empty() {
-        return Err(MemoryError::invalid_input(
-            "empty_value",
+        return Err(MemoryError::new(
+            ErrorCode::EmptyValue,
             format!("`{field}` must not be empty"),
         ));
     }
     if value.chars().count() > MAX_IDENTIFIER_CHARS {
-        return Err(MemoryError::invalid_input(
-            "value_too_long",
+        return Err(MemoryError::new(
+            ErrorCode::ValueTooLong,
             format!("`{field}` is longer than {MAX_IDENTIFIER_CHARS} characters"),
         ));
     }
     if value.chars().any(char::is_control) {
-        return Err(MemoryError::invalid_input(
-            "invalid_characters",
+        return Err(MemoryError::new(
+            ErrorCode::InvalidCharacters,
             format!("`{field}` must not contain control characters"),
         ));
     }
@@ -99,8 +99,8 @@ pub fn check_name(field: &str, value: &str) -> MemoryResult<()> {
     if valid {
         Ok(())
     } else {
-        Err(MemoryError::invalid_input(
-            "invalid_name",
+        Err(MemoryError::new(
+            ErrorCode::InvalidName,
             format!(
                 "`{field}` must be 1 to 64 of A-Z a-z 0-9 _ - . starting with a letter or digit, got {value:?}"
             ),
@@ -117,14 +117,14 @@ pub fn normalize_key(field: &str, value: &str, limits: &Limits) -> MemoryResult<
         .join(" ")
         .to_lowercase();
     if normalized.is_empty() {
-        return Err(MemoryError::invalid_input(
-            "empty_value",
+        return Err(MemoryError::new(
+            ErrorCode::EmptyValue,
             format!("`{field}` must not be empty"),
         ));
     }
     if normalized.chars().count() > limits.max_key_chars {
-        return Err(MemoryError::invalid_input(
-            "value_too_long",
+        return Err(MemoryError::new(
+            ErrorCode::ValueTooLong,
             format!(
                 "`{field}` is longer than {} characters",
                 limits.max_key_chars
@@ -139,8 +139,8 @@ pub fn normalize_key(field: &str, value: &str, limits: &Limits) -> MemoryResult<
 /// in first-seen order.
 pub fn check_tags(tags: Vec<String>, limits: &Limits) -> MemoryResult<Vec<String>> {
     if tags.len() > limits.max_tags {
-        return Err(MemoryError::invalid_input(
-            "too_many_tags",
+        return Err(MemoryError::new(
+            ErrorCode::TooManyTags,
             format!("at most {} tags are allowed", limits.max_tags),
         ));
     }
@@ -148,8 +148,8 @@ pub fn check_tags(tags: Vec<String>, limits: &Limits) -> MemoryResult<Vec<String
     for tag in tags {
         let tag = tag.trim().to_owned();
         if tag.is_empty() || tag.chars().count() > limits.max_tag_chars {
-            return Err(MemoryError::invalid_input(
-                "invalid_tag",
+            return Err(MemoryError::new(
+                ErrorCode::InvalidTag,
                 format!(
                     "each tag must be 1 to {} characters, got {tag:?}",
                     limits.max_tag_chars
@@ -168,15 +168,15 @@ pub fn check_tags(tags: Vec<String>, limits: &Limits) -> MemoryResult<Vec<String
 pub fn check_metadata(metadata: Option<Value>, limits: &Limits) -> MemoryResult<Value> {
     let metadata = metadata.unwrap_or_else(|| Value::Object(Default::default()));
     if !metadata.is_object() {
-        return Err(MemoryError::invalid_input(
-            "invalid_metadata",
+        return Err(MemoryError::new(
+            ErrorCode::InvalidMetadata,
             "`metadata` must be a JSON object",
         ));
     }
     let size = serialised_len(&metadata);
     if size > limits.max_metadata_bytes {
-        return Err(MemoryError::invalid_input(
-            "metadata_too_large",
+        return Err(MemoryError::new(
+            ErrorCode::MetadataTooLarge,
             format!(
                 "`metadata` is {size} bytes; the limit is {} bytes",
                 limits.max_metadata_bytes
@@ -212,8 +212,8 @@ pub fn check_importance(importance: Option<f64>) -> MemoryResult<f64> {
     if value.is_finite() && (0.0..=10.0).contains(&value) {
         Ok(value)
     } else {
-        Err(MemoryError::invalid_input(
-            "invalid_importance",
+        Err(MemoryError::new(
+            ErrorCode::InvalidImportance,
             format!("`importance` must be between 0 and 10, got {value}"),
         ))
     }
@@ -225,8 +225,8 @@ pub fn check_confidence(confidence: Option<f64>, default: f64) -> MemoryResult<f
     if value.is_finite() && value > 0.0 && value <= 1.0 {
         Ok(value)
     } else {
-        Err(MemoryError::invalid_input(
-            "invalid_confidence",
+        Err(MemoryError::new(
+            ErrorCode::InvalidConfidence,
             format!("`confidence` must be greater than 0 and at most 1, got {value}"),
         ))
     }
@@ -234,8 +234,8 @@ pub fn check_confidence(confidence: Option<f64>, default: f64) -> MemoryResult<f
 
 fn check_storable(field: &str, value: &str) -> MemoryResult<()> {
     if value.contains('\0') {
-        return Err(MemoryError::invalid_input(
-            "invalid_characters",
+        return Err(MemoryError::new(
+            ErrorCode::InvalidCharacters,
             format!("`{field}` must not contain NUL characters"),
         ));
     }
@@ -268,17 +268,17 @@ mod tests {
         assert_eq!(check_content("content", "  abc ", &limits).unwrap(), "abc");
         assert_eq!(
             check_content("content", "   ", &limits).unwrap_err().code,
-            "empty_content"
+            ErrorCode::EmptyContent
         );
         assert_eq!(
             check_content("content", "abcdef", &limits)
                 .unwrap_err()
                 .code,
-            "content_too_large"
+            ErrorCode::ContentTooLarge
         );
         assert_eq!(
             check_content("content", "a\0b", &limits).unwrap_err().code,
-            "invalid_characters"
+            ErrorCode::InvalidCharacters
         );
     }
 
@@ -309,7 +309,7 @@ mod tests {
         let big = json!({"a": "x".repeat(limits.max_metadata_bytes)});
         assert_eq!(
             check_metadata(Some(big), &limits).unwrap_err().code,
-            "metadata_too_large"
+            ErrorCode::MetadataTooLarge
         );
     }
 

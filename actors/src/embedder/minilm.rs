@@ -79,7 +79,7 @@ impl MiniLm {
             .map_err(load)?
             .with_optimization_level(GraphOptimizationLevel::Level3)
             .map_err(|e| load(e.into()))?
-            .with_intra_threads(config.intra_threads.max(1))
+            .with_intra_threads(config.intra_threads.get())
             .map_err(|e| load(e.into()))?
             // Spinning threads burn the cores the database and the other workers need; on a
             // loaded 2-core machine it halved throughput.

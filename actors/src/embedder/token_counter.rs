@@ -9,7 +9,7 @@ use lru::LruCache;
 use tokenizers::{NormalizerWrapper, PreTokenizerWrapper, Tokenizer};
 
 use super::EmbedError;
-use crate::domain::context::TokenCounter;
+use crate::domain::context_block::TokenCounter;
 
 /// Lines (one memory each) whose counts are remembered: a context block is mostly the
 /// same lines from one request to the next.

@@ -6,25 +6,23 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::Engine;
-use super::writes::author;
+use crate::actors::{ReaderMsg, ShardMsg};
+use crate::domain::author::Author;
 use crate::domain::caller::{Caller, Role};
+use crate::domain::episode::DeadLetter;
+use crate::domain::event::{Since, StoredEvent};
+use crate::domain::feedback::{Mark, Rated, RuleApplication};
 use crate::domain::memory_type::MemoryType;
-use crate::domain::record::MemoryRecord;
+use crate::domain::record::{Forgetting, MemoryRecord};
 use crate::domain::request_context::Lineage;
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
 use crate::domain::text::check_name;
-use crate::error::{MemoryError, MemoryResult};
-use crate::retrieval::RetrievalMsg;
-use crate::shard::ShardMsg;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::store::activity::ActivityFilter;
-use crate::store::events::StoredEvent;
-use crate::store::feedback::{Application, Outcome, Rated};
-use crate::store::forgetting::Forgetting;
 
 /// How long an on-demand sweep of one shard may take before the caller stops waiting (the
 /// sweep itself goes on).
@@ -32,14 +30,6 @@ const SWEEP_WAIT: Duration = Duration::from_secs(30 * 60);
 
 /// Most events in one page of the activity stream.
 pub const MAX_ACTIVITY_PAGE: u32 = 1000;
-
-/// Where an activity page starts: after an event id (the cursor of the previous page), or
-/// at a time.
-#[derive(Debug, Clone, Copy)]
-pub enum Since {
-    Cursor(i64),
-    Time(DateTime<Utc>),
-}
 
 impl Engine {
     /// `memory_confirm`: the fact or rule is still true; its decay starts over.
@@ -52,13 +42,13 @@ impl Engine {
         lineage: Lineage,
     ) -> MemoryResult<MemoryRecord> {
         if memory_type == MemoryType::Episode {
-            return Err(MemoryError::invalid_input(
-                "not_confirmable",
+            return Err(MemoryError::new(
+                ErrorCode::NotConfirmable,
                 "episodes have no confidence to confirm; confirm facts and rules",
             ));
         }
         let (owner, _) = self.owner_of(caller, butler, memory_type, id).await?;
-        let author = author(caller, lineage);
+        let author = Author::new(caller.actor(), lineage);
         let record = self
             .owner_ask(&owner, |reply| ShardMsg::Confirm {
                 memory_type,
@@ -75,7 +65,7 @@ impl Engine {
         &self,
         caller: &Caller,
         rule_id: Uuid,
-        outcome: Outcome,
+        mark: Mark,
         reason: Option<String>,
         butler: Option<String>,
         lineage: Lineage,
@@ -85,15 +75,15 @@ impl Engine {
             .await
         {
             // An id of another type is a broken invariant, not a typo: say so.
-            Err(e) if e.class == crate::error::ErrorClass::NotFound => {
+            Err(e) if e.class() == crate::error::ErrorClass::NotFound => {
                 for other in [MemoryType::Fact, MemoryType::Episode] {
                     if self
                         .owner_of(caller, butler.clone(), other, rule_id)
                         .await
                         .is_ok()
                     {
-                        return Err(MemoryError::integrity(
-                            "not_a_rule",
+                        return Err(MemoryError::new(
+                            ErrorCode::NotARule,
                             format!("{rule_id} is a {other}; only rules take feedback"),
                         ));
                     }
@@ -102,13 +92,13 @@ impl Engine {
             }
             other => other?,
         };
-        let application = Application {
+        let application = RuleApplication {
             rule_id,
-            outcome,
+            mark,
             reason,
             butler: acting,
         };
-        let author = author(caller, lineage);
+        let author = Author::new(caller.actor(), lineage);
         let mut rated = self
             .owner_ask(&owner, |reply| ShardMsg::Rate {
                 application,
@@ -116,7 +106,7 @@ impl Engine {
                 reply,
             })
             .await?;
-        rated.rule = rated.rule.at(self.ctx.clock.now());
+        rated.rule = rated.rule.at(self.services.clock.now());
         Ok(rated)
     }
 
@@ -131,7 +121,7 @@ impl Engine {
         lineage: Lineage,
     ) -> MemoryResult<Forgetting> {
         let (owner, _) = self.owner_of(caller, butler, memory_type, id).await?;
-        let author = author(caller, lineage);
+        let author = Author::new(caller.actor(), lineage);
         let mut done = self
             .owner_ask(&owner, |reply| ShardMsg::Forget {
                 memory_type,
@@ -155,7 +145,7 @@ impl Engine {
     ) -> MemoryResult<Forgetting> {
         caller.require_admin()?;
         let (owner, _) = self.owner_of(caller, None, memory_type, id).await?;
-        let author = author(caller, lineage);
+        let author = Author::new(caller.actor(), lineage);
         let mut done = self
             .owner_ask(&owner, |reply| ShardMsg::Restore {
                 memory_type,
@@ -180,8 +170,8 @@ impl Engine {
             Role::Admin => Some(caller.tenant_id.as_str()),
             Role::Operator => None,
             Role::Butler => {
-                return Err(MemoryError::forbidden(
-                    "admin_only",
+                return Err(MemoryError::new(
+                    ErrorCode::AdminOnly,
                     "sweeps are run by admin and operator keys",
                 ));
             }
@@ -190,7 +180,7 @@ impl Engine {
             check_name("butler", b)?;
         }
         let keys: Vec<ShardKey> = self
-            .ctx
+            .services
             .store
             .shard_keys(tenant)
             .await?
@@ -208,7 +198,7 @@ impl Engine {
 
     /// One sweep of one shard, waiting for it.
     pub async fn sweep_shard(&self, key: &ShardKey, kind: SweepKind) -> MemoryResult<SweepReport> {
-        let shard = self.shard(key).await?;
+        let shard = self.shards.get(key).await?;
         shard
             .ask(
                 |reply| ShardMsg::Sweep { kind, reply },
@@ -236,8 +226,8 @@ impl Engine {
         }
         let limit = limit.unwrap_or(100);
         if limit == 0 || limit > MAX_ACTIVITY_PAGE {
-            return Err(MemoryError::invalid_input(
-                "invalid_limit",
+            return Err(MemoryError::new(
+                ErrorCode::InvalidLimit,
                 format!("`limit` must be between 1 and {MAX_ACTIVITY_PAGE}"),
             ));
         }
@@ -253,7 +243,7 @@ impl Engine {
             butlers: butler.map(|b| vec![b]),
             limit: i64::from(limit),
         };
-        self.read(|reply| RetrievalMsg::Activity { filter, reply })
+        self.read(|reply| ReaderMsg::Activity { filter, reply })
             .await
     }
 
@@ -262,16 +252,16 @@ impl Engine {
         &self,
         caller: &Caller,
         limit: Option<u32>,
-    ) -> MemoryResult<Vec<crate::store::consolidation_queue::DeadLetter>> {
+    ) -> MemoryResult<Vec<DeadLetter>> {
         caller.require_admin()?;
         let limit = limit.unwrap_or(100);
         if limit == 0 || limit > MAX_ACTIVITY_PAGE {
-            return Err(MemoryError::invalid_input(
-                "invalid_limit",
+            return Err(MemoryError::new(
+                ErrorCode::InvalidLimit,
                 format!("`limit` must be between 1 and {MAX_ACTIVITY_PAGE}"),
             ));
         }
-        self.ctx
+        self.services
             .store
             .dead_letters(&caller.tenant_id, i64::from(limit))
             .await
@@ -285,17 +275,17 @@ impl Engine {
     ) -> MemoryResult<Vec<Uuid>> {
         caller.require_admin()?;
         let requeued = self
-            .ctx
+            .services
             .store
             .requeue_dead_letters(
                 &caller.tenant_id,
                 ids.as_deref(),
-                &caller.actor(),
-                self.ctx.clock.now(),
+                &Author::service(&caller.actor()),
+                self.services.clock.now(),
             )
             .await?;
         if !requeued.is_empty() {
-            self.ctx.generations.bump(&caller.tenant_id);
+            self.services.generations.bump(&caller.tenant_id);
         }
         Ok(requeued)
     }
@@ -315,7 +305,7 @@ impl Engine {
         let acting = caller.acting_butler(butler.as_deref())?;
         let caller_copy = caller.clone();
         let found = self
-            .read(|reply| RetrievalMsg::Get {
+            .read(|reply| ReaderMsg::Get {
                 caller: caller_copy,
                 butler: acting.clone(),
                 memory_type,
@@ -336,12 +326,12 @@ impl Engine {
         F: FnOnce(ractor::RpcReplyPort<MemoryResult<R>>) -> ShardMsg,
         R: Send + 'static,
     {
-        let shard = self.shard(owner).await?;
+        let shard = self.shards.get(owner).await?;
         shard.ask(build, self.write_timeout(), "the shard").await?
     }
 
     fn at_now(&self, record: MemoryRecord) -> MemoryRecord {
-        let now = self.ctx.clock.now();
+        let now = self.services.clock.now();
         match record {
             MemoryRecord::Fact(f) => MemoryRecord::Fact(f.at(now)),
             MemoryRecord::Rule(r) => MemoryRecord::Rule(r.at(now)),

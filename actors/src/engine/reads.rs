@@ -8,18 +8,19 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::Engine;
+use crate::actors::ReaderMsg;
 use crate::domain::caller::{Caller, GLOBAL_SCOPE, Role};
+use crate::domain::context_block::ContextOutcome;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{MemoryRecord, RecordWithLinks};
-use crate::domain::search::{ContextInput, SearchInput, SearchMode, SearchQuery, SearchScope};
+use crate::domain::search::{
+    ContextInput, ContextRequest, SearchInput, SearchMode, SearchOutcome, SearchQuery, SearchScope,
+};
 use crate::domain::shard_key::ShardKey;
+use crate::domain::stats::MemoryStats;
 use crate::domain::text::{check_content, check_name};
-use crate::error::{MemoryError, MemoryResult};
-use crate::query_embedding::{QueryEmbedding, embed_queries};
-use crate::result_cache::Cached;
-use crate::retrieval::context::{ContextOutcome, ContextRequest};
-use crate::retrieval::search::SearchOutcome;
-use crate::retrieval::{MemoryStats, RetrievalMsg};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::read_path::{Cached, QueryEmbedding};
 use crate::store::stats::StatsFilter;
 
 impl Engine {
@@ -37,7 +38,7 @@ impl Engine {
         let butler = caller.acting_butler(butler.as_deref())?;
         let caller_copy = caller.clone();
         let found = self
-            .read(|reply| RetrievalMsg::Get {
+            .read(|reply| ReaderMsg::Get {
                 caller: caller_copy,
                 butler,
                 memory_type,
@@ -67,23 +68,19 @@ impl Engine {
             scopes: scope.scopes,
             butlers: scope.butlers,
         };
-        self.read(|reply| RetrievalMsg::Stats { filter, reply })
-            .await
+        self.read(|reply| ReaderMsg::Stats { filter, reply }).await
     }
 
     /// Hybrid, semantic or keyword search over what the caller may see. Bumps the reference
     /// counts of what it returns.
     pub async fn search(&self, caller: &Caller, input: SearchInput) -> MemoryResult<SearchOutcome> {
-        let config = &self.ctx.config;
+        let config = &self.services.config;
         let text = check_content("query", &input.query, &config.limits)?;
-        let mode = match input.mode {
-            Some(mode) => mode,
-            None => config.retrieval.default_mode.parse()?,
-        };
+        let mode = input.mode.unwrap_or(config.retrieval.default_mode);
         let limit = input.limit.unwrap_or(config.retrieval.default_limit);
         if limit == 0 || limit > config.retrieval.max_limit {
-            return Err(MemoryError::invalid_input(
-                "invalid_limit",
+            return Err(MemoryError::new(
+                ErrorCode::InvalidLimit,
                 format!(
                     "`limit` must be between 1 and {}",
                     config.retrieval.max_limit
@@ -94,8 +91,8 @@ impl Engine {
             .min_confidence
             .unwrap_or(config.facts.retrieval_confidence_threshold);
         if !(0.0..=1.0).contains(&min_confidence) {
-            return Err(MemoryError::invalid_input(
-                "invalid_min_confidence",
+            return Err(MemoryError::new(
+                ErrorCode::InvalidMinConfidence,
                 "`min_confidence` must be between 0 and 1",
             ));
         }
@@ -103,8 +100,8 @@ impl Engine {
         types.sort();
         types.dedup();
         if types.is_empty() {
-            return Err(MemoryError::invalid_input(
-                "empty_types",
+            return Err(MemoryError::new(
+                ErrorCode::EmptyTypes,
                 "`types` must name at least one type",
             ));
         }
@@ -113,9 +110,9 @@ impl Engine {
             "search|{}|{:?}|{:?}|{:?}|{mode}|{limit}|{min_confidence}|{text}",
             scope.tenant_id, scope.scopes, scope.butlers, types
         );
-        let generation = self.ctx.generations.current(&caller.tenant_id);
-        let now = self.ctx.clock.now();
-        if let Some(Cached::Search(hit)) = self.ctx.result_cache.get(&key, generation, now) {
+        let generation = self.services.generations.current(&caller.tenant_id);
+        let now = self.services.clock.now();
+        if let Some(Cached::Search(hit)) = self.results.get(&key, generation, now) {
             let outcome = hit.as_ref().clone();
             self.touch_hits(&caller.tenant_id, &outcome).await;
             return Ok(outcome);
@@ -131,13 +128,15 @@ impl Engine {
             now,
         };
         let embedding = if query.embedding_needed {
-            embed_queries(&self.ctx, std::slice::from_ref(&query.text)).remove(0)
+            self.queries
+                .embed(std::slice::from_ref(&query.text))
+                .remove(0)
         } else {
             QueryEmbedding::none()
         };
         let query = Box::new(query);
         let outcome = self
-            .read(|reply| RetrievalMsg::Search {
+            .read(|reply| ReaderMsg::Search {
                 query,
                 embedding,
                 reply,
@@ -148,7 +147,7 @@ impl Engine {
             metrics::counter!("butler_memory_degraded_reads_total", "tool" => "search")
                 .increment(1);
         } else {
-            self.ctx.result_cache.put(
+            self.results.put(
                 key,
                 generation,
                 now,
@@ -204,16 +203,12 @@ impl Engine {
             .map(|input| self.context_request(caller, input))
             .collect();
         // Answers still in the result cache need neither an embedding nor a reader.
-        let generation = self.ctx.generations.current(&caller.tenant_id);
+        let generation = self.services.generations.current(&caller.tenant_id);
         let cached: Vec<Option<ContextOutcome>> = requests
             .iter()
             .map(|r| {
                 let r = r.as_ref().ok()?;
-                match self
-                    .ctx
-                    .result_cache
-                    .get(&context_key(r), generation, r.now)
-                {
+                match self.results.get(&context_key(r), generation, r.now) {
                     Some(Cached::Context(hit)) => Some(hit.as_ref().clone()),
                     _ => None,
                 }
@@ -227,7 +222,7 @@ impl Engine {
                 _ => None,
             })
             .collect();
-        let mut embeddings = embed_queries(&self.ctx, &prompts).into_iter();
+        let mut embeddings = self.queries.embed(&prompts).into_iter();
         let answers = requests.into_iter().zip(cached).map(|(request, hit)| {
             let embedding = match (&request, &hit) {
                 (Ok(_), None) => embeddings.next().unwrap_or_else(QueryEmbedding::none),
@@ -242,7 +237,7 @@ impl Engine {
                 let now = request.now;
                 let request = Box::new(request);
                 let outcome = self
-                    .read(|reply| RetrievalMsg::Context {
+                    .read(|reply| ReaderMsg::Context {
                         request,
                         embedding,
                         reply,
@@ -252,7 +247,7 @@ impl Engine {
                     metrics::counter!("butler_memory_degraded_reads_total", "tool" => "context")
                         .increment(1);
                 } else {
-                    self.ctx.result_cache.put(
+                    self.results.put(
                         key,
                         generation,
                         now,
@@ -270,7 +265,7 @@ impl Engine {
         caller: &Caller,
         input: ContextInput,
     ) -> MemoryResult<ContextRequest> {
-        let config = &self.ctx.config;
+        let config = &self.services.config;
         check_name("butler", &input.butler)?;
         // A butler key may only build its own butler's context.
         let butler = caller
@@ -278,10 +273,10 @@ impl Engine {
             .unwrap_or(input.butler);
         let budget = input
             .token_budget
-            .unwrap_or(config.retrieval.context_token_budget);
+            .unwrap_or(config.retrieval.context_token_budget.get());
         if budget == 0 || budget > config.retrieval.context.max_token_budget {
-            return Err(MemoryError::invalid_input(
-                "invalid_token_budget",
+            return Err(MemoryError::new(
+                ErrorCode::InvalidTokenBudget,
                 format!(
                     "`token_budget` must be between 1 and {}",
                     config.retrieval.context.max_token_budget
@@ -298,7 +293,7 @@ impl Engine {
             butler,
             token_budget: budget as usize,
             min_confidence: config.facts.retrieval_confidence_threshold,
-            now: self.ctx.clock.now(),
+            now: self.services.clock.now(),
         })
     }
 

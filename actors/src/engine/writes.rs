@@ -1,15 +1,15 @@
 //! Writes: validated here against the caller's rights, performed by the owning shard.
 
 use super::Engine;
+use crate::actors::ShardMsg;
+use crate::domain::author::Author;
 use crate::domain::caller::Caller;
-use crate::domain::episode::{EpisodeInput, NewEpisode};
+use crate::domain::episode::{EpisodeInput, Inserted, NewEpisode};
 use crate::domain::fact::{FactInput, StoredFact};
 use crate::domain::request_context::Lineage;
 use crate::domain::rule::{Rule, RuleInput};
 use crate::domain::shard_key::ShardKey;
-use crate::error::{MemoryError, MemoryResult};
-use crate::shard::{Author, ShardMsg};
-use crate::store::episodes::Inserted;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 impl Engine {
     /// Stores an episode in its butler's shard. Answers after it is committed (with the
@@ -23,15 +23,16 @@ impl Engine {
     ) -> MemoryResult<Inserted> {
         let episode = input.validate(
             caller,
-            &self.ctx.config.limits,
-            self.ctx.config.episodes.default_ttl_days,
-            self.ctx.clock.now(),
+            &self.services.config.limits,
+            self.services.config.episodes.default_ttl_days,
+            self.services.clock.now(),
         )?;
         let shard = self
-            .shard(&ShardKey::new(&caller.tenant_id, &episode.butler))
+            .shards
+            .get(&ShardKey::new(&caller.tenant_id, &episode.butler))
             .await?;
-        let _room = self.ctx.admission.admit(1, shard.info.queue_depth())?;
-        let author = author(caller, lineage);
+        let _room = self.services.admission.admit(1, shard.info.queue_depth())?;
+        let author = Author::new(caller.actor(), lineage);
         shard
             .ask(
                 |reply| ShardMsg::StoreEpisode {
@@ -55,15 +56,15 @@ impl Engine {
         inputs: Vec<EpisodeInput>,
         lineage: Lineage,
     ) -> MemoryResult<Vec<Inserted>> {
-        let config = &self.ctx.config;
-        let max = config.writes.max_ingest_batch as usize;
+        let config = &self.services.config;
+        let max = config.writes.max_ingest_batch.get() as usize;
         if inputs.is_empty() || inputs.len() > max {
-            return Err(MemoryError::invalid_input(
-                "invalid_batch",
+            return Err(MemoryError::new(
+                ErrorCode::InvalidBatch,
                 format!("`episodes` must hold 1 to {max} episodes"),
             ));
         }
-        let now = self.ctx.clock.now();
+        let now = self.services.clock.now();
         let mut by_shard: Vec<(ShardKey, Vec<usize>, Vec<NewEpisode>)> = Vec::new();
         for (i, input) in inputs.into_iter().enumerate() {
             let episode = input
@@ -89,15 +90,15 @@ impl Engine {
         let total: usize = by_shard.iter().map(|(_, p, _)| p.len()).sum();
         let mut shards = Vec::with_capacity(by_shard.len());
         for (key, _, _) in &by_shard {
-            shards.push(self.shard(key).await?);
+            shards.push(self.shards.get(key).await?);
         }
         let deepest = shards
             .iter()
             .map(|s| s.info.queue_depth())
             .max()
             .unwrap_or(0);
-        let _room = self.ctx.admission.admit(total as u32, deepest)?;
-        let author = author(caller, lineage);
+        let _room = self.services.admission.admit(total as u32, deepest)?;
+        let author = Author::new(caller.actor(), lineage);
         let sends = by_shard
             .into_iter()
             .zip(&shards)
@@ -137,12 +138,17 @@ impl Engine {
         input: FactInput,
         lineage: Lineage,
     ) -> MemoryResult<StoredFact> {
-        let fact = input.validate(caller, &self.ctx.config.limits, self.ctx.clock.now())?;
+        let fact = input.validate(
+            caller,
+            &self.services.config.limits,
+            self.services.clock.now(),
+        )?;
         let shard = self
-            .shard(&caller.shard(fact.source_butler.as_deref()))
+            .shards
+            .get(&caller.shard(fact.source_butler.as_deref()))
             .await?;
-        let author = author(caller, lineage);
-        let now = self.ctx.clock.now();
+        let author = Author::new(caller.actor(), lineage);
+        let now = self.services.clock.now();
         let mut stored = shard
             .ask(
                 |reply| ShardMsg::StoreFact {
@@ -166,12 +172,17 @@ impl Engine {
         input: RuleInput,
         lineage: Lineage,
     ) -> MemoryResult<Rule> {
-        let rule = input.validate(caller, &self.ctx.config.limits, self.ctx.clock.now())?;
+        let rule = input.validate(
+            caller,
+            &self.services.config.limits,
+            self.services.clock.now(),
+        )?;
         let shard = self
-            .shard(&caller.shard(rule.source_butler.as_deref()))
+            .shards
+            .get(&caller.shard(rule.source_butler.as_deref()))
             .await?;
-        let author = author(caller, lineage);
-        let now = self.ctx.clock.now();
+        let author = Author::new(caller.actor(), lineage);
+        let now = self.services.clock.now();
         Ok(shard
             .ask(
                 |reply| ShardMsg::StoreRule {
@@ -184,12 +195,5 @@ impl Engine {
             )
             .await??
             .at(now))
-    }
-}
-
-pub(super) fn author(caller: &Caller, lineage: Lineage) -> Author {
-    Author {
-        actor: caller.actor(),
-        lineage,
     }
 }

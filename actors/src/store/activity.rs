@@ -5,7 +5,7 @@
 use crate::error::MemoryResult;
 
 use super::Store;
-use super::events::StoredEvent;
+use crate::domain::event::StoredEvent;
 
 /// Which events to page through.
 #[derive(Debug, Clone)]

@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::domain::author::Author;
 use crate::domain::extraction::{Extraction, SourceEpisode};
 use crate::domain::fact::NewFact;
 use crate::domain::memory_type::MemoryType;
@@ -104,12 +105,15 @@ impl Store {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
-        let lineage = Lineage {
-            request_id: format!("consolidation-{job_id}"),
-            subrequest_id: None,
-            segment_id: None,
-            generated: true,
-        };
+        let author = Author::new(
+            CONSOLIDATION_ACTOR,
+            Lineage {
+                request_id: format!("consolidation-{job_id}"),
+                subrequest_id: None,
+                segment_id: None,
+                generated: true,
+            },
+        );
         let butler = (shard.butler != TENANT_SHARD_BUTLER).then(|| shard.butler.clone());
         let mut outcome = JobOutcome {
             episodes: ids.len() as u64,
@@ -158,9 +162,7 @@ impl Store {
                     .collect(),
                 created_at: now,
             };
-            let stored =
-                facts::insert_superseding(&mut tx, &fact, None, CONSOLIDATION_ACTOR, &lineage)
-                    .await?;
+            let stored = facts::insert_superseding(&mut tx, &fact, None, &author).await?;
             item_entity(&mut tx, shard, &format!("{key}:fact:{i}"), stored.fact.id).await?;
             // The fact it updates, when that one had another subject or predicate.
             if let Some(old) = f.supersedes_fact_id
@@ -184,8 +186,7 @@ impl Store {
                             event_type: crate::domain::event::EventType::FactSuperseded,
                             entity_type: MemoryType::Fact,
                             entity_id: old,
-                            actor: CONSOLIDATION_ACTOR.to_owned(),
-                            lineage: lineage.clone(),
+                            author: author.clone(),
                             scope: None,
                             butler: butler.clone(),
                             payload: json!({"after": {"validity": "superseded"},
@@ -244,8 +245,7 @@ impl Store {
                         event_type: crate::domain::event::EventType::RuleConfirmed,
                         entity_type: MemoryType::Rule,
                         entity_id: id,
-                        actor: CONSOLIDATION_ACTOR.to_owned(),
-                        lineage: lineage.clone(),
+                        author: author.clone(),
                         scope: Some(scope.clone()),
                         butler: butler.clone(),
                         payload: json!({"after": {"validity": "active", "last_confirmed_at": now},
@@ -274,7 +274,7 @@ impl Store {
                 links: vec![derived_from(r.source_episode_id)],
                 created_at: now,
             };
-            let stored = rules::insert(&mut tx, &rule, None, CONSOLIDATION_ACTOR, &lineage).await?;
+            let stored = rules::insert(&mut tx, &rule, None, &author).await?;
             item_entity(&mut tx, shard, &format!("{key}:rule:{i}"), stored.id).await?;
             outcome.rules_created += 1;
         }
@@ -311,8 +311,7 @@ impl Store {
                         event_type: crate::domain::event::EventType::FactConfirmed,
                         entity_type: MemoryType::Fact,
                         entity_id: *id,
-                        actor: CONSOLIDATION_ACTOR.to_owned(),
-                        lineage: lineage.clone(),
+                        author: author.clone(),
                         scope: Some(scope),
                         butler: source_butler,
                         payload: json!({"after": {"validity": "active", "last_confirmed_at": now}}),
@@ -344,7 +343,7 @@ impl Store {
         .bind(&ids)
         .bind(now)
         .bind(CONSOLIDATION_ACTOR)
-        .bind(&lineage.request_id)
+        .bind(&author.lineage.request_id)
         .execute(&mut *tx)
         .await?;
         sqlx::query(

@@ -9,9 +9,10 @@ use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::domain::author::Author;
+use crate::domain::episode::DeadLetter;
 use crate::domain::extraction::SourceEpisode;
 use crate::domain::memory_type::MemoryType;
-use crate::domain::request_context::Lineage;
 use crate::domain::shard_key::ShardKey;
 use crate::error::MemoryResult;
 
@@ -25,18 +26,6 @@ pub struct FailedAttempt {
     pub retrying: u64,
     /// Episodes that ran out of attempts.
     pub dead_lettered: u64,
-}
-
-/// A dead-lettered episode, for the admin who decides its fate.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct DeadLetter {
-    pub id: Uuid,
-    pub butler: String,
-    pub content: String,
-    pub consolidation_attempts: i32,
-    pub last_consolidation_error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
 }
 
 /// A shard whose consolidation backlog is over the size or age trigger.
@@ -69,7 +58,7 @@ impl Store {
         &self,
         tenant_id: &str,
         ids: Option<&[Uuid]>,
-        actor: &str,
+        author: &Author,
         now: DateTime<Utc>,
     ) -> MemoryResult<Vec<Uuid>> {
         let mut tx = self.begin().await?;
@@ -84,7 +73,6 @@ impl Store {
         .bind(ids)
         .fetch_all(&mut *tx)
         .await?;
-        let lineage = Lineage::generated();
         for (id, butler) in &requeued {
             super::events::append(
                 &mut tx,
@@ -93,8 +81,7 @@ impl Store {
                     event_type: crate::domain::event::EventType::EpisodeRequeued,
                     entity_type: MemoryType::Episode,
                     entity_id: *id,
-                    actor: actor.to_owned(),
-                    lineage: lineage.clone(),
+                    author: author.clone(),
                     scope: None,
                     butler: Some(butler.clone()),
                     payload: json!({"before": {"consolidation_status": "dead_letter"},
@@ -174,7 +161,7 @@ impl Store {
         .fetch_all(&mut *tx)
         .await?;
         let mut out = FailedAttempt::default();
-        let lineage = Lineage::generated();
+        let author = Author::service(CONSOLIDATION_ACTOR);
         for (id, attempt) in attempts {
             let dead = attempt as u32 >= max_attempts;
             let retry_at = (!dead).then(|| now + backoff(attempt));
@@ -201,8 +188,7 @@ impl Store {
                         event_type: crate::domain::event::EventType::EpisodeDeadLettered,
                         entity_type: MemoryType::Episode,
                         entity_id: id,
-                        actor: CONSOLIDATION_ACTOR.to_owned(),
-                        lineage: lineage.clone(),
+                        author: author.clone(),
                         scope: None,
                         butler: Some(shard.butler.clone()),
                         payload: json!({"before": {"consolidation_status": "pending"},

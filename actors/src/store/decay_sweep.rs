@@ -13,9 +13,9 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::config::RulesConfig;
 use crate::domain::decay::days_between;
 use crate::domain::maturity::Maturity;
+use crate::domain::rule_evidence::RuleThresholds;
 use crate::domain::rule_evidence::{Direction, Evidence, next_maturity};
 use crate::domain::shard_key::ShardKey;
 use crate::error::MemoryResult;
@@ -137,7 +137,7 @@ impl Store {
         &self,
         shard: &ShardKey,
         now: DateTime<Utc>,
-        rules: &RulesConfig,
+        rules: &RuleThresholds,
         actor: &str,
     ) -> MemoryResult<(u64, u64)> {
         // Only rules with some evidence can move; a shard has few of them.

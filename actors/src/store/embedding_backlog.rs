@@ -37,7 +37,8 @@ impl Store {
                  FROM episodes e WHERE e.embedding IS NULL
                  ORDER BY e.created_at, e.id LIMIT $1"
             }
-            // Must match `embedder::fact_text`.
+            // A fact is embedded with its subject and predicate, so that a question about
+            // "diet" finds `user / dietary_restriction: lactose intolerant`.
             MemoryType::Fact => {
                 "SELECT id, subject || ' ' || replace(predicate, '_', ' ') || ': ' || content AS text,
                         NULL::text AS context

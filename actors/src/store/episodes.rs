@@ -4,7 +4,7 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use sqlx::types::Json;
 
-use crate::domain::episode::{Episode, NewEpisode};
+use crate::domain::episode::{Episode, Inserted, Submission};
 use crate::domain::event::EventType;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::request_context::Lineage;
@@ -19,29 +19,12 @@ pub struct Embedded {
     pub version_id: i16,
 }
 
-/// One episode to insert, with who asked for it.
-#[derive(Debug, Clone, Copy)]
-pub struct Submitted<'a> {
-    pub episode: &'a NewEpisode,
-    pub actor: &'a str,
-    pub lineage: &'a Lineage,
-}
-
 /// The payload of an `episode_stored` event, serialized straight from the record (no
 /// intermediate JSON tree: at thousands of episodes a second it shows in profiles).
 #[derive(Serialize)]
 struct StoredEvent<'a> {
     before: Option<()>,
     after: &'a Episode,
-}
-
-/// What became of one submitted episode.
-#[derive(Debug, Clone)]
-pub struct Inserted {
-    pub episode: Episode,
-    /// An episode with the same idempotency key was already stored: this is that one, and
-    /// nothing was written.
-    pub duplicate: bool,
 }
 
 /// Inserts episodes and appends their `episode_stored` events in submission order (event
@@ -54,11 +37,11 @@ pub struct Inserted {
 /// returned, marked duplicate.
 pub async fn insert_batch(
     conn: &mut PgConnection,
-    batch: &[Submitted<'_>],
+    batch: &[Submission],
 ) -> MemoryResult<Vec<Inserted>> {
     let stored: Vec<Episode> = batch
         .iter()
-        .map(|s| s.episode.stored(&s.lineage.request_id))
+        .map(|s| s.episode.stored(&s.author.lineage.request_id))
         .collect();
     let inserted = insert_rows(conn, batch, &stored).await?;
 
@@ -70,7 +53,7 @@ pub async fn insert_batch(
         .collect();
 
     // Keys seen before: the episodes stored under them, found by key.
-    let missing: Vec<&Submitted> = batch
+    let missing: Vec<&Submission> = batch
         .iter()
         .filter(|s| !by_id.contains_key(&s.episode.id))
         .collect();
@@ -149,13 +132,17 @@ pub async fn prepare_insert(conn: &mut PgConnection) -> sqlx::Result<()> {
 /// events; answers the ids actually inserted.
 async fn insert_rows(
     conn: &mut PgConnection,
-    batch: &[Submitted<'_>],
+    batch: &[Submission],
     stored: &[Episode],
 ) -> sqlx::Result<Vec<uuid::Uuid>> {
     let column = |f: fn(&Episode) -> String| stored.iter().map(f).collect::<Vec<_>>();
     let optional = |f: fn(&Episode) -> Option<String>| stored.iter().map(f).collect::<Vec<_>>();
-    let lineage =
-        |f: fn(&Lineage) -> Option<String>| batch.iter().map(|s| f(s.lineage)).collect::<Vec<_>>();
+    let lineage = |f: fn(&Lineage) -> Option<String>| {
+        batch
+            .iter()
+            .map(|s| f(&s.author.lineage))
+            .collect::<Vec<_>>()
+    };
     sqlx::query_scalar(
         "WITH input AS MATERIALIZED (
              SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
@@ -196,7 +183,12 @@ async fn insert_rows(
     .bind(stored.iter().map(|e| Json(&e.metadata)).collect::<Vec<_>>())
     .bind(optional(|e| e.request_id.clone()))
     .bind(optional(|e| e.idempotency_key.clone()))
-    .bind(batch.iter().map(|s| s.actor.to_owned()).collect::<Vec<_>>())
+    .bind(
+        batch
+            .iter()
+            .map(|s| s.author.name.clone())
+            .collect::<Vec<_>>(),
+    )
     .bind(lineage(|l| l.subrequest_id.clone()))
     .bind(lineage(|l| l.segment_id.clone()))
     .bind(

@@ -8,11 +8,11 @@
 use serde_json::json;
 use sqlx::PgConnection;
 
+use crate::domain::author::Author;
 use crate::domain::event::{EventType, NewEvent};
 use crate::domain::fact::{Fact, FactOutcome, NewFact, StoredFact};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::relation::Relation;
-use crate::domain::request_context::Lineage;
 use crate::error::MemoryResult;
 
 use super::columns::fact_columns;
@@ -42,8 +42,7 @@ pub async fn insert_superseding(
     conn: &mut PgConnection,
     fact: &NewFact,
     embedding: Option<&Embedded>,
-    actor: &str,
-    lineage: &Lineage,
+    author: &Author,
 ) -> MemoryResult<StoredFact> {
     lock_fact_key(
         conn,
@@ -74,8 +73,7 @@ pub async fn insert_superseding(
         event_type,
         entity_type: MemoryType::Fact,
         entity_id,
-        actor: actor.to_owned(),
-        lineage: lineage.clone(),
+        author: author.clone(),
         scope: Some(fact.scope.clone()),
         butler: fact.source_butler.clone(),
         payload,
@@ -167,7 +165,7 @@ pub async fn insert_superseding(
     .bind(fact.created_at)
     .bind(json!(fact.tags))
     .bind(&fact.metadata)
-    .bind(&lineage.request_id)
+    .bind(&author.lineage.request_id)
     .fetch_one(&mut *conn)
     .await?;
 

@@ -3,41 +3,33 @@
 //! effectiveness and maturity, all in one transaction with its event.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::config::RulesConfig;
+use crate::domain::author::Author;
 use crate::domain::decay::days_between;
 use crate::domain::event::{EventType, NewEvent};
 use crate::domain::fact::Fact;
+use crate::domain::feedback::{Mark, Rated, RuleApplication};
 use crate::domain::maturity::Maturity;
 use crate::domain::memory_type::MemoryType;
-use crate::domain::request_context::Lineage;
 use crate::domain::rule::Rule;
-use crate::domain::rule_evidence::{Direction, Evidence, next_maturity};
+use crate::domain::rule_evidence::{Direction, Evidence, RuleThresholds, next_maturity};
 use crate::domain::validity::Validity;
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 use super::columns::{fact_columns, rule_columns};
 use super::lifecycle_locks::{fact_for_update, rule_for_update};
 use super::{anti_patterns, events};
-
-/// Who made a change, for the audit stream.
-#[derive(Debug, Clone, Copy)]
-pub struct Actor<'a> {
-    pub name: &'a str,
-    pub lineage: &'a Lineage,
-}
 
 /// Only live memories can be confirmed or rated: the rest are history.
 fn require_live(memory_type: MemoryType, id: Uuid, validity: Validity) -> MemoryResult<()> {
     if validity.is_live() {
         Ok(())
     } else {
-        Err(MemoryError::integrity(
-            "not_live",
+        Err(MemoryError::new(
+            ErrorCode::NotLive,
             format!(
                 "{memory_type} {id} is {validity}; only active or fading ones can change this way"
             ),
@@ -51,7 +43,7 @@ pub async fn confirm_fact(
     tenant_id: &str,
     id: Uuid,
     now: DateTime<Utc>,
-    actor: Actor<'_>,
+    author: &Author,
 ) -> MemoryResult<Fact> {
     let before = fact_for_update(conn, tenant_id, id).await?;
     require_live(MemoryType::Fact, id, before.validity)?;
@@ -70,8 +62,7 @@ pub async fn confirm_fact(
         event_type: EventType::FactConfirmed,
         entity_type: MemoryType::Fact,
         entity_id: id,
-        actor: actor.name.to_owned(),
-        lineage: actor.lineage.clone(),
+        author: author.clone(),
         scope: Some(after.scope.clone()),
         butler: after.source_butler.clone(),
         payload: json!({
@@ -89,7 +80,7 @@ pub async fn confirm_rule(
     tenant_id: &str,
     id: Uuid,
     now: DateTime<Utc>,
-    actor: Actor<'_>,
+    author: &Author,
 ) -> MemoryResult<Rule> {
     let before = rule_for_update(conn, tenant_id, id).await?;
     require_live(MemoryType::Rule, id, before.validity)?;
@@ -108,8 +99,7 @@ pub async fn confirm_rule(
         event_type: EventType::RuleConfirmed,
         entity_type: MemoryType::Rule,
         entity_id: id,
-        actor: actor.name.to_owned(),
-        lineage: actor.lineage.clone(),
+        author: author.clone(),
         scope: Some(after.scope.clone()),
         butler: after.source_butler.clone(),
         payload: json!({
@@ -121,50 +111,16 @@ pub async fn confirm_rule(
     Ok(after)
 }
 
-/// How a rule worked out when a butler applied it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Helpful,
-    Harmful,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Helpful => "helpful",
-            Outcome::Harmful => "harmful",
-        }
-    }
-}
-
-/// One application of a rule and how it went.
-#[derive(Debug, Clone)]
-pub struct Application {
-    pub rule_id: Uuid,
-    pub outcome: Outcome,
-    pub reason: Option<String>,
-    /// The butler that applied it, when known.
-    pub butler: Option<String>,
-}
-
-/// A rule after feedback, and the maturity it had before.
-#[derive(Debug, Clone)]
-pub struct Rated {
-    pub rule: Rule,
-    pub maturity_before: Maturity,
-}
-
 /// Records an application and re-evaluates the rule: counts, effectiveness, maturity
 /// (promotion on help, demotion on harm) and, past the harm threshold, inversion into an
 /// anti-pattern.
 pub async fn rate_rule(
     conn: &mut PgConnection,
     tenant_id: &str,
-    application: &Application,
+    application: &RuleApplication,
     now: DateTime<Utc>,
-    rules: &RulesConfig,
-    actor: Actor<'_>,
+    rules: &RuleThresholds,
+    author: &Author,
 ) -> MemoryResult<Rated> {
     let id = application.rule_id;
     let before = rule_for_update(conn, tenant_id, id).await?;
@@ -178,24 +134,24 @@ pub async fn rate_rule(
     .bind(Uuid::now_v7())
     .bind(tenant_id)
     .bind(id)
-    .bind(application.outcome.as_str())
+    .bind(application.mark.as_str())
     .bind(&application.reason)
     .bind(&application.butler)
-    .bind(actor.name)
-    .bind(&actor.lineage.request_id)
-    .bind(&actor.lineage.subrequest_id)
-    .bind(&actor.lineage.segment_id)
+    .bind(&author.name)
+    .bind(&author.lineage.request_id)
+    .bind(&author.lineage.subrequest_id)
+    .bind(&author.lineage.segment_id)
     .bind(now)
     .execute(&mut *conn)
     .await?;
 
-    let (success, harmful, direction) = match application.outcome {
-        Outcome::Helpful => (
+    let (success, harmful, direction) = match application.mark {
+        Mark::Helpful => (
             before.success_count + 1,
             before.harmful_count,
             Direction::Up,
         ),
-        Outcome::Harmful => (
+        Mark::Harmful => (
             before.success_count,
             before.harmful_count + 1,
             Direction::Down,
@@ -240,14 +196,13 @@ pub async fn rate_rule(
     .await?;
     let event = NewEvent {
         tenant_id: tenant_id.to_owned(),
-        event_type: match application.outcome {
-            Outcome::Helpful => EventType::RuleMarkedHelpful,
-            Outcome::Harmful => EventType::RuleMarkedHarmful,
+        event_type: match application.mark {
+            Mark::Helpful => EventType::RuleMarkedHelpful,
+            Mark::Harmful => EventType::RuleMarkedHarmful,
         },
         entity_type: MemoryType::Rule,
         entity_id: id,
-        actor: actor.name.to_owned(),
-        lineage: actor.lineage.clone(),
+        author: author.clone(),
         scope: Some(after.scope.clone()),
         butler: after.source_butler.clone(),
         payload: json!({

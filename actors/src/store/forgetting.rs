@@ -11,32 +11,25 @@ use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::domain::author::Author;
 use crate::domain::episode::Episode;
 use crate::domain::event::{EventType, NewEvent};
 use crate::domain::memory_type::MemoryType;
-use crate::domain::record::MemoryRecord;
+use crate::domain::record::{Forgetting, MemoryRecord};
 use crate::domain::validity::Validity;
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 use super::columns::{episode_columns, fact_columns, rule_columns};
 use super::events;
 use super::facts::lock_fact_key;
-use super::feedback::Actor;
 use super::lifecycle_locks::{fact_for_update, rule_for_update};
-
-/// The record after a forget or restore, and whether anything changed.
-#[derive(Debug, Clone)]
-pub struct Forgetting {
-    pub record: MemoryRecord,
-    pub changed: bool,
-}
 
 fn event(
     tenant_id: &str,
     event_type: EventType,
     record: &MemoryRecord,
     id: Uuid,
-    actor: Actor<'_>,
+    author: &Author,
     payload: serde_json::Value,
 ) -> NewEvent {
     let (scope, butler) = match record {
@@ -49,8 +42,7 @@ fn event(
         event_type,
         entity_type: record.memory_type(),
         entity_id: id,
-        actor: actor.name.to_owned(),
-        lineage: actor.lineage.clone(),
+        author: author.clone(),
         scope,
         butler,
         payload,
@@ -65,7 +57,7 @@ pub async fn forget(
     id: Uuid,
     reason: Option<&str>,
     now: DateTime<Utc>,
-    actor: Actor<'_>,
+    author: &Author,
 ) -> MemoryResult<Forgetting> {
     let (record, event_type, payload) = match memory_type {
         MemoryType::Fact => {
@@ -134,7 +126,7 @@ pub async fn forget(
     };
     events::append(
         conn,
-        &event(tenant_id, event_type, &record, id, actor, payload),
+        &event(tenant_id, event_type, &record, id, author, payload),
         now,
     )
     .await?;
@@ -151,11 +143,11 @@ pub async fn restore(
     memory_type: MemoryType,
     id: Uuid,
     now: DateTime<Utc>,
-    actor: Actor<'_>,
+    author: &Author,
 ) -> MemoryResult<Forgetting> {
     let not_forgotten = || {
-        MemoryError::integrity(
-            "not_forgotten",
+        MemoryError::new(
+            ErrorCode::NotForgotten,
             format!("{memory_type} {id} is not forgotten; there is nothing to restore"),
         )
     };
@@ -181,8 +173,8 @@ pub async fn restore(
                 .fetch_optional(&mut *conn)
                 .await?;
                 if let Some(newer) = newer {
-                    return Err(MemoryError::integrity(
-                        "newer_fact",
+                    return Err(MemoryError::new(
+                        ErrorCode::NewerFact,
                         format!(
                             "fact {id} cannot be restored: fact {newer} now holds `{}` / `{}`",
                             peek.subject, peek.predicate
@@ -239,7 +231,7 @@ pub async fn restore(
     };
     events::append(
         conn,
-        &event(tenant_id, event_type, &record, id, actor, payload),
+        &event(tenant_id, event_type, &record, id, author, payload),
         now,
     )
     .await?;

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::domain::fact::Fact;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::rule::Rule;
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 use super::columns::{fact_columns, rule_columns};
 
@@ -58,8 +58,8 @@ pub async fn rule_for_update(
     .fetch_optional(&mut *conn)
     .await?;
     Err(match other {
-        Some(kind) => MemoryError::integrity(
-            "not_a_rule",
+        Some(kind) => MemoryError::new(
+            ErrorCode::NotARule,
             format!("{id} is a {kind}; only rules take feedback"),
         ),
         None => MemoryError::not_found(MemoryType::Rule, id),

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::Links;
 use crate::domain::relation::{Link, LinkTarget, Relation};
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 #[derive(sqlx::FromRow)]
 struct LinkRow {
@@ -80,8 +80,8 @@ pub async fn insert_requested(
     let mut links = Vec::with_capacity(targets.len());
     for target in targets {
         if target.target_id == source.1 {
-            return Err(MemoryError::invalid_input(
-                "self_link",
+            return Err(MemoryError::new(
+                ErrorCode::SelfLink,
                 "a memory cannot link to itself",
             ));
         }

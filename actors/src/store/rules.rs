@@ -3,9 +3,9 @@
 use serde_json::json;
 use sqlx::PgConnection;
 
+use crate::domain::author::Author;
 use crate::domain::event::{EventType, NewEvent};
 use crate::domain::memory_type::MemoryType;
-use crate::domain::request_context::Lineage;
 use crate::domain::rule::{NewRule, Rule};
 use crate::error::MemoryResult;
 
@@ -18,8 +18,7 @@ pub async fn insert(
     conn: &mut PgConnection,
     rule: &NewRule,
     embedding: Option<&Embedded>,
-    actor: &str,
-    lineage: &Lineage,
+    author: &Author,
 ) -> MemoryResult<Rule> {
     let stored: Rule = sqlx::query_as(concat!(
         "INSERT INTO rules
@@ -46,7 +45,7 @@ pub async fn insert(
     .bind(rule.created_at)
     .bind(json!(rule.tags))
     .bind(&rule.metadata)
-    .bind(&lineage.request_id)
+    .bind(&author.lineage.request_id)
     .fetch_one(&mut *conn)
     .await?;
     let written = links::insert_requested(
@@ -64,8 +63,7 @@ pub async fn insert(
             event_type: EventType::RuleCreated,
             entity_type: MemoryType::Rule,
             entity_id: stored.id,
-            actor: actor.to_owned(),
-            lineage: lineage.clone(),
+            author: author.clone(),
             scope: Some(stored.scope.clone()),
             butler: stored.source_butler.clone(),
             payload: json!({ "before": null, "after": stored, "links": written }),

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
+use crate::domain::stats::{Backlog, Breakdown, EpisodeStats, KnowledgeStats};
 use crate::error::MemoryResult;
 
 use super::Store;
@@ -19,37 +19,6 @@ pub struct StatsFilter {
     pub scopes: Option<Vec<String>>,
     /// Butlers whose episodes to count; `None` counts every butler.
     pub butlers: Option<Vec<String>>,
-}
-
-/// Counts by dimension and value, e.g. `{"validity": {"active": 3}}`.
-pub type Breakdown = BTreeMap<String, BTreeMap<String, i64>>;
-
-/// Episode counts and the consolidation backlog.
-#[derive(Debug, Clone, Serialize)]
-pub struct EpisodeStats {
-    pub total: i64,
-    pub breakdown: Breakdown,
-    pub forgotten: i64,
-    /// Past `expires_at` but not yet deleted by cleanup.
-    pub expired: i64,
-    /// Not yet embedded (found by keyword search only until they are).
-    pub unembedded: i64,
-    pub backlog: Backlog,
-}
-
-/// Unconsolidated episodes waiting for consolidation.
-#[derive(Debug, Clone, Serialize)]
-pub struct Backlog {
-    pub size: i64,
-    pub oldest_created_at: Option<DateTime<Utc>>,
-    pub oldest_age_seconds: Option<f64>,
-}
-
-/// Fact or rule counts, by state and by band.
-#[derive(Debug, Clone, Serialize)]
-pub struct KnowledgeStats {
-    pub total: i64,
-    pub breakdown: Breakdown,
 }
 
 #[derive(sqlx::FromRow)]

@@ -1,0 +1,452 @@
+//! The embedder pool actor: micro-batches concurrent embedding requests onto a fixed set
+//! of inference workers (one ONNX Runtime session each).
+//!
+//! Supervised by the root supervisor, which rebuilds it if it fails. Requests queue in the
+//! actor; whenever a worker is idle it takes up to `max_batch` queued texts, so batches grow
+//! with load and a lone request at low load goes out at once (after at most `max_wait_ms`).
+//! Inference is CPU-bound and runs on a blocking thread; the result comes back as a `Done`
+//! message. Beyond `max_queue` waiting texts, requests are refused as `overloaded` at once.
+//!
+//! Two queues: queries (someone is waiting for a read) and background work (the indexer
+//! embedding stored rows). A batch takes queries first and fills up with background work,
+//! so a read waits for at most the batch already running, never for the indexer's backlog.
+
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use super::directory::ActorInfo;
+use super::mailbox::Slot;
+use crate::embedder::{EmbedError, Embedder, EmbedderConfig, ModelInfo};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
+
+/// How the rest of the engine reaches the pool, whichever pool is running: the supervisor
+/// fills the slot at every (re)start.
+#[derive(Debug, Clone)]
+pub struct EmbedderHandle(Arc<Slot<EmbedderMsg>>);
+
+impl EmbedderHandle {
+    pub fn new() -> Self {
+        EmbedderHandle(Arc::new(Slot::new("embedder pool")))
+    }
+
+    /// Where the supervisor publishes the running pool's mailbox.
+    pub fn slot(&self) -> &Slot<EmbedderMsg> {
+        &self.0
+    }
+
+    /// Embeds texts someone is waiting for (a query), batched with whatever else waits.
+    pub async fn embed(&self, texts: Vec<String>, timeout: Duration) -> MemoryResult<Embeddings> {
+        self.0
+            .get()?
+            .ask(
+                |reply| EmbedderMsg::Embed { texts, reply },
+                timeout,
+                "the embedder pool",
+            )
+            .await?
+    }
+
+    /// Embeds texts when no query is waiting (the indexer's backlog).
+    pub async fn embed_background(
+        &self,
+        texts: Vec<String>,
+        timeout: Duration,
+    ) -> MemoryResult<Embeddings> {
+        self.0
+            .get()?
+            .ask(
+                |reply| EmbedderMsg::EmbedBackground { texts, reply },
+                timeout,
+                "the embedder pool",
+            )
+            .await?
+    }
+
+    /// The pool's model and workers.
+    pub async fn status(&self, timeout: Duration) -> MemoryResult<PoolStatus> {
+        self.0
+            .get()?
+            .ask(
+                |reply| EmbedderMsg::Status { reply },
+                timeout,
+                "the embedder pool",
+            )
+            .await
+    }
+}
+
+/// Builds one inference worker.
+pub type EmbedderFactory = Arc<dyn Fn() -> Result<Box<dyn Embedder>, EmbedError> + Send + Sync>;
+
+/// Embeddings for a request, in request order.
+pub type Embeddings = Vec<Vec<f32>>;
+
+pub struct EmbedderPool;
+
+pub struct EmbedderPoolArgs {
+    pub factory: EmbedderFactory,
+    pub config: EmbedderConfig,
+    pub info: Arc<ActorInfo>,
+}
+
+/// One caller's request.
+pub struct Job {
+    texts: Vec<String>,
+    reply: RpcReplyPort<MemoryResult<Embeddings>>,
+}
+
+/// What the pool runs, for readiness and the embedding registry.
+#[derive(Debug, Clone)]
+pub struct PoolStatus {
+    pub model: ModelInfo,
+    pub workers: usize,
+}
+
+pub enum EmbedderMsg {
+    /// Embed these texts for a caller who is waiting (a query).
+    Embed {
+        texts: Vec<String>,
+        reply: RpcReplyPort<MemoryResult<Embeddings>>,
+    },
+    /// Embed these texts when no query is waiting (the indexer's backlog).
+    EmbedBackground {
+        texts: Vec<String>,
+        reply: RpcReplyPort<MemoryResult<Embeddings>>,
+    },
+    /// The batching window closed: send what is queued.
+    Dispatch,
+    /// A worker finished a batch. `worker` is `None` when it panicked.
+    Done {
+        worker: Option<Box<dyn Embedder>>,
+        jobs: Vec<Job>,
+        result: Result<Embeddings, EmbedError>,
+        texts: usize,
+        elapsed: Duration,
+    },
+    Status {
+        reply: RpcReplyPort<PoolStatus>,
+    },
+}
+
+pub struct EmbedderPoolState {
+    factory: EmbedderFactory,
+    config: EmbedderConfig,
+    info: Arc<ActorInfo>,
+    model: ModelInfo,
+    idle: Vec<Box<dyn Embedder>>,
+    workers: usize,
+    queue: VecDeque<Job>,
+    queued_texts: usize,
+    background: VecDeque<Job>,
+    dispatch_scheduled: bool,
+}
+
+impl Actor for EmbedderPool {
+    type Msg = EmbedderMsg;
+    type State = EmbedderPoolState;
+    type Arguments = EmbedderPoolArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: EmbedderPoolArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let factory = args.factory.clone();
+        let count = args.config.workers.get();
+        // Loading a model reads and optimises ~23 MB: keep it off the async workers. Each
+        // worker then embeds one text, so that the first request after a start does not
+        // also pay for the runtime's first allocations.
+        let idle = tokio::task::spawn_blocking(move || {
+            (0..count)
+                .map(|_| {
+                    let mut worker = factory()?;
+                    let started = Instant::now();
+                    // A failure here is the first request's to report, not a reason to stop.
+                    match worker.embed(&["warm-up".to_owned()]) {
+                        Ok(_) => tracing::debug!(elapsed = ?started.elapsed(), "embedder worker warmed up"),
+                        Err(e) => tracing::warn!(error = %e, "embedder warm-up failed"),
+                    }
+                    Ok::<_, EmbedError>(worker)
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await??;
+        let model = idle
+            .first()
+            .map(|w| w.info().clone())
+            .ok_or("embedder.workers must be at least 1")?;
+        args.info.started();
+        Ok(EmbedderPoolState {
+            factory: args.factory,
+            info: args.info,
+            model,
+            workers: idle.len(),
+            idle,
+            config: args.config,
+            queue: VecDeque::new(),
+            queued_texts: 0,
+            background: VecDeque::new(),
+            dispatch_scheduled: false,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            EmbedderMsg::Embed { texts, reply } => {
+                state.info.begin();
+                if texts.is_empty() {
+                    let _ = reply.send(Ok(Vec::new()));
+                    return Ok(());
+                }
+                if state.queued_texts + texts.len() > state.config.max_queue {
+                    metrics::counter!("butler_memory_embedder_refused_total").increment(1);
+                    let _ = reply.send(Err(MemoryError::overloaded(
+                        ErrorCode::EmbedderQueueFull,
+                        format!(
+                            "the embedder has {} texts waiting (limit {})",
+                            state.queued_texts, state.config.max_queue
+                        ),
+                        50,
+                    )));
+                    return Ok(());
+                }
+                state.queued_texts += texts.len();
+                state.queue.push_back(Job { texts, reply });
+                let full = state.queued_texts >= state.config.max_batch.get();
+                if state.config.max_wait_ms == 0 || full {
+                    state.dispatch(&myself);
+                } else if !state.dispatch_scheduled && !state.idle.is_empty() {
+                    state.dispatch_scheduled = true;
+                    myself.send_after(Duration::from_millis(state.config.max_wait_ms), || {
+                        EmbedderMsg::Dispatch
+                    });
+                }
+            }
+            EmbedderMsg::EmbedBackground { texts, reply } => {
+                state.info.begin();
+                if texts.is_empty() {
+                    let _ = reply.send(Ok(Vec::new()));
+                    return Ok(());
+                }
+                state.background.push_back(Job { texts, reply });
+                state.dispatch(&myself);
+            }
+            EmbedderMsg::Dispatch => {
+                state.dispatch_scheduled = false;
+                state.dispatch(&myself);
+            }
+            EmbedderMsg::Done {
+                worker,
+                jobs,
+                result,
+                texts,
+                elapsed,
+            } => {
+                metrics::histogram!("butler_memory_embedder_batch_size").record(texts as f64);
+                metrics::histogram!("butler_memory_embedder_batch_seconds")
+                    .record(elapsed.as_secs_f64());
+                metrics::counter!("butler_memory_embedder_texts_total").increment(texts as u64);
+                match worker {
+                    Some(worker) => state.idle.push(worker),
+                    None => state.replace_lost_worker().await,
+                }
+                answer(jobs, result);
+                state.dispatch(&myself);
+            }
+            EmbedderMsg::Status { reply } => {
+                state.info.begin();
+                let _ = reply.send(PoolStatus {
+                    model: state.model.clone(),
+                    workers: state.workers,
+                });
+            }
+        }
+        metrics::gauge!("butler_memory_embedder_queue_depth").set(state.queued_texts as f64);
+        Ok(())
+    }
+}
+
+impl EmbedderPoolState {
+    /// Hands queued work to idle workers, up to `max_batch` texts each: queries first,
+    /// then background work.
+    fn dispatch(&mut self, myself: &ActorRef<EmbedderMsg>) {
+        while !self.queue.is_empty() || !self.background.is_empty() {
+            let Some(mut worker) = self.idle.pop() else {
+                return;
+            };
+            let mut jobs = Vec::new();
+            let mut texts = Vec::new();
+            for (queue, counted) in [(&mut self.queue, true), (&mut self.background, false)] {
+                while let Some(job) = queue.front() {
+                    if !jobs.is_empty()
+                        && texts.len() + job.texts.len() > self.config.max_batch.get()
+                    {
+                        break;
+                    }
+                    let job = queue.pop_front().expect("front exists");
+                    if counted {
+                        self.queued_texts -= job.texts.len();
+                    }
+                    texts.extend(job.texts.iter().cloned());
+                    jobs.push(job);
+                }
+            }
+            let myself = myself.clone();
+            tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                let count = texts.len();
+                let outcome = catch_unwind(AssertUnwindSafe(|| worker.embed(&texts)));
+                let (worker, result) = match outcome {
+                    Ok(result) => (Some(worker), result),
+                    Err(_) => (
+                        None,
+                        Err(EmbedError::Inference(
+                            "the inference worker panicked".into(),
+                        )),
+                    ),
+                };
+                let _ = myself.cast(EmbedderMsg::Done {
+                    worker,
+                    jobs,
+                    result,
+                    texts: count,
+                    elapsed: started.elapsed(),
+                });
+            });
+        }
+    }
+
+    /// A worker panicked mid-batch and may be corrupt: build a fresh one.
+    async fn replace_lost_worker(&mut self) {
+        tracing::error!("an embedder worker panicked; replacing it");
+        self.info.failed("an inference worker panicked".into());
+        let factory = self.factory.clone();
+        match tokio::task::spawn_blocking(move || factory()).await {
+            Ok(Ok(worker)) => self.idle.push(worker),
+            Ok(Err(e)) => {
+                self.workers -= 1;
+                tracing::error!(error = %e, "could not replace the embedder worker");
+            }
+            Err(e) => {
+                self.workers -= 1;
+                tracing::error!(error = %e, "could not replace the embedder worker");
+            }
+        }
+    }
+}
+
+/// Splits a batch's embeddings back into the requests it came from.
+fn answer(jobs: Vec<Job>, result: Result<Embeddings, EmbedError>) {
+    match result {
+        Ok(mut vectors) => {
+            // Peel from the back so each job gets its own slice without copying.
+            for job in jobs.into_iter().rev() {
+                let rest = vectors.split_off(vectors.len() - job.texts.len());
+                let _ = job.reply.send(Ok(rest));
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "embedding batch failed");
+            for job in jobs {
+                let _ = job.reply.send(Err(MemoryError::new(
+                    ErrorCode::EmbedderFailed,
+                    format!("embedding failed: {e}"),
+                )));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actors::directory::{ActorDirectory, ActorKind};
+    use crate::actors::mailbox::Mailbox;
+    use crate::embedder::hashing::HashingEmbedder;
+    use std::num::NonZeroUsize;
+
+    fn config(max_batch: usize, max_queue: usize) -> EmbedderConfig {
+        EmbedderConfig {
+            onnxruntime_path: "unused".into(),
+            model_path: "unused".into(),
+            tokenizer_path: "unused".into(),
+            model_name: "hashing".into(),
+            model_sha256: "none".into(),
+            workers: NonZeroUsize::MIN,
+            intra_threads: NonZeroUsize::MIN,
+            max_batch: NonZeroUsize::new(max_batch).unwrap(),
+            max_wait_ms: 1,
+            max_queue,
+            max_tokens: 256,
+        }
+    }
+
+    async fn pool(max_batch: usize, max_queue: usize) -> Mailbox<EmbedderMsg> {
+        let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
+        let (actor, _) = Actor::spawn(
+            None,
+            EmbedderPool,
+            EmbedderPoolArgs {
+                factory: Arc::new(|| Ok(Box::new(HashingEmbedder::default()) as Box<dyn Embedder>)),
+                config: config(max_batch, max_queue),
+                info: info.clone(),
+            },
+        )
+        .await
+        .unwrap();
+        Mailbox::new(actor, info)
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_get_their_own_vectors_back() {
+        let pool = pool(8, 1000).await;
+        let mut expected = HashingEmbedder::default();
+        let requests: Vec<Vec<String>> = (0..20)
+            .map(|i| (0..(i % 3 + 1)).map(|j| format!("text {i} {j}")).collect())
+            .collect();
+        let answers = futures::future::join_all(requests.iter().map(|texts| {
+            let texts = texts.clone();
+            let pool = pool.clone();
+            async move {
+                pool.ask(
+                    |reply| EmbedderMsg::Embed { texts, reply },
+                    Duration::from_secs(5),
+                    "embedder",
+                )
+                .await
+                .unwrap()
+                .unwrap()
+            }
+        }))
+        .await;
+        for (texts, got) in requests.iter().zip(answers) {
+            assert_eq!(got, expected.embed(texts).unwrap());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_at_once() {
+        let pool = pool(1, 1).await;
+        let texts: Vec<String> = vec!["a".into(), "b".into()];
+        let err = pool
+            .ask(
+                |reply| EmbedderMsg::Embed { texts, reply },
+                Duration::from_secs(5),
+                "embedder",
+            )
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err.class(), crate::error::ErrorClass::Overloaded);
+        assert!(err.retry_after_ms.is_some());
+    }
+}

@@ -1,0 +1,290 @@
+//! The indexer actor: embeds rows that were committed without an embedding.
+//!
+//! Writes are acknowledged once committed, before they are embedded (the embedder manages a
+//! few hundred texts per second; the write path must not wait for it). Until the indexer
+//! gets to a row, keyword search finds it. Supervised by the root supervisor; one indexer
+//! per engine, so no row is embedded twice. It hears about new rows from the commit notices
+//! that shards publish (a `Kick`, at most one waiting in its mailbox however many commits a
+//! burst makes), and also polls, so rows left by a crash or an embedder outage are picked up
+//! again.
+//! `Flush` answers once the backlog is empty: tests and shutdown use it instead of sleeping.
+//!
+//! Background work yields to foreground work: while episodes are being admitted faster than
+//! `indexer.yield_above_writes_per_sec`, the indexer leaves the CPU to the writes and
+//! catches up when the burst is over — unless its oldest row has waited longer than
+//! `indexer.max_defer_secs`, so that semantic search is never stale without bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use uuid::Uuid;
+
+use super::directory::ActorInfo;
+use super::embedder_pool::EmbedderHandle;
+use crate::domain::memory_type::MemoryType;
+use crate::error::MemoryResult;
+use crate::services::{CommitNotices, Services};
+
+/// How long one embedding batch may take before the indexer gives up on it for now.
+const EMBED_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long the write rate is watched when the last look at it is stale.
+const FRESH_WINDOW: Duration = Duration::from_millis(100);
+
+pub struct Indexer;
+
+pub struct IndexerArgs {
+    pub services: Arc<Services>,
+    /// What it embeds with.
+    pub embedder: EmbedderHandle,
+    /// Where commits of rows without an embedding are announced.
+    pub notices: CommitNotices,
+    /// The `embedding_versions` row of the model, recorded with every embedding.
+    pub version_id: i16,
+    pub info: Arc<ActorInfo>,
+}
+
+pub enum IndexerMsg {
+    /// New rows without an embedding were committed.
+    Kick,
+    /// Periodic look for work (and backlog metrics).
+    Tick,
+    /// Answer once every row has an embedding.
+    Flush {
+        reply: RpcReplyPort<MemoryResult<()>>,
+    },
+}
+
+pub struct IndexerState {
+    services: Arc<Services>,
+    embedder: EmbedderHandle,
+    version_id: i16,
+    info: Arc<ActorInfo>,
+    /// Whether a `Kick` waits in the mailbox: set by the subscription when it sends one,
+    /// cleared when the kick is taken, so that a burst of commits queues one kick, not
+    /// thousands.
+    kick_pending: Arc<AtomicBool>,
+    /// Episodes admitted so far and when that was read, for the write rate.
+    writes_seen: (Instant, u64),
+    /// Whether writes were hot when last measured.
+    hot: bool,
+}
+
+impl Actor for Indexer {
+    type Msg = IndexerMsg;
+    type State = IndexerState;
+    type Arguments = IndexerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: IndexerArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let period = Duration::from_millis(args.services.config.indexer.poll_interval_ms.get());
+        myself.send_interval(period, || IndexerMsg::Tick);
+        let kick_pending = Arc::new(AtomicBool::new(false));
+        let pending = kick_pending.clone();
+        args.notices.subscribe(myself.clone(), move |_| {
+            (!pending.swap(true, Ordering::AcqRel)).then_some(IndexerMsg::Kick)
+        });
+        // Rows left by an earlier run are work to do now.
+        myself.cast(IndexerMsg::Tick)?;
+        args.info.started();
+        Ok(IndexerState {
+            services: args.services,
+            embedder: args.embedder,
+            version_id: args.version_id,
+            info: args.info,
+            kick_pending,
+            writes_seen: (Instant::now(), 0),
+            hot: false,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match &message {
+            IndexerMsg::Tick => state.info.handled(),
+            IndexerMsg::Kick | IndexerMsg::Flush { .. } => state.info.begin(),
+        }
+        match message {
+            IndexerMsg::Kick => {
+                state.kick_pending.store(false, Ordering::Release);
+                if let Err(e) = state.drain(true).await {
+                    tracing::warn!(error = %e, "indexing deferred; will retry");
+                }
+            }
+            IndexerMsg::Tick => {
+                if let Err(e) = state.drain(true).await {
+                    tracing::warn!(error = %e, "indexing deferred; will retry");
+                }
+                if let Ok((depth, oldest)) = state.services.store.embedding_backlog().await {
+                    metrics::gauge!("butler_memory_embedding_backlog").set(depth as f64);
+                    let age = oldest
+                        .map(|t| {
+                            (state.services.clock.now() - t).num_milliseconds() as f64 / 1000.0
+                        })
+                        .unwrap_or(0.0);
+                    metrics::gauge!("butler_memory_embedding_backlog_age_seconds")
+                        .set(age.max(0.0));
+                }
+            }
+            IndexerMsg::Flush { reply } => {
+                let _ = reply.send(state.drain(false).await.map(|_| ()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl IndexerState {
+    /// Embeds batches until no row is left without an embedding, or (when `yielding`)
+    /// until a write burst asks for the CPU. Returns how many it embedded.
+    async fn drain(&mut self, yielding: bool) -> MemoryResult<u64> {
+        let mut total = 0;
+        loop {
+            if yielding && self.writes_are_hot().await? {
+                metrics::counter!("butler_memory_indexer_yields_total").increment(1);
+                return Ok(total);
+            }
+            let mut round = 0;
+            for memory_type in [MemoryType::Fact, MemoryType::Rule, MemoryType::Episode] {
+                round += self.embed_batch(memory_type).await?;
+            }
+            total += round;
+            if round == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Whether episodes are being admitted faster than the yield threshold and the backlog
+    /// may still wait.
+    async fn writes_are_hot(&mut self) -> MemoryResult<bool> {
+        let config = &self.services.config.indexer;
+        if config.yield_above_writes_per_sec <= 0.0 {
+            return Ok(false);
+        }
+        // Re-measured at most four times a second; in between, the last answer stands.
+        let (since, mut seen) = self.writes_seen;
+        let mut elapsed = since.elapsed().as_secs_f64();
+        if elapsed < 0.25 {
+            return Ok(self.hot);
+        }
+        if elapsed > 1.0 {
+            // A window that spans a quiet spell says nothing of now: the first write of a
+            // burst kicks the indexer, and averaged over the quiet seconds before it, the
+            // burst looked cold. The indexer then took the embedder for whole batches just
+            // as the burst's first reads needed it for their queries (they waited out the
+            // query-embedding timeout, 250 ms). Measure a short fresh window instead.
+            seen = self.services.admission.admitted_total();
+            let started = Instant::now();
+            tokio::time::sleep(FRESH_WINDOW).await;
+            elapsed = started.elapsed().as_secs_f64();
+        }
+        let now = self.services.admission.admitted_total();
+        self.writes_seen = (Instant::now(), now);
+        let rate = now.saturating_sub(seen) as f64 / elapsed;
+        self.hot = if rate <= config.yield_above_writes_per_sec {
+            false
+        } else {
+            let oldest = self.services.store.oldest_unembedded().await?;
+            let waited = oldest
+                .map(|t| (self.services.clock.now() - t).num_milliseconds() as f64 / 1000.0)
+                .unwrap_or(0.0);
+            waited < config.max_defer_secs
+        };
+        Ok(self.hot)
+    }
+
+    async fn embed_batch(&mut self, memory_type: MemoryType) -> MemoryResult<u64> {
+        let store = &self.services.store;
+        let rows = store
+            .unembedded(
+                memory_type,
+                i64::from(self.services.config.indexer.batch_size.get()),
+            )
+            .await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let weight = self.services.config.indexer.session_context_weight;
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+        // Own texts first, then the in-context texts of the rows that have a context.
+        let mut texts: Vec<String> = rows.iter().map(|r| r.text.clone()).collect();
+        let contextual: Vec<usize> = if weight > 0.0 {
+            rows.iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.context.as_ref().map(|c| (i, c)))
+                .map(|(i, context)| {
+                    texts.push(format!("{context} {}", rows[i].text));
+                    i
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // In requests of at most one batch each, so that a query waiting for the model
+        // waits for one batch at most, never for this whole round.
+        let chunk = self.services.config.embedder.max_batch.get();
+        let requests = texts
+            .chunks(chunk)
+            .map(|part| self.embedder.embed_background(part.to_vec(), EMBED_TIMEOUT));
+        let mut vectors = Vec::with_capacity(texts.len());
+        for answer in futures::future::join_all(requests).await {
+            vectors.extend(answer?);
+        }
+        let in_context = vectors.split_off(rows.len());
+        for (i, context_vector) in contextual.into_iter().zip(in_context) {
+            vectors[i] = blend(&vectors[i], &context_vector, weight);
+        }
+        let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
+        let mut tenants = store
+            .set_embeddings(memory_type, self.version_id, &ids, vectors)
+            .await?;
+        metrics::counter!("butler_memory_indexed_total", "type" => memory_type.as_str())
+            .increment(tenants.len() as u64);
+        // Newly embedded rows change what semantic search finds.
+        tenants.sort();
+        tenants.dedup();
+        for tenant in &tenants {
+            self.services.generations.bump_type(tenant, memory_type);
+        }
+        // A row whose embedding was set by someone else still counts as done.
+        Ok(ids.len() as u64)
+    }
+}
+
+/// `(1 - weight) * own + weight * in_context`, scaled back to unit length.
+fn blend(own: &[f32], in_context: &[f32], weight: f64) -> Vec<f32> {
+    let w = weight as f32;
+    let mut v: Vec<f32> = own
+        .iter()
+        .zip(in_context)
+        .map(|(a, b)| (1.0 - w) * a + w * b)
+        .collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 1e-12 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blending_keeps_unit_length_and_leans_by_weight() {
+        let v = blend(&[1.0, 0.0], &[0.0, 1.0], 0.25);
+        assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(v[0] > v[1]);
+        assert_eq!(blend(&[1.0, 0.0], &[0.0, 1.0], 0.0), vec![1.0, 0.0]);
+    }
+}

@@ -1,0 +1,269 @@
+//! The readers: a pool of stateless retrieval actors. Each serves one read at a time; the
+//! engine sends each read to the least busy one ([`ReaderPool`]), so the pool size bounds
+//! concurrent reads and keeps them from being starved by writes (which go through shards).
+//!
+//! Supervised by the root supervisor, which restarts any that fail. Readers run on a
+//! runtime of their own with read connections opened there (`reader/runtime.rs`). Reads
+//! never write; the reference-count bumps they cause are sent to the owning shard by the
+//! engine. Query embeddings are started by the engine before a read arrives here (batched,
+//! cached); a reader waits for one only where a semantic list needs it.
+
+mod context_assembly;
+mod runtime;
+mod search;
+
+pub use runtime::ReaderRuntime;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use uuid::Uuid;
+
+use super::directory::ActorInfo;
+use super::mailbox::Mailbox;
+use crate::domain::caller::Caller;
+use crate::domain::context_block::{ContextOutcome, TokenCounter};
+use crate::domain::event::StoredEvent;
+use crate::domain::memory_type::MemoryType;
+use crate::domain::record::{MemoryRecord, RecordWithLinks};
+use crate::domain::search::{ContextRequest, SearchOutcome, SearchQuery};
+use crate::domain::stats::MemoryStats;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::read_path::{CorpusCache, QueryEmbedding};
+use crate::services::Services;
+use crate::store::Store;
+use crate::store::activity::ActivityFilter;
+use crate::store::stats::StatsFilter;
+
+pub struct Reader;
+
+/// What every reader shares besides the services: the read pool of the readers' runtime,
+/// the keyword statistics and the tokenizer that counts context budgets.
+#[derive(Clone)]
+pub struct ReaderKit {
+    /// Reads through connections opened on the readers' runtime.
+    pub store: Store,
+    pub corpus_cache: Arc<CorpusCache>,
+    pub token_counter: Arc<dyn TokenCounter>,
+}
+
+pub struct ReaderArgs {
+    pub services: Arc<Services>,
+    pub kit: ReaderKit,
+    pub info: Arc<ActorInfo>,
+}
+
+pub enum ReaderMsg {
+    Get {
+        caller: Caller,
+        butler: Option<String>,
+        memory_type: MemoryType,
+        id: Uuid,
+        reply: RpcReplyPort<MemoryResult<RecordWithLinks>>,
+    },
+    Stats {
+        filter: StatsFilter,
+        reply: RpcReplyPort<MemoryResult<MemoryStats>>,
+    },
+    Search {
+        query: Box<SearchQuery>,
+        embedding: QueryEmbedding,
+        reply: RpcReplyPort<MemoryResult<SearchOutcome>>,
+    },
+    Context {
+        request: Box<ContextRequest>,
+        embedding: QueryEmbedding,
+        reply: RpcReplyPort<MemoryResult<ContextOutcome>>,
+    },
+    /// One page of the audit stream.
+    Activity {
+        filter: ActivityFilter,
+        reply: RpcReplyPort<MemoryResult<Vec<StoredEvent>>>,
+    },
+    /// Fail on purpose, as a crash would (an error, or a panic): exercises supervision.
+    #[cfg(feature = "testkit")]
+    InjectFailure { panic: bool },
+}
+
+pub struct ReaderState {
+    services: Arc<Services>,
+    kit: ReaderKit,
+    info: Arc<ActorInfo>,
+}
+
+impl Actor for Reader {
+    type Msg = ReaderMsg;
+    type State = ReaderState;
+    type Arguments = ReaderArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: ReaderArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        args.info.started();
+        Ok(ReaderState {
+            services: args.services,
+            kit: args.kit,
+            info: args.info,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.info.begin();
+        match message {
+            ReaderMsg::Get {
+                caller,
+                butler,
+                memory_type,
+                id,
+                reply,
+            } => {
+                let _ = reply.send(state.get(&caller, butler.as_deref(), memory_type, id).await);
+            }
+            ReaderMsg::Activity { filter, reply } => {
+                let _ = reply.send(state.kit.store.activity(&filter).await);
+            }
+            ReaderMsg::Stats { filter, reply } => {
+                let _ = reply.send(state.stats(filter).await);
+            }
+            ReaderMsg::Search {
+                query,
+                embedding,
+                reply,
+            } => {
+                let _ = reply.send(search::run(state, &query, &embedding).await);
+            }
+            ReaderMsg::Context {
+                request,
+                embedding,
+                reply,
+            } => {
+                let _ = reply.send(context_assembly::run(state, &request, &embedding).await);
+            }
+            #[cfg(feature = "testkit")]
+            ReaderMsg::InjectFailure { panic } => {
+                let message = "injected failure in a retrieval actor";
+                if panic {
+                    panic!("{message}");
+                }
+                return Err(message.into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The readers the engine sends reads to, each slot replaced when its reader restarts.
+#[derive(Debug, Default)]
+pub struct ReaderPool {
+    // A dead reader's mailbox stays until it is replaced: sends to it fail fast as
+    // `unavailable`, and routing prefers live ones.
+    readers: RwLock<Vec<Mailbox<ReaderMsg>>>,
+}
+
+impl ReaderPool {
+    /// Publishes reader `index` (a new one, or the restart of one).
+    pub fn set(&self, index: usize, reader: Mailbox<ReaderMsg>) {
+        let mut readers = self.readers.write().unwrap_or_else(|p| p.into_inner());
+        match readers.get_mut(index) {
+            Some(slot) => *slot = reader,
+            None => readers.push(reader),
+        }
+    }
+
+    /// Reader `index`, running or not.
+    #[cfg(feature = "testkit")]
+    pub fn get(&self, index: usize) -> Option<Mailbox<ReaderMsg>> {
+        self.readers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(index)
+            .cloned()
+    }
+
+    /// Sends a read to the least busy running reader and waits at most `timeout`.
+    pub async fn read<R, F>(&self, build: F, timeout: Duration) -> MemoryResult<R>
+    where
+        F: FnOnce(RpcReplyPort<MemoryResult<R>>) -> ReaderMsg,
+        R: Send + 'static,
+    {
+        let reader = {
+            let readers = self.readers.read().unwrap_or_else(|p| p.into_inner());
+            readers
+                .iter()
+                .filter(|m| m.actor.get_status() == ractor::ActorStatus::Running)
+                .min_by_key(|m| m.info.queue_depth())
+                .cloned()
+        }
+        .ok_or_else(|| MemoryError::new(ErrorCode::NoReader, "no retrieval actor is running"))?;
+        reader.ask(build, timeout, "the retrieval actor").await?
+    }
+}
+
+impl ReaderState {
+    async fn get(
+        &self,
+        caller: &Caller,
+        butler: Option<&str>,
+        memory_type: MemoryType,
+        id: Uuid,
+    ) -> MemoryResult<RecordWithLinks> {
+        let store = &self.kit.store;
+        let now = self.services.clock.now();
+        let record = store
+            .record(&caller.tenant_id, memory_type, id, now)
+            .await?;
+        let visible = record.filter(|record| {
+            let (scope, owner) = match record {
+                MemoryRecord::Episode(e) => (None, Some(e.butler.as_str())),
+                MemoryRecord::Fact(f) => (Some(f.scope.as_str()), None),
+                MemoryRecord::Rule(r) => (Some(r.scope.as_str()), None),
+            };
+            caller.may_read(butler, scope, owner)
+        });
+        let Some(record) = visible else {
+            // Out of reach looks exactly like absent; a probe across tenants is logged.
+            if store
+                .exists_elsewhere(&caller.tenant_id, memory_type, id)
+                .await?
+            {
+                tracing::warn!(
+                    tenant = %caller.tenant_id, key = %caller.key_name, %memory_type, %id,
+                    "request for another tenant's record answered not_found"
+                );
+            }
+            return Err(MemoryError::not_found(memory_type, id));
+        };
+        let links = store.links(&caller.tenant_id, memory_type, id).await?;
+        Ok(RecordWithLinks { record, links })
+    }
+
+    async fn stats(&self, filter: StatsFilter) -> MemoryResult<MemoryStats> {
+        let store = &self.kit.store;
+        let now = self.services.clock.now();
+        let (episodes, facts, rules, last_runs) = futures::try_join!(
+            store.episode_stats(&filter, now),
+            store.fact_stats(&filter, now),
+            store.rule_stats(&filter, now),
+            store.last_runs(&filter),
+        )?;
+        Ok(MemoryStats {
+            tenant_id: filter.tenant_id,
+            scopes: filter.scopes,
+            butlers: filter.butlers,
+            consolidation_backlog: episodes.backlog.clone(),
+            episodes,
+            facts,
+            rules,
+            last_runs,
+            computed_at: now,
+        })
+    }
+}

@@ -1,0 +1,568 @@
+//! The shard actor: the only writer for one `(tenant_id, butler)`.
+//!
+//! Supervised by the root supervisor, which starts it on first use, restarts it with a
+//! bounded policy when it fails, and stops it (draining its mailbox) after it has been idle
+//! for `shards.idle_stop_secs`. It performs its shard's writes one at a time, in arrival
+//! order, and answers each only after the transaction committed. Reads do not pass through
+//! it, except as reference-count bumps (`Touch`), which it batches into one UPDATE per
+//! flush. `Flush` is a barrier: it answers after everything sent before it is written.
+//!
+//! Episodes are group-committed: a `StoreEpisode` joins a pending group and the shard sends
+//! itself `CommitEpisodes`, which reaches it after every message already queued; whatever
+//! episodes arrived by then are written in one statement (rows and their events together,
+//! atomic on its own) and each caller is answered after it committed. Any other write
+//! first commits the pending group, so the shard's order of writes is their arrival order.
+//!
+//! Lifecycle changes of the shard's rows (confirmations, feedback, forgetting) are writes
+//! like any other. Sweeps run here too, one bounded step per message (`SweepStep`), so they
+//! are ordered with the writes without holding them up for more than one page.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use uuid::Uuid;
+
+use super::directory::ActorInfo;
+use super::supervisor::SupervisorMsg;
+use crate::consolidation::Extractor;
+use crate::domain::author::Author;
+use crate::domain::episode::{Inserted, NewEpisode};
+use crate::domain::fact::{NewFact, StoredFact};
+use crate::domain::feedback::{Rated, RuleApplication};
+use crate::domain::memory_type::MemoryType;
+use crate::domain::record::{Forgetting, MemoryRecord};
+use crate::domain::rule::{NewRule, Rule};
+use crate::domain::shard_key::ShardKey;
+use crate::domain::sweep::{SweepKind, SweepReport};
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::services::{CommitNotices, RowsCommitted, Services};
+use crate::store::{facts, feedback, forgetting, references, rules};
+use crate::write_path::CommitQueue;
+
+mod group_commit;
+mod sweep_run;
+
+use group_commit::{EpisodeReply, PendingEpisodes};
+use sweep_run::SweepRun;
+
+pub struct Shard;
+
+/// What every shard shares besides the services: the cross-shard commit queue its episode
+/// groups join, consolidation's extractor, and where it announces rows that need embedding.
+#[derive(Clone)]
+pub struct ShardKit {
+    pub commits: Arc<CommitQueue>,
+    pub extractor: Arc<Extractor>,
+    pub notices: CommitNotices,
+}
+
+pub struct ShardArgs {
+    pub key: ShardKey,
+    pub services: Arc<Services>,
+    pub kit: ShardKit,
+    pub info: Arc<ActorInfo>,
+    /// Told when the shard has been idle, so that it is unregistered before it stops.
+    pub supervisor: ActorRef<SupervisorMsg>,
+}
+
+pub enum ShardMsg {
+    StoreEpisode {
+        episode: Box<NewEpisode>,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Inserted>>,
+    },
+    /// Episodes of one `memory_ingest_batch` for this shard, committed together.
+    StoreEpisodes {
+        episodes: Vec<NewEpisode>,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Vec<Inserted>>>,
+    },
+    /// Internal: write the pending group of episodes.
+    CommitEpisodes,
+    StoreFact {
+        fact: Box<NewFact>,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<StoredFact>>,
+    },
+    StoreRule {
+        rule: Box<NewRule>,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Rule>>,
+    },
+    /// Reset the decay clock of a fact or rule.
+    Confirm {
+        memory_type: MemoryType,
+        id: Uuid,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<MemoryRecord>>,
+    },
+    /// Record how applying a rule went.
+    Rate {
+        application: RuleApplication,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Rated>>,
+    },
+    Forget {
+        memory_type: MemoryType,
+        id: Uuid,
+        reason: Option<String>,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Forgetting>>,
+    },
+    Restore {
+        memory_type: MemoryType,
+        id: Uuid,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Forgetting>>,
+    },
+    /// Run a lifecycle sweep of this shard; answers when it is done.
+    Sweep {
+        kind: SweepKind,
+        reply: RpcReplyPort<MemoryResult<SweepReport>>,
+    },
+    /// Internal: the next step of the sweep at the head of the queue.
+    SweepStep,
+    /// These memories were read: bump their reference counts (batched).
+    Touch {
+        memory_type: MemoryType,
+        ids: Vec<Uuid>,
+    },
+    /// Answer once every message sent before this one is done and written.
+    Flush {
+        reply: RpcReplyPort<MemoryResult<()>>,
+    },
+    /// Periodic: write pending touches; stop if idle.
+    Tick,
+    /// Fail on purpose, as a crash would (an error, or a panic): exercises supervision.
+    #[cfg(feature = "testkit")]
+    InjectFailure { panic: bool },
+}
+
+pub struct ShardState {
+    key: ShardKey,
+    services: Arc<Services>,
+    kit: ShardKit,
+    info: Arc<ActorInfo>,
+    supervisor: ActorRef<SupervisorMsg>,
+    last_work: Instant,
+    touches: HashMap<MemoryType, HashMap<Uuid, i32>>,
+    last_touch_flush: Instant,
+    /// Sweeps asked for, the running one first.
+    sweeps: VecDeque<(SweepRun, RpcReplyPort<MemoryResult<SweepReport>>)>,
+    /// Episodes waiting for the next group commit, in arrival order.
+    pending: Vec<PendingEpisodes>,
+    pending_count: usize,
+    /// Tasks answering the groups handed to the cross-shard group commit, oldest first.
+    committing: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Actor for Shard {
+    type Msg = ShardMsg;
+    type State = ShardState;
+    type Arguments = ShardArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: ShardArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let shards = &args.services.config.shards;
+        let tick = Duration::from_millis(shards.touch_flush_ms.get())
+            .min(Duration::from_secs(shards.idle_stop_secs.get()) / 4)
+            .max(Duration::from_millis(10));
+        myself.send_interval(tick, || ShardMsg::Tick);
+        args.info.started();
+        Ok(ShardState {
+            key: args.key,
+            services: args.services,
+            kit: args.kit,
+            info: args.info,
+            supervisor: args.supervisor,
+            last_work: Instant::now(),
+            touches: HashMap::new(),
+            last_touch_flush: Instant::now(),
+            sweeps: VecDeque::new(),
+            pending: Vec::new(),
+            pending_count: 0,
+            committing: Vec::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if !matches!(message, ShardMsg::Tick) {
+            state.info.begin();
+            state.last_work = Instant::now();
+        }
+        // Writes are done in arrival order: episodes handed over before go first.
+        if message.waits_for_episodes() {
+            state.settle_episodes().await;
+        }
+        match message {
+            ShardMsg::StoreEpisode {
+                episode,
+                author,
+                reply,
+            } => {
+                state.enqueue(
+                    &myself,
+                    PendingEpisodes {
+                        episodes: vec![*episode],
+                        author,
+                        reply: EpisodeReply::One(reply),
+                    },
+                )?;
+            }
+            ShardMsg::StoreEpisodes {
+                episodes,
+                author,
+                reply,
+            } => {
+                state.enqueue(
+                    &myself,
+                    PendingEpisodes {
+                        episodes,
+                        author,
+                        reply: EpisodeReply::Many(reply),
+                    },
+                )?;
+            }
+            ShardMsg::CommitEpisodes => state.commit_pending(),
+            ShardMsg::StoreFact {
+                fact,
+                author,
+                reply,
+            } => {
+                let result = state.store_fact(&fact, &author).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::StoreRule {
+                rule,
+                author,
+                reply,
+            } => {
+                let result = state.store_rule(&rule, &author).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Confirm {
+                memory_type,
+                id,
+                author,
+                reply,
+            } => {
+                let result = state.confirm(memory_type, id, &author).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Rate {
+                application,
+                author,
+                reply,
+            } => {
+                let result = state.rate(&application, &author).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Forget {
+                memory_type,
+                id,
+                reason,
+                author,
+                reply,
+            } => {
+                let result = state
+                    .forget(memory_type, id, reason.as_deref(), &author)
+                    .await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Restore {
+                memory_type,
+                id,
+                author,
+                reply,
+            } => {
+                let result = state.restore(memory_type, id, &author).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Sweep { kind, reply } => {
+                let run = SweepRun::new(kind, state.key.clone(), state.services.clock.now());
+                state.sweeps.push_back((run, reply));
+                if state.sweeps.len() == 1 {
+                    myself.send_message(ShardMsg::SweepStep)?;
+                }
+            }
+            ShardMsg::SweepStep => {
+                if state.sweep_step().await {
+                    myself.send_message(ShardMsg::SweepStep)?;
+                }
+            }
+            ShardMsg::Touch { memory_type, ids } => {
+                let counts = state.touches.entry(memory_type).or_default();
+                for id in ids {
+                    *counts.entry(id).or_default() += 1;
+                }
+            }
+            ShardMsg::Flush { reply } => {
+                let _ = reply.send(state.flush_touches().await);
+            }
+            ShardMsg::Tick => {
+                let flush_every =
+                    Duration::from_millis(state.services.config.shards.touch_flush_ms.get());
+                if state.last_touch_flush.elapsed() >= flush_every
+                    && let Err(e) = state.flush_touches().await
+                {
+                    tracing::warn!(shard = %state.key, error = %e, "reference counts not written; will retry");
+                }
+                let idle_for =
+                    Duration::from_secs(state.services.config.shards.idle_stop_secs.get());
+                if state.last_work.elapsed() >= idle_for
+                    && state.touches.is_empty()
+                    && state.sweeps.is_empty()
+                    && state.episodes_settled()
+                {
+                    // The supervisor unregisters us before draining, so no new work arrives.
+                    let _ = state.supervisor.cast(SupervisorMsg::ShardIdle {
+                        key: state.key.clone(),
+                        actor: myself.get_id(),
+                    });
+                    // Not asking again on every tick while the supervisor acts.
+                    state.last_work = Instant::now();
+                }
+            }
+            #[cfg(feature = "testkit")]
+            ShardMsg::InjectFailure { panic } => {
+                let message = format!("injected failure in shard {}", state.key);
+                if panic {
+                    panic!("{message}");
+                }
+                return Err(message.into());
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Stopping while idle drains the mailbox first; what it left pending is written now.
+        state.settle_episodes().await;
+        if let Err(e) = state.flush_touches().await {
+            tracing::warn!(shard = %state.key, error = %e, "reference counts lost at stop");
+        }
+        Ok(())
+    }
+}
+
+impl ShardState {
+    async fn store_fact(&mut self, fact: &NewFact, author: &Author) -> MemoryResult<StoredFact> {
+        let mut tx = self.services.store.begin().await?;
+        let stored = facts::insert_superseding(&mut tx, fact, None, author).await?;
+        tx.commit().await?;
+        self.committed();
+        Ok(stored)
+    }
+
+    async fn store_rule(&mut self, rule: &NewRule, author: &Author) -> MemoryResult<Rule> {
+        let mut tx = self.services.store.begin().await?;
+        let stored = rules::insert(&mut tx, rule, None, author).await?;
+        tx.commit().await?;
+        self.committed();
+        Ok(stored)
+    }
+
+    /// A committed change of this tenant's memory: caches recompute, the indexer looks.
+    fn committed(&self) {
+        self.services.generations.bump(&self.key.tenant_id);
+        self.kit.notices.send(RowsCommitted);
+    }
+
+    async fn confirm(
+        &mut self,
+        memory_type: MemoryType,
+        id: Uuid,
+        author: &Author,
+    ) -> MemoryResult<MemoryRecord> {
+        let now = self.services.clock.now();
+        let tenant = &self.key.tenant_id;
+        let mut tx = self.services.store.begin().await?;
+        let record = match memory_type {
+            MemoryType::Fact => {
+                MemoryRecord::Fact(feedback::confirm_fact(&mut tx, tenant, id, now, author).await?)
+            }
+            MemoryType::Rule => {
+                MemoryRecord::Rule(feedback::confirm_rule(&mut tx, tenant, id, now, author).await?)
+            }
+            MemoryType::Episode => {
+                return Err(MemoryError::new(
+                    ErrorCode::NotConfirmable,
+                    "episodes have no confidence to confirm; confirm facts and rules",
+                ));
+            }
+        };
+        tx.commit().await?;
+        self.committed();
+        Ok(record)
+    }
+
+    async fn rate(
+        &mut self,
+        application: &RuleApplication,
+        author: &Author,
+    ) -> MemoryResult<Rated> {
+        let now = self.services.clock.now();
+        let mut tx = self.services.store.begin().await?;
+        let rated = feedback::rate_rule(
+            &mut tx,
+            &self.key.tenant_id,
+            application,
+            now,
+            &self.services.config.rules,
+            author,
+        )
+        .await?;
+        tx.commit().await?;
+        self.committed();
+        Ok(rated)
+    }
+
+    async fn forget(
+        &mut self,
+        memory_type: MemoryType,
+        id: Uuid,
+        reason: Option<&str>,
+        author: &Author,
+    ) -> MemoryResult<Forgetting> {
+        let now = self.services.clock.now();
+        let mut tx = self.services.store.begin().await?;
+        let done = forgetting::forget(
+            &mut tx,
+            &self.key.tenant_id,
+            memory_type,
+            id,
+            reason,
+            now,
+            author,
+        )
+        .await?;
+        tx.commit().await?;
+        if done.changed {
+            self.committed();
+        }
+        Ok(done)
+    }
+
+    async fn restore(
+        &mut self,
+        memory_type: MemoryType,
+        id: Uuid,
+        author: &Author,
+    ) -> MemoryResult<Forgetting> {
+        let now = self.services.clock.now();
+        let mut tx = self.services.store.begin().await?;
+        let done =
+            forgetting::restore(&mut tx, &self.key.tenant_id, memory_type, id, now, author).await?;
+        tx.commit().await?;
+        self.committed();
+        Ok(done)
+    }
+
+    /// Runs one step of the sweep at the head of the queue; when it finishes, records it
+    /// and answers. Returns whether another step is due.
+    async fn sweep_step(&mut self) -> bool {
+        let Some((run, _)) = self.sweeps.front_mut() else {
+            return false;
+        };
+        let stepped = run.step(&self.services, &self.kit.extractor).await;
+        let done = run.is_done();
+        if let Ok(changed) = stepped
+            && changed > 0
+        {
+            // Reads see each committed page at once; inverted rules get embedded again.
+            self.committed();
+        }
+        if stepped.is_ok() && !done {
+            return true;
+        }
+        let (run, reply) = self.sweeps.pop_front().expect("a sweep at the head");
+        let result = match stepped {
+            Ok(_) => self.sweep_finished(run.finish()).await,
+            Err(e) => {
+                tracing::warn!(shard = %self.key, error = %e, "sweep failed; the next one resumes its work");
+                metrics::counter!("butler_memory_sweeps_total", "outcome" => "failed").increment(1);
+                Err(e)
+            }
+        };
+        let _ = reply.send(result);
+        !self.sweeps.is_empty()
+    }
+
+    async fn sweep_finished(&self, report: SweepReport) -> MemoryResult<SweepReport> {
+        let kind = report.kind.as_str();
+        metrics::counter!("butler_memory_sweeps_total", "outcome" => "ok").increment(1);
+        metrics::histogram!("butler_memory_sweep_duration_seconds", "kind" => kind)
+            .record(report.elapsed_ms as f64 / 1000.0);
+        for (change, n) in &report.changes {
+            metrics::counter!("butler_memory_sweep_changes_total", "kind" => kind, "change" => change.clone())
+                .increment(*n);
+        }
+        let finished = self.services.clock.now();
+        self.services
+            .store
+            .record_run(
+                &self.key,
+                kind,
+                report.as_of,
+                finished,
+                &serde_json::to_value(&report).unwrap_or_default(),
+            )
+            .await?;
+        tracing::info!(shard = %self.key, kind, changes = ?report.changes, ms = report.elapsed_ms, "sweep done");
+        Ok(report)
+    }
+
+    /// Writes the batched reference-count bumps, one UPDATE per memory type.
+    async fn flush_touches(&mut self) -> MemoryResult<()> {
+        self.last_touch_flush = Instant::now();
+        if self.touches.is_empty() {
+            return Ok(());
+        }
+        let now = self.services.clock.now();
+        let mut conn = self.services.store.writer().acquire().await?;
+        for (memory_type, counts) in std::mem::take(&mut self.touches) {
+            references::bump(&mut conn, memory_type, &self.key.tenant_id, counts, now).await?;
+        }
+        Ok(())
+    }
+}
+
+impl ShardMsg {
+    /// Whether the message is a write (or a barrier) that must come after every episode
+    /// handed over before it. Episodes join the pending group instead, and reference bumps
+    /// and ticks are not writes of their own.
+    fn waits_for_episodes(&self) -> bool {
+        match self {
+            ShardMsg::StoreEpisode { .. }
+            | ShardMsg::StoreEpisodes { .. }
+            | ShardMsg::CommitEpisodes
+            | ShardMsg::Touch { .. }
+            | ShardMsg::Tick => false,
+            #[cfg(feature = "testkit")]
+            ShardMsg::InjectFailure { .. } => false,
+            ShardMsg::StoreFact { .. }
+            | ShardMsg::StoreRule { .. }
+            | ShardMsg::Confirm { .. }
+            | ShardMsg::Rate { .. }
+            | ShardMsg::Forget { .. }
+            | ShardMsg::Restore { .. }
+            | ShardMsg::Sweep { .. }
+            | ShardMsg::SweepStep
+            | ShardMsg::Flush { .. } => true,
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! An OpenAI-compatible chat-completions client as a consolidation extractor: llama.cpp,
+//! vLLM, Ollama, or a hosted model over plain HTTP.
+//!
+//! The model is asked for JSON matching a schema (`response_format: json_schema`), and its
+//! answer is parsed strictly. Timeouts, transport errors, 429 and 5xx answers are retryable
+//! failures; malformed or schema-invalid output is a failed attempt too, with the reason
+//! recorded.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::config::LlmConfig;
+use crate::domain::extraction::{
+    ExtractedFact, ExtractedRule, Extraction, KnownFact, SourceEpisode,
+};
+use crate::domain::permanence::Permanence;
+use crate::domain::relation::Relation;
+
+/// Why an extraction failed. Every failure is an attempt: the episodes are retried with
+/// backoff and dead-lettered after `consolidation.max_attempts`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ExtractError {
+    #[error("the extractor did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the extractor is unreachable: {0}")]
+    Transport(String),
+    #[error("the extractor answered HTTP {status}: {body}")]
+    Http { status: u16, body: String },
+    #[error("the extractor's answer is not valid: {0}")]
+    Invalid(String),
+    #[error("the LLM client cannot be built: {0}")]
+    Client(String),
+}
+
+/// An OpenAI-compatible chat-completions client.
+pub struct LlmExtractor {
+    http: reqwest::Client,
+    url: String,
+    model: String,
+    api_key: Option<String>,
+    timeout: Duration,
+}
+
+/// The consolidation prompt (memory_project_plan.md "Consolidation Engine").
+const SYSTEM_PROMPT: &str = "You consolidate a butler's session episodes into long-term memory. \
+Read the episodes and answer with JSON only, matching the schema. Extract: new_facts (durable \
+knowledge as subject, predicate, content; permanence is one of permanent (identity: name, \
+birthday, allergies, family, medical conditions), stable (long-term preferences, work, habits), \
+standard (current interests, projects, possessions), volatile (temporary states, short-term \
+plans), ephemeral (what happened today); importance 0-10), updated_facts (a new value for one \
+of the known facts: give its id as supersedes_fact_id), new_rules (how the butler should behave, \
+learned from what worked or failed), and confirmations (ids of known facts the episodes show \
+are still true). A new or updated fact may link to known facts it supports or contradicts. Every item names the episode it came from. Do not repeat known facts as new \
+facts; confirm them instead. Extract nothing you are not sure of.";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Answer {
+    new_facts: Vec<FactItem>,
+    updated_facts: Vec<UpdatedFactItem>,
+    new_rules: Vec<RuleItem>,
+    confirmations: Vec<Confirmation>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FactItem {
+    subject: String,
+    predicate: String,
+    content: String,
+    permanence: Permanence,
+    importance: f64,
+    source_episode_id: Uuid,
+    links: Vec<LinkItem>,
+}
+
+/// A known fact the extracted one supports or contradicts.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkItem {
+    relation: Relation,
+    fact_id: Uuid,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdatedFactItem {
+    supersedes_fact_id: Uuid,
+    subject: String,
+    predicate: String,
+    content: String,
+    permanence: Permanence,
+    importance: f64,
+    source_episode_id: Uuid,
+    links: Vec<LinkItem>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleItem {
+    content: String,
+    source_episode_id: Uuid,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Confirmation {
+    fact_id: Uuid,
+}
+
+/// The JSON schema the answer must match.
+fn answer_schema() -> Value {
+    let fact = |extra: &[(&str, Value)]| {
+        let mut properties = json!({
+            "subject": {"type": "string"},
+            "predicate": {"type": "string"},
+            "content": {"type": "string"},
+            "permanence": {"enum": ["permanent", "stable", "standard", "volatile", "ephemeral"]},
+            "importance": {"type": "number", "minimum": 0, "maximum": 10},
+            "source_episode_id": {"type": "string"},
+        });
+        let mut required = vec![
+            "subject",
+            "predicate",
+            "content",
+            "permanence",
+            "importance",
+            "source_episode_id",
+        ];
+        for (k, v) in extra {
+            properties[*k] = v.clone();
+            required.push(k);
+        }
+        json!({"type": "object", "additionalProperties": false,
+               "properties": properties, "required": required})
+    };
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["new_facts", "updated_facts", "new_rules", "confirmations"],
+        "properties": {
+            "new_facts": {"type": "array", "items": fact(&[])},
+            "updated_facts": {"type": "array", "items": fact(&[("supersedes_fact_id", json!({"type": "string"}))])},
+            "new_rules": {"type": "array", "items": {
+                "type": "object", "additionalProperties": false,
+                "required": ["content", "source_episode_id"],
+                "properties": {"content": {"type": "string"}, "source_episode_id": {"type": "string"}}}},
+            "confirmations": {"type": "array", "items": {
+                "type": "object", "additionalProperties": false, "required": ["fact_id"],
+                "properties": {"fact_id": {"type": "string"}}}},
+        },
+    })
+}
+
+impl LlmExtractor {
+    /// A client of `config`'s endpoint (the configuration check made sure it names one).
+    pub fn new(config: &LlmConfig) -> Result<LlmExtractor, ExtractError> {
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| ExtractError::Client(e.to_string()))?;
+        Ok(LlmExtractor {
+            http,
+            url: format!("{}/chat/completions", config.base_url.trim_end_matches('/')),
+            model: config.model.clone(),
+            api_key: config.api_key.clone().filter(|k| !k.is_empty()),
+            timeout: Duration::from_millis(config.timeout_ms),
+        })
+    }
+
+    pub async fn extract(
+        &self,
+        batch: &[SourceEpisode],
+        facts: &[KnownFact],
+        rules: &[String],
+    ) -> Result<Extraction, ExtractError> {
+        let episodes: Vec<Value> = batch
+            .iter()
+            .map(|e| json!({"id": e.id, "content": e.content}))
+            .collect();
+        let request = json!({
+            "model": self.model,
+            "temperature": 0,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": json!({
+                    "episodes": episodes,
+                    "known_facts": facts,
+                    "known_rules": rules,
+                }).to_string()},
+            ],
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "consolidation", "strict": true, "schema": answer_schema()}},
+        });
+        let mut call = self
+            .http
+            .post(&self.url)
+            .json(&request)
+            .timeout(self.timeout);
+        if let Some(key) = &self.api_key {
+            call = call.bearer_auth(key);
+        }
+        let response = call.send().await.map_err(|e| {
+            if e.is_timeout() {
+                ExtractError::Timeout(self.timeout)
+            } else {
+                ExtractError::Transport(e.to_string())
+            }
+        })?;
+        let status = response.status();
+        let body = response.text().await.map_err(|e| {
+            if e.is_timeout() {
+                ExtractError::Timeout(self.timeout)
+            } else {
+                ExtractError::Transport(e.to_string())
+            }
+        })?;
+        if !status.is_success() {
+            return Err(ExtractError::Http {
+                status: status.as_u16(),
+                body: body.chars().take(300).collect(),
+            });
+        }
+        let envelope: Value = serde_json::from_str(&body)
+            .map_err(|e| ExtractError::Invalid(format!("the response is not JSON: {e}")))?;
+        let content = envelope["choices"][0]["message"]["content"]
+            .as_str()
+            .ok_or_else(|| ExtractError::Invalid("no choices[0].message.content".into()))?;
+        let value: Value = serde_json::from_str(content)
+            .map_err(|e| ExtractError::Invalid(format!("the content is not JSON: {e}")))?;
+        let answer: Answer = serde_json::from_value(value).map_err(|e| {
+            ExtractError::Invalid(format!("the content does not match the schema: {e}"))
+        })?;
+        let mut extraction = Extraction::default();
+        for f in answer.new_facts {
+            extraction.facts.push(ExtractedFact {
+                subject: f.subject,
+                predicate: f.predicate,
+                content: f.content,
+                permanence: f.permanence,
+                importance: f.importance,
+                source_episode_id: f.source_episode_id,
+                supersedes_fact_id: None,
+                relations: f
+                    .links
+                    .into_iter()
+                    .map(|l| (l.relation, l.fact_id))
+                    .collect(),
+            });
+        }
+        for f in answer.updated_facts {
+            extraction.facts.push(ExtractedFact {
+                subject: f.subject,
+                predicate: f.predicate,
+                content: f.content,
+                permanence: f.permanence,
+                importance: f.importance,
+                source_episode_id: f.source_episode_id,
+                supersedes_fact_id: Some(f.supersedes_fact_id),
+                relations: f
+                    .links
+                    .into_iter()
+                    .map(|l| (l.relation, l.fact_id))
+                    .collect(),
+            });
+        }
+        for r in answer.new_rules {
+            extraction.rules.push(ExtractedRule {
+                content: r.content,
+                source_episode_id: r.source_episode_id,
+            });
+        }
+        extraction.confirmations = answer
+            .confirmations
+            .into_iter()
+            .map(|c| c.fact_id)
+            .collect();
+        Ok(extraction)
+    }
+}

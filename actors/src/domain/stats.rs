@@ -1,0 +1,54 @@
+//! What `memory_stats` answers: counts by type and state, confidence and effectiveness
+//! bands, the consolidation backlog, and when each lifecycle job last ran.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// The answer of `memory_stats`.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryStats {
+    pub tenant_id: String,
+    /// The fact and rule scopes counted (`null`: all of the tenant's).
+    pub scopes: Option<Vec<String>>,
+    /// The butlers whose episodes were counted (`null`: all).
+    pub butlers: Option<Vec<String>>,
+    pub episodes: EpisodeStats,
+    pub facts: KnowledgeStats,
+    pub rules: KnowledgeStats,
+    pub consolidation_backlog: Backlog,
+    pub last_runs: BTreeMap<String, Option<DateTime<Utc>>>,
+    pub computed_at: DateTime<Utc>,
+}
+
+/// Counts by dimension and value, e.g. `{"validity": {"active": 3}}`.
+pub type Breakdown = BTreeMap<String, BTreeMap<String, i64>>;
+
+/// Episode counts and the consolidation backlog.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpisodeStats {
+    pub total: i64,
+    pub breakdown: Breakdown,
+    pub forgotten: i64,
+    /// Past `expires_at` but not yet deleted by cleanup.
+    pub expired: i64,
+    /// Not yet embedded (found by keyword search only until they are).
+    pub unembedded: i64,
+    pub backlog: Backlog,
+}
+
+/// Unconsolidated episodes waiting for consolidation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Backlog {
+    pub size: i64,
+    pub oldest_created_at: Option<DateTime<Utc>>,
+    pub oldest_age_seconds: Option<f64>,
+}
+
+/// Fact or rule counts, by state and by band.
+#[derive(Debug, Clone, Serialize)]
+pub struct KnowledgeStats {
+    pub total: i64,
+    pub breakdown: Breakdown,
+}

