@@ -38,6 +38,26 @@ impl Services {
     }
 }
 
+#[cfg(test)]
+impl Services {
+    /// Services for a unit test of one actor: the documented configuration, `clock`, and a
+    /// store that is never reached (its pools connect lazily, to nothing), so a test that
+    /// needs the database fails loudly instead of passing by accident.
+    pub fn for_tests(clock: SharedClock) -> Self {
+        let config = crate::config::defaults();
+        let nowhere = sqlx::postgres::PgConnectOptions::new().socket("/nonexistent/butler-memory");
+        let database = crate::store::DatabaseConfig {
+            max_connections: 1,
+            write_connections: 1,
+            min_connections: 0,
+            acquire_timeout_ms: std::num::NonZeroU64::MIN,
+            statement_timeout_ms: 1000,
+            startup_wait_secs: 0,
+        };
+        Services::new(Store::open(nowhere, &database), clock, config)
+    }
+}
+
 /// "Rows that still need an embedding were committed": published by whoever commits such
 /// rows (shards, consolidation), received by whoever embeds them (the indexer), without
 /// either naming the other. Receivers must not rely on every notice arriving (a burst

@@ -156,3 +156,164 @@ impl SchedulerState {
         threshold > 0.0 && rate > threshold
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU64;
+
+    use chrono::TimeZone;
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::actors::directory::{ActorDirectory, ActorKind};
+    use crate::clock::ManualClock;
+
+    /// What the scheduler asked of the tree.
+    #[derive(Debug, PartialEq)]
+    enum Asked {
+        /// The backlog check every tick makes (at this clock time).
+        Backlogs(DateTime<Utc>),
+        Sweep(SweepKind),
+    }
+
+    /// Lifecycle work that only reports what it was asked.
+    struct Recorder {
+        asked: mpsc::UnboundedSender<Asked>,
+        last_run: Option<DateTime<Utc>>,
+    }
+
+    #[async_trait::async_trait]
+    impl LifecycleWork for Recorder {
+        async fn last_run(&self, _kind: SweepKind) -> MemoryResult<Option<DateTime<Utc>>> {
+            Ok(self.last_run)
+        }
+
+        async fn sweep_all(&self, kind: SweepKind) {
+            let _ = self.asked.send(Asked::Sweep(kind));
+        }
+
+        async fn consolidate_backlogs(&self, now: DateTime<Utc>, _writes_hot: bool) {
+            let _ = self.asked.send(Asked::Backlogs(now));
+        }
+    }
+
+    fn at(hour: u32, minute: u32, second: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 5, 1, hour, minute, second)
+            .unwrap()
+    }
+
+    /// A scheduler ticking every second of (paused) tokio time, on a clock the test moves.
+    async fn scheduler(
+        clock: Arc<ManualClock>,
+        catch_up: bool,
+        last_run: Option<DateTime<Utc>>,
+    ) -> mpsc::UnboundedReceiver<Asked> {
+        let mut services = Services::for_tests(clock);
+        let lifecycle = &mut services.config.lifecycle;
+        lifecycle.scheduler_tick_ms = NonZeroU64::new(1000).unwrap();
+        lifecycle.catch_up_missed_runs = catch_up;
+        let (asked, asking) = mpsc::unbounded_channel();
+        let args = SchedulerArgs {
+            services: Arc::new(services),
+            work: Arc::new(Recorder { asked, last_run }),
+            info: ActorDirectory::default().entry(ActorKind::Scheduler, "lifecycle"),
+        };
+        Actor::spawn(None, Scheduler, args).await.unwrap();
+        asking
+    }
+
+    /// What the scheduler asks during the next `ticks` ticks, which all end before this
+    /// returns: each tick begins with a backlog check, so the check of the tick after them
+    /// marks their end.
+    async fn next_ticks(asking: &mut mpsc::UnboundedReceiver<Asked>, ticks: usize) -> Vec<Asked> {
+        let mut seen = Vec::new();
+        let mut checks = 0;
+        loop {
+            let asked = asking.recv().await.expect("the scheduler runs");
+            if matches!(asked, Asked::Backlogs(_)) {
+                checks += 1;
+                if checks > ticks {
+                    return seen;
+                }
+            }
+            seen.push(asked);
+        }
+    }
+
+    fn sweeps(asked: &[Asked]) -> Vec<&SweepKind> {
+        asked
+            .iter()
+            .filter_map(|a| match a {
+                Asked::Sweep(kind) => Some(kind),
+                Asked::Backlogs(_) => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_sweep_runs_once_when_its_cron_time_comes() {
+        let clock = Arc::new(ManualClock::new(at(2, 59, 30)));
+        let mut asking = scheduler(clock.clone(), false, None).await;
+        let quiet = next_ticks(&mut asking, 5).await;
+        assert!(
+            sweeps(&quiet).is_empty(),
+            "nothing is due before 03:00: {quiet:?}"
+        );
+        assert!(quiet.contains(&Asked::Backlogs(at(2, 59, 30))));
+
+        clock.set(at(3, 0, 1));
+        let asked = next_ticks(&mut asking, 3).await;
+        assert_eq!(sweeps(&asked), [&SweepKind::DecaySweep], "{asked:?}");
+
+        clock.set(at(4, 0, 0));
+        let asked = next_ticks(&mut asking, 3).await;
+        assert_eq!(sweeps(&asked), [&SweepKind::EpisodeCleanup], "{asked:?}");
+
+        clock.set(at(6, 0, 0));
+        let asked = next_ticks(&mut asking, 3).await;
+        assert_eq!(sweeps(&asked), [&SweepKind::Consolidation], "{asked:?}");
+
+        // A day later each daily sweep is due once more; the six-hourly one four times over
+        // but it runs once: a run skips the times it overlapped.
+        clock.set(at(6, 0, 0) + chrono::Duration::days(1));
+        let asked = next_ticks(&mut asking, 3).await;
+        assert_eq!(
+            sweeps(&asked),
+            [
+                &SweepKind::DecaySweep,
+                &SweepKind::EpisodeCleanup,
+                &SweepKind::Consolidation
+            ],
+            "{asked:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_missed_while_down_runs_at_the_first_tick() {
+        // 05:00: the decay sweep (03:00) and the cleanup (04:00) last ran the day before;
+        // consolidation's last time (00:00) is after its last run too.
+        let clock = Arc::new(ManualClock::new(at(5, 0, 0)));
+        let yesterday = at(5, 0, 0) - chrono::Duration::days(1);
+        let mut asking = scheduler(clock.clone(), true, Some(yesterday)).await;
+        let asked = next_ticks(&mut asking, 1).await;
+        assert_eq!(
+            sweeps(&asked),
+            [
+                &SweepKind::DecaySweep,
+                &SweepKind::EpisodeCleanup,
+                &SweepKind::Consolidation
+            ],
+            "{asked:?}"
+        );
+        let later = next_ticks(&mut asking, 3).await;
+        assert!(sweeps(&later).is_empty(), "caught up once: {later:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_not_missed_is_not_repeated_at_start() {
+        let clock = Arc::new(ManualClock::new(at(5, 0, 0)));
+        let mut asking = scheduler(clock, true, Some(at(4, 30, 0))).await;
+        let asked = next_ticks(&mut asking, 3).await;
+        assert!(sweeps(&asked).is_empty(), "{asked:?}");
+    }
+}

@@ -43,6 +43,8 @@ use crate::write_path::CommitQueue;
 
 mod group_commit;
 mod sweep_run;
+#[cfg(test)]
+mod tests;
 
 use group_commit::{EpisodeReply, PendingEpisodes};
 use sweep_run::SweepRun;

@@ -63,7 +63,7 @@ pub async fn run(
         }),
     )?;
     let (mode, degraded) = (lists.mode(SearchMode::Hybrid), lists.degraded);
-    let ranking = ranking(state);
+    let ranking = ranking(&state.services.config.retrieval);
     let relevant = in_sessions(
         state,
         &ranking,
@@ -160,5 +160,172 @@ fn maturity_rank(hit: &Hit) -> u8 {
         Some(Maturity::Established) => 1,
         Some(Maturity::Candidate) | None => 2,
         Some(Maturity::AntiPattern) => 3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, Duration, TimeZone, Utc};
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::domain::search::{ComponentScores, SearchScope};
+
+    /// Counts whitespace-separated words, and no token spans a line: enough to check a
+    /// budget without a tokenizer file.
+    struct Words;
+
+    impl TokenCounter for Words {
+        fn count(&self, text: &str) -> usize {
+            text.split_whitespace().count()
+        }
+
+        fn additive(&self) -> bool {
+            true
+        }
+    }
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 5, 1, 9, 0, 0).unwrap()
+    }
+
+    /// A candidate as the store returns it; `n` orders ids and ages.
+    fn candidate(memory_type: MemoryType, n: u128, content: &str, importance: f64) -> Candidate {
+        let at = now() - Duration::hours(n as i64);
+        Candidate {
+            memory_type: Some(memory_type),
+            id: Uuid::from_u128(n),
+            content: content.into(),
+            importance,
+            created_at: at,
+            last_referenced_at: at,
+            confidence: 1.0,
+            decay_rate: 0.0,
+            last_confirmed_at: at,
+            subject: (memory_type == MemoryType::Fact).then(|| "user".into()),
+            predicate: (memory_type == MemoryType::Fact).then(|| format!("p{n}")),
+            scope: (memory_type != MemoryType::Episode).then(|| "global".into()),
+            permanence: (memory_type == MemoryType::Fact).then(|| "stable".into()),
+            validity: (memory_type != MemoryType::Episode).then(|| "active".into()),
+            maturity: None,
+            butler: Some("health".into()),
+            session_id: None,
+            metadata: serde_json::json!({}),
+            signal: 0.0,
+        }
+    }
+
+    fn rule(n: u128, content: &str, maturity: &str) -> Candidate {
+        Candidate {
+            maturity: Some(maturity.into()),
+            ..candidate(MemoryType::Rule, n, content, 5.0)
+        }
+    }
+
+    /// Found by the prompt's lists, with this relevance.
+    fn relevant(candidate: Candidate, relevance: f64) -> Scored {
+        Scored {
+            candidate,
+            scores: ComponentScores {
+                relevance,
+                ..ComponentScores::blank()
+            },
+        }
+    }
+
+    fn request(token_budget: usize) -> ContextRequest {
+        ContextRequest {
+            trigger_prompt: "tea".into(),
+            butler: "health".into(),
+            token_budget,
+            scope: SearchScope {
+                tenant_id: "t".into(),
+                scopes: None,
+                butlers: None,
+            },
+            min_confidence: 0.2,
+            now: now(),
+        }
+    }
+
+    fn block(gathered: Gathered, budget: usize) -> ContextBlock {
+        let config = crate::config::defaults().retrieval;
+        compose(
+            gathered,
+            &ranking(&config),
+            &config.context,
+            &request(budget),
+            &Words,
+        )
+    }
+
+    fn fixture() -> Gathered {
+        Gathered {
+            relevant: vec![
+                relevant(candidate(MemoryType::Fact, 1, "Drinks green tea", 5.0), 0.9),
+                relevant(
+                    candidate(MemoryType::Episode, 2, "Made tea at noon", 5.0),
+                    0.8,
+                ),
+                relevant(rule(3, "Offer tea after lunch", "candidate"), 0.7),
+            ],
+            standing: vec![
+                candidate(MemoryType::Fact, 4, "Lives in Lyon", 9.0),
+                // Also found by the prompt: counted once, with its relevance.
+                candidate(MemoryType::Fact, 1, "Drinks green tea", 5.0),
+                rule(5, "Confirm before sending", "proven"),
+                rule(6, "Do not call after 9pm", "anti_pattern"),
+                candidate(MemoryType::Episode, 7, "Asked about the weather", 5.0),
+            ],
+        }
+    }
+
+    #[test]
+    fn sections_in_order_rules_by_maturity_and_anti_patterns_last() {
+        let block = block(fixture(), 3000);
+        let text = &block.text;
+        let facts = text.find("(Facts)").unwrap();
+        let rules = text.find("(Rules)").unwrap();
+        let episodes = text.find("(Episodes)").unwrap();
+        assert!(facts < rules && rules < episodes, "{text}");
+        let proven = text.find("Confirm before sending").unwrap();
+        let candidate = text.find("Offer tea after lunch").unwrap();
+        let avoid = text.find("- Avoid: Do not call after 9pm").unwrap();
+        assert!(proven < candidate && candidate < avoid, "{text}");
+        assert_eq!(block.sections.rules, [5, 3, 6].map(Uuid::from_u128));
+        assert_eq!(text.matches("Drinks green tea").count(), 1, "{text}");
+        assert_eq!(block.candidates, 7, "the duplicate counts once");
+        assert_eq!(block.dropped, 0);
+    }
+
+    #[test]
+    fn a_tight_budget_drops_the_lowest_ranked_and_holds() {
+        let roomy = block(fixture(), 3000);
+        let tight = block(fixture(), roomy.tokens_used / 2);
+        assert!(tight.tokens_used <= tight.token_budget, "{tight:?}");
+        assert!(tight.dropped > 0, "{tight:?}");
+        assert_eq!(Words.count(&tight.text), tight.tokens_used);
+        // Within each section, what stays is a prefix of what the roomy block ranked.
+        for (kept, all) in [
+            (&tight.sections.facts, &roomy.sections.facts),
+            (&tight.sections.rules, &roomy.sections.rules),
+            (&tight.sections.episodes, &roomy.sections.episodes),
+        ] {
+            assert_eq!(kept[..], all[..kept.len()]);
+        }
+    }
+
+    /// The block depends on the candidates, not on the order the store returned them in:
+    /// two reads of the same data give the same bytes.
+    #[test]
+    fn the_same_candidates_in_any_order_give_the_same_bytes() {
+        let expected = block(fixture(), 40);
+        for rotation in 1..5 {
+            let mut gathered = fixture();
+            gathered.relevant.rotate_left(rotation % 3);
+            gathered.standing.rotate_left(rotation);
+            gathered.standing.reverse();
+            assert_eq!(block(gathered, 40), expected, "rotation {rotation}");
+        }
     }
 }

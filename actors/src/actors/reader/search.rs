@@ -8,6 +8,7 @@ use futures::future::try_join_all;
 use uuid::Uuid;
 
 use super::ReaderState;
+use crate::config::RetrievalConfig;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::scoring::Ranking;
 use crate::domain::search::{Candidate, Hit, Scored, SearchMode, SearchOutcome, SearchQuery};
@@ -16,8 +17,7 @@ use crate::read_path::QueryEmbedding;
 use crate::store::search::Filter;
 
 /// The ranking knobs from the configuration.
-pub fn ranking(state: &ReaderState) -> Ranking {
-    let r = &state.services.config.retrieval;
+pub fn ranking(r: &RetrievalConfig) -> Ranking {
     Ranking {
         weights: r.score_weights.clone(),
         maturity_weights: r.maturity_weights.clone(),
@@ -160,7 +160,7 @@ pub async fn run(
     )
     .await?;
     let (mode, degraded) = (lists.mode(query.mode), lists.degraded);
-    let ranking = ranking(state);
+    let ranking = ranking(&state.services.config.retrieval);
     let scored = in_sessions(
         state,
         &ranking,
@@ -212,4 +212,107 @@ pub async fn in_sessions(
         .await?;
     ranking.with_session_neighbours(&mut scored, &neighbours, fetched);
     Ok(scored)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, TimeZone, Utc};
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::domain::search::SearchScope;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 5, 1, 9, 0, 0).unwrap()
+    }
+
+    fn episode(n: u128, session: &str, signal: f64) -> Candidate {
+        Candidate {
+            memory_type: Some(MemoryType::Episode),
+            id: Uuid::from_u128(n),
+            content: format!("episode {n}"),
+            importance: 5.0,
+            created_at: now(),
+            last_referenced_at: now(),
+            confidence: 1.0,
+            decay_rate: 0.0,
+            last_confirmed_at: now(),
+            subject: None,
+            predicate: None,
+            scope: None,
+            permanence: None,
+            validity: None,
+            maturity: None,
+            butler: Some("health".into()),
+            session_id: Some(session.into()),
+            metadata: serde_json::json!({}),
+            signal,
+        }
+    }
+
+    fn query(limit: usize) -> SearchQuery {
+        SearchQuery {
+            text: "tea".into(),
+            embedding_needed: true,
+            types: vec![MemoryType::Episode],
+            mode: SearchMode::Hybrid,
+            limit,
+            min_confidence: 0.2,
+            scope: SearchScope {
+                tenant_id: "t".into(),
+                scopes: None,
+                butlers: None,
+            },
+            now: now(),
+        }
+    }
+
+    fn ids(hits: &[Hit]) -> Vec<u128> {
+        hits.iter().map(|h| h.candidate.id.as_u128()).collect()
+    }
+
+    /// Fusion and the cut, on lists as the store returns them: what both lists found leads,
+    /// each list's clear winner beats its runner-up, and no more than `limit` come back.
+    #[test]
+    fn both_lists_agreeing_lead_and_the_cut_holds() {
+        let ranking = ranking(&crate::config::defaults().retrieval);
+        let semantic = vec![
+            episode(1, "a", 0.9),
+            episode(2, "b", 0.5),
+            episode(3, "c", 0.4),
+        ];
+        let keyword = vec![
+            episode(1, "a", 7.0),
+            episode(4, "d", 6.0),
+            episode(5, "e", 1.0),
+        ];
+        let scored = ranking.relevance(SearchMode::Hybrid, semantic, keyword);
+        let hits = rank(&ranking, scored, &query(3));
+        assert_eq!(hits.len(), 3);
+        assert_eq!(ids(&hits)[0], 1, "found by both lists");
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+        assert!(ids(&hits).contains(&4), "the keyword list's strong second");
+    }
+
+    /// Diversification: one session cannot take the whole top-k while others have hits.
+    #[test]
+    fn one_session_cannot_fill_the_top() {
+        let ranking = ranking(&crate::config::defaults().retrieval);
+        let semantic: Vec<Candidate> = (1..=6)
+            .map(|n| {
+                episode(
+                    n,
+                    if n <= 4 { "same" } else { "other" },
+                    1.0 - n as f64 / 10.0,
+                )
+            })
+            .collect();
+        let scored = ranking.relevance(SearchMode::Semantic, semantic, Vec::new());
+        let hits = rank(&ranking, scored, &query(4));
+        let same = hits
+            .iter()
+            .filter(|h| h.candidate.session_id.as_deref() == Some("same"))
+            .count();
+        assert!(same <= 2, "max_cluster_share 0.5 of 4: {:?}", ids(&hits));
+    }
 }
