@@ -103,8 +103,11 @@ async fn the_block_has_sections_annotations_and_its_ids() {
 
 #[tokio::test]
 async fn identical_state_and_request_give_identical_bytes() {
+    // Two answers computed independently: the result cache is off, and the second answer
+    // comes from another service on the same data (its own caches and hash seeds).
+    let uncached = "[retrieval]\nworkers = 2\nembed_timeout_ms = 5000\nresult_cache_size = 0\n";
     let clock = Arc::new(ManualClock::new(t0()));
-    let app = spawn_app_at("", clock.clone()).await;
+    let app = spawn_app_at(uncached, clock.clone()).await;
     let mcp = app.client(TENANT_A_HEALTH).await;
     for i in 0..12 {
         mcp.ok(
@@ -121,15 +124,28 @@ async fn identical_state_and_request_give_identical_bytes() {
     app.engine().flush().await.unwrap();
     let request =
         json!({"trigger_prompt": "tea in the garden", "butler": "health", "token_budget": 120});
-    let mut first = mcp.ok("memory_context", request.clone()).await;
-    let mut second = mcp.ok("memory_context", request.clone()).await;
-    first.as_object_mut().unwrap().remove("request_context");
-    second.as_object_mut().unwrap().remove("request_context");
-    assert_eq!(first.to_string(), second.to_string());
+    let answer = |mut body: serde_json::Value| {
+        body.as_object_mut().unwrap().remove("request_context");
+        body.to_string()
+    };
+    let first = answer(mcp.ok("memory_context", request.clone()).await);
+    let again = answer(mcp.ok("memory_context", request.clone()).await);
+    let beside = spawn_beside(&app, uncached, clock.clone()).await;
+    let elsewhere = answer(
+        beside
+            .client(TENANT_A_HEALTH)
+            .await
+            .ok("memory_context", request.clone())
+            .await,
+    );
+    assert_eq!(first, again, "computed twice by one service");
+    assert_eq!(first, elsewhere, "computed by another service");
+    let body: serde_json::Value = serde_json::from_str(&first).unwrap();
     assert!(
-        first["dropped"].as_u64().unwrap() > 0,
+        body["dropped"].as_u64().unwrap() > 0,
         "the small budget dropped candidates"
     );
+    beside.stop().await;
     app.stop().await;
 }
 

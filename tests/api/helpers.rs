@@ -119,6 +119,8 @@ pub struct TestApp {
     pub service: TestService,
     /// Direct access to the test's database, for checks behind the API.
     pub db: PgConnectOptions,
+    /// The database's URL, for a second service on the same data.
+    pub db_url: String,
 }
 
 impl TestApp {
@@ -160,12 +162,27 @@ pub async fn spawn_app_at(extra: &str, clock: Arc<ManualClock>) -> TestApp {
 
 async fn spawn(extra: &str, clock: Option<Arc<ManualClock>>) -> TestApp {
     let (url, db) = fresh_database().await;
+    spawn_on(url, db, extra, clock).await
+}
+
+/// Starts another service on `app`'s database: the same data, none of `app`'s state.
+pub async fn spawn_beside(app: &TestApp, extra: &str, clock: Arc<ManualClock>) -> TestApp {
+    spawn_on(app.db_url.clone(), app.db.clone(), extra, Some(clock)).await
+}
+
+async fn spawn_on(
+    url: String,
+    db: PgConnectOptions,
+    extra: &str,
+    clock: Option<Arc<ManualClock>>,
+) -> TestApp {
     let mut config = base_config(extra);
-    config.edge.database_url = butler_memory::config::Secret::new(url);
+    config.edge.database_url = butler_memory::config::Secret::new(url.clone());
     let clock = clock.map(|c| c as butler_memory_actors::SharedClock);
     TestApp {
         service: TestService::start(config, clock).await,
         db,
+        db_url: url,
     }
 }
 
