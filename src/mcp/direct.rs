@@ -3,11 +3,11 @@
 //! rmcp serves every stateless POST by deserialising the message through its generic
 //! `ClientJsonRpcMessage` (serde `flatten`, which buffers the whole message and parses it
 //! twice), then spawning a one-shot service loop with its own channel and cancellation
-//! tokens for that single request. Under a burst of 2,000 tool calls a second that was
-//! a large share of the service's own CPU (`handle_post` alone 11% of its samples;
-//! docs/benchmarks.md), paid by every butler on every call. This module answers the common case itself: a POST of one JSON-RPC
-//! `tools/call` request for a tool this server has, from a client on a protocol version
-//! that needs no per-request metadata. It produces the same bytes rmcp would.
+//! tokens for that single request: under a burst, a large share of the service's own CPU
+//! (docs/decisions.md), paid by every butler on every call. This module answers the common
+//! case itself: a POST of one JSON-RPC `tools/call` request for a tool this server has, from
+//! a client on a protocol version that needs no per-request metadata. It produces the same
+//! bytes rmcp would.
 //!
 //! The check is conservative by construction. Anything this module does not fully
 //! understand (another method, a batch, an `Origin`, a session id, `_meta`, an unknown

@@ -19,12 +19,10 @@
 //!   matches it, and a word counted in no memory joins the selection (`domain::bm25`).
 //! - A type with no memories at the current generation is known empty: reads skip it.
 //! - Past its window (or its drift), a count is still served until it is twice the window
-//!   old, and recounted in the background, one recount per tenant and type at a time. In a
-//!   2,000 writes/s burst the count and mean length of 20,000-40,000 episodes took 46 ms,
-//!   and the full counts of the common words 58-71 ms, and the reads that found them stale
-//!   paid for them (context spikes at seconds 20 and 40 of every load generator timeline:
-//!   the tenant's count doubled, so every word had drifted). Only counts older than twice
-//!   the window, as after a quiet spell, are recounted while the read waits.
+//!   old, and recounted in the background, one recount per tenant and type at a time: a
+//!   recount during a burst costs tens of milliseconds, which a read should not wait for
+//!   (docs/decisions.md). Only counts older than twice the window, as after a quiet spell,
+//!   are recounted while the read waits.
 
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{HashMap, HashSet};

@@ -1,8 +1,8 @@
 //! A read's query embedding, on its way. The engine starts embedding a request's prompts
 //! before it dispatches the read, and the read waits for the vector only where a semantic
 //! list needs it: its keyword lists, standing facts and rules and recent episodes run
-//! meanwhile, so a fresh prompt's embedding (about 16 ms under a write burst,
-//! docs/benchmarks.md) does not come before every statement of the read.
+//! meanwhile, so a fresh prompt's embedding does not come before every statement of the
+//! read.
 //!
 //! Vectors in the query cache are ready at once; the rest of a request's texts go to the
 //! embedder pool in one batch (one for a whole `memory_context_batch`), in a task of its

@@ -2,31 +2,27 @@
 //! one statement.
 //!
 //! A shard already gathers its own concurrent writes into one group (`shard/group_commit.rs`),
-//! but a fleet spreads its writes over many shards, each lightly loaded: at 2,000 writes/s over
-//! 8 shards a shard's group held 1.9 episodes, and per-statement work (executor start-up,
-//! commit, WAL flush) was a fifth of PostgreSQL's time. Here every shard's requests join one
-//! queue, and at most `writes.commit_concurrency` statements run at once: whichever group gets
-//! a turn takes everything queued (up to `writes.group_commit_max` episodes) and writes it in
-//! one statement. Under load the queue fills while statements run, so statements grow with
-//! the load; at low load a request goes out at once, alone, with no added wait. This is
-//! leader election, not a background task: nothing to supervise, nothing left running when
-//! idle.
+//! but a fleet spreads its writes over many shards, each lightly loaded, and per-statement
+//! work (executor start-up, commit, WAL flush) would dominate PostgreSQL's time
+//! (docs/decisions.md has the figures). Here every shard's requests join one queue, and at
+//! most `writes.commit_concurrency` statements run at once: whichever group gets a turn
+//! takes everything queued (up to `writes.group_commit_max` episodes) and writes it in one
+//! statement. Under load the queue fills while statements run, so statements grow with the
+//! load; at low load a request goes out at once, alone, with no added wait. This is leader
+//! election, not a background task: nothing to supervise, nothing left running when idle.
 //!
 //! Small statements take turns even so: a statement of a few episodes is mostly
 //! per-statement work (executor start-up, constraint and default expressions, commit), and
-//! two of them side by side pay it twice for what one would carry after the other (measured:
-//! 3.4 episodes a statement at 2,000 writes/s with two small statements at once, 4.6 one at
-//! a time, and PostgreSQL's CPU followed the statement count). Only a statement of at least
-//! `writes.parallel_commit_min_episodes` runs beside another, so batch ingest, whose
-//! statements are large and CPU-bound per row, still uses every core.
+//! two of them side by side pay it twice for what one would carry after the other. Only a
+//! statement of at least `writes.parallel_commit_min_episodes` runs beside another, so batch
+//! ingest, whose statements are large and CPU-bound per row, still uses every core.
 //!
-//! A shard hands its groups over without waiting for the previous one's outcome (it used to
-//! wait, and its next group then missed the statement that started meanwhile: at 2,000
-//! writes/s that was a third of the write latency, docs/benchmarks.md). Its writes keep their
-//! arrival order all the same: the queue is first in, first out, and a shard's requests are
-//! not taken while a statement holding an earlier one of its requests still runs, so they
-//! commit in one statement in order or in statements one after the other. The statement runs
-//! in a task of its own, so a shard that stops mid-commit cannot leave the others without an
+//! A shard hands its groups over without waiting for the previous one's outcome, so that its
+//! next group can join the statement that starts meanwhile. Its writes keep their arrival
+//! order all the same: the queue is first in, first out, and a shard's requests are not
+//! taken while a statement holding an earlier one of its requests still runs, so they commit
+//! in one statement in order or in statements one after the other. The statement runs in a
+//! task of its own, so a shard that stops mid-commit cannot leave the others without an
 //! answer. If a combined statement fails, each request is written again on its own, in
 //! order, so a request fails only for its own reasons.
 

@@ -3,11 +3,10 @@
 //!
 //! A read is a chain of short steps (candidate lists, session neighbours, assembly), each
 //! woken by a database answer. On the runtime that also serves a write burst, every wake-up
-//! queued behind thousands of write requests a second, and `memory_context` took 40-50 ms
-//! at p95 where it needs 10 without the burst (docs/benchmarks.md). Here a read's steps
-//! queue only behind other reads, and the runtime's threads, asleep between reads, are
-//! the kernel's first choice when a read wakes them. Qdrant keeps its searches on a runtime
-//! apart from its updates for the same reason.
+//! would queue behind thousands of write requests a second (docs/decisions.md has what that
+//! cost). Here a read's steps queue only behind other reads, and the runtime's threads,
+//! asleep between reads, are the kernel's first choice when a read wakes them. Qdrant keeps
+//! its searches on a runtime apart from its updates for the same reason.
 //!
 //! The connections are opened on this runtime too (`Store::with_reads_here`): a socket is
 //! driven by the runtime that opened it, and one opened on the busy runtime would wake its
