@@ -30,7 +30,7 @@ use crate::domain::shard_key::ShardKey;
 use crate::embedder::minilm::MiniLm;
 use crate::embedder::token_counter::TokenizerCounter;
 use crate::embedder::{EmbedError, Embedder, EmbedderConfig};
-use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::error::{MemoryError, MemoryResult};
 use crate::read_path::{CorpusCache, QueryCache, QueryEmbedder, ResultCache};
 use crate::services::Services;
 use crate::store::Store;
@@ -254,14 +254,6 @@ impl Engine {
             .await?
     }
 
-    /// Stops the embedder pool and keeps it down (`false`), or starts it again (`true`).
-    /// While it is down, reads answer from the keyword path (`degraded`) and `/readyz`
-    /// names the embedder. An operator drill; tests use it too.
-    pub async fn set_embedder_running(&self, running: bool) -> MemoryResult<()> {
-        self.ask_supervisor(|reply| SupervisorMsg::SetEmbedder { running, reply })
-            .await?
-    }
-
     /// Stops the tree: no more restarts, shards drain their mailboxes, then everything stops.
     pub async fn shutdown(&self) {
         let Some(task) = self
@@ -293,24 +285,6 @@ impl Engine {
         }
         self.supervisor.stop(None);
         let _ = task.await;
-    }
-
-    async fn ask_supervisor<R, F>(&self, build: F) -> MemoryResult<R>
-    where
-        F: FnOnce(ractor::RpcReplyPort<R>) -> SupervisorMsg,
-        R: Send + 'static,
-    {
-        match self
-            .supervisor
-            .call(build, Some(Duration::from_secs(10)))
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(result)) => Ok(result),
-            _ => Err(MemoryError::new(
-                ErrorCode::SupervisorUnavailable,
-                "the actor tree is not answering",
-            )),
-        }
     }
 
     /// Sends a read to the least busy reader.

@@ -131,8 +131,9 @@ pub enum SupervisorMsg {
     Retry(Child),
     /// Stop restarting anything: the engine is shutting down.
     ShuttingDown { reply: RpcReplyPort<()> },
-    /// Stop the embedder pool and keep it down (`running: false`), or start it again: an
-    /// operator drill (and a test) of how reads degrade without the model.
+    /// Stop the embedder pool and keep it down (`running: false`), or start it again: a
+    /// drill of how reads degrade without the model.
+    #[cfg(feature = "testkit")]
     SetEmbedder {
         running: bool,
         reply: RpcReplyPort<MemoryResult<()>>,
@@ -285,6 +286,7 @@ impl Actor for Supervisor {
                 state.shutting_down = true;
                 let _ = reply.send(());
             }
+            #[cfg(feature = "testkit")]
             SupervisorMsg::SetEmbedder { running, reply } => {
                 let result = if running {
                     state.embedder_paused = false;

@@ -2,8 +2,10 @@
 //! engine. Compiled only with the `testkit` feature, so they are not part of the production
 //! API.
 
+use std::time::Duration;
+
 use super::Engine;
-use crate::actors::{ReaderMsg, ShardMsg};
+use crate::actors::{ReaderMsg, ShardMsg, SupervisorMsg};
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::write_path::Admitted;
@@ -39,5 +41,31 @@ impl Engine {
     /// is dropped: how writes are refused when the budget is spent.
     pub fn reserve_write_room(&self, episodes: u32) -> MemoryResult<Admitted> {
         self.services.admission.admit(episodes, 0)
+    }
+
+    /// Stops the embedder pool and keeps it down (`false`), or starts it again (`true`).
+    /// While it is down, reads answer from the keyword path (`degraded`) and `/readyz`
+    /// names the embedder.
+    pub async fn set_embedder_running(&self, running: bool) -> MemoryResult<()> {
+        self.ask_supervisor(|reply| SupervisorMsg::SetEmbedder { running, reply })
+            .await?
+    }
+
+    async fn ask_supervisor<R, F>(&self, build: F) -> MemoryResult<R>
+    where
+        F: FnOnce(ractor::RpcReplyPort<R>) -> SupervisorMsg,
+        R: Send + 'static,
+    {
+        match self
+            .supervisor
+            .call(build, Some(Duration::from_secs(10)))
+            .await
+        {
+            Ok(ractor::rpc::CallResult::Success(result)) => Ok(result),
+            _ => Err(MemoryError::new(
+                ErrorCode::SupervisorUnavailable,
+                "the actor tree is not answering",
+            )),
+        }
     }
 }
