@@ -20,21 +20,25 @@
 //!     cargo bench --bench load -- --rate 10000 --batch-size 500 --duration 30
 //!     cargo test --bench load -- --smoke       # a few seconds, as CI runs it
 
+#[path = "load/report.rs"]
+mod report;
+#[path = "load/rpc.rs"]
+mod rpc;
 #[path = "support/mod.rs"]
 mod support;
+#[path = "load/traffic.rs"]
+mod traffic;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
-use serde::Deserialize;
-use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use serde_json::json;
 
-use support::{Key, Latency, MachineCpu, Rng, Service, round3};
+use rpc::Endpoint;
+use support::{Key, Service};
+use traffic::Sample;
 
 /// The service runs in this process, so it gets the allocator its binary uses (src/main.rs).
 #[global_allocator]
@@ -106,16 +110,26 @@ struct Args {
     bench: bool,
 }
 
-/// One finished call.
-struct Sample {
-    tool: &'static str,
-    episodes: usize,
-    latency: Duration,
-    /// `ok` or the error class.
-    outcome: String,
-    ids: Vec<String>,
-    /// When the answer came.
-    done: Instant,
+impl Args {
+    /// The command line, with `--smoke`'s settings applied, checked.
+    fn resolved() -> anyhow::Result<Args> {
+        let mut args = Args::parse();
+        if args.smoke {
+            args.rate = 100.0;
+            args.duration = 3.0;
+            args.burst_secs = 2.0;
+            args.pause_secs = 1.0;
+            args.batch_size = 10;
+            args.writers = 4;
+            args.readers = 2;
+            args.read_rate = 10.0;
+        }
+        anyhow::ensure!(
+            args.rate > 0.0 && args.batch_size > 0,
+            "rate and batch size must be positive"
+        );
+        Ok(args)
+    }
 }
 
 /// A butler the generator writes as.
@@ -125,106 +139,40 @@ struct Butler {
     name: String,
 }
 
-const PROMPTS: &[&str] = &[
-    "Plan the week's meals",
-    "Remind me about the dentist",
-    "What did we decide about the trip?",
-    "Summarise yesterday's calls",
-    "Any allergies to keep in mind?",
-    "Book a table for Friday",
-];
-
-/// One JSON-RPC message to the MCP endpoint (stateless Streamable HTTP POST).
-async fn post(
-    http: &reqwest::Client,
-    url: &reqwest::Url,
-    key: &str,
-    message: Value,
-) -> reqwest::Result<reqwest::Response> {
-    http.post(url.clone())
-        .bearer_auth(key)
-        .header("Accept", "application/json, text/event-stream")
-        .json(&message)
-        .send()
-        .await
-}
-
-/// The parts of a tool call's answer the generator reads: it runs beside the service on
-/// the same cores, so it skips over the rest of each answer (the stored record, the context
-/// block) instead of building it as a JSON tree.
-#[derive(Deserialize)]
-struct Reply {
-    result: Option<ToolResult>,
-}
-
-#[derive(Deserialize)]
-struct ToolResult {
-    #[serde(rename = "isError", default)]
-    is_error: bool,
-    #[serde(rename = "structuredContent", default)]
-    content: Answer,
-}
-
-/// A stored episode's `id`, a batch's `ids`, an error's `class`.
-#[derive(Deserialize, Default)]
-struct Answer {
-    id: Option<String>,
-    ids: Option<Vec<String>>,
-    class: Option<String>,
-}
-
-/// One MCP tool call over Streamable HTTP (stateless JSON-RPC POST): `Ok(the ids it
-/// stored)` or `Err(error class)`.
-async fn call(
-    http: &reqwest::Client,
-    url: &reqwest::Url,
-    key: &str,
-    tool: &str,
-    args: Value,
-) -> Result<Vec<String>, String> {
-    let response = post(
-        http,
-        url,
-        key,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-               "params": {"name": tool, "arguments": args}}),
-    )
-    .await
-    .map_err(|_| "transport".to_owned())?;
-    let body = response.bytes().await.map_err(|_| "transport".to_owned())?;
-    let reply: Reply = serde_json::from_slice(&body).map_err(|_| "protocol".to_owned())?;
-    let result = reply.result.ok_or_else(|| "protocol".to_owned())?;
-    let answer = result.content;
-    if result.is_error {
-        return Err(answer.class.unwrap_or_else(|| "unknown".to_owned()));
-    }
-    Ok(answer
-        .ids
-        .unwrap_or_else(|| answer.id.into_iter().collect()))
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.rate = 100.0;
-        args.duration = 3.0;
-        args.burst_secs = 2.0;
-        args.pause_secs = 1.0;
-        args.batch_size = 10;
-        args.writers = 4;
-        args.readers = 2;
-        args.read_rate = 10.0;
+    let args = Args::resolved()?;
+    let (keys, butlers) = fleet(&args);
+    let service = start(&args, &keys).await?;
+    let endpoint = Endpoint::new(service.address, args.writers + args.readers)?;
+    if !args.smoke {
+        tokio::time::sleep(Duration::from_secs_f64(args.settle_secs)).await;
     }
+    open_connections(&args, &endpoint, &butlers).await?;
+    let run = traffic::run(&args, &endpoint, &butlers).await?;
+    let stored = check_stored(&service, &run.samples).await?;
+    let tools = report::print_summary(&args, &run, &stored);
+    let timeline = run.timeline();
+    if args.timeline {
+        report::print_timeline(&timeline);
+    }
+    let drain = drain(&service, &args, run.load_ended).await?;
+    report::print_drain(&drain);
+    if let Some(path) = &args.json {
+        let value = report::json(&args, &run, &stored, &drain, timeline, tools);
+        support::write_json(path, &value)?;
+    }
+    service.stop().await?;
     anyhow::ensure!(
-        args.rate > 0.0 && args.batch_size > 0,
-        "rate and batch size must be positive"
+        stored.lost == 0,
+        "{} acknowledged episodes are missing",
+        stored.lost
     );
-    // The write path is measured, not a catch-up of the daily sweeps at the first tick.
-    let extra = format!(
-        "[lifecycle]\ncatch_up_missed_runs = false\n{}",
-        support::extra_toml(args.config.as_ref())?
-    );
+    Ok(())
+}
+
+/// `--tenants` tenants, each with an admin key and `--butlers` butlers with a key each.
+fn fleet(args: &Args) -> (Vec<Key>, Vec<Butler>) {
     let mut keys = Vec::new();
     let mut butlers = Vec::new();
     for t in 0..args.tenants {
@@ -237,19 +185,30 @@ async fn main() -> anyhow::Result<()> {
             butlers.push(Butler { key, name });
         }
     }
-    let service = Service::start(&keys, &extra).await?;
-    let url: reqwest::Url = format!("http://{}/mcp", service.address).parse()?;
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.writers + args.readers)
-        .build()?;
-    if !args.smoke {
-        tokio::time::sleep(Duration::from_secs_f64(args.settle_secs)).await;
-    }
-    // Every connection the generator will use is opened before the clock starts: the run
-    // measures the service, not TCP handshakes.
+    (keys, butlers)
+}
+
+/// The service, with the fleet's keys and `--config`.
+async fn start(args: &Args, keys: &[Key]) -> anyhow::Result<Service> {
+    // The write path is measured, not a catch-up of the daily sweeps at the first tick.
+    let extra = format!(
+        "[lifecycle]\ncatch_up_missed_runs = false\n{}",
+        support::extra_toml(args.config.as_ref())?
+    );
+    Service::start(keys, &extra).await
+}
+
+/// Every connection the generator will use is opened before the clock starts: the run
+/// measures the service, not TCP handshakes.
+async fn open_connections(
+    args: &Args,
+    endpoint: &Endpoint,
+    butlers: &[Butler],
+) -> anyhow::Result<()> {
     let opened = (0..args.writers + args.readers).map(|_| async {
         let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
-        let response = post(&http, &url, &butlers[0].key, list)
+        let response = endpoint
+            .post(&butlers[0].key, list)
             .await?
             .error_for_status()?;
         // Read to the end, so that the connection goes back to the pool.
@@ -258,151 +217,22 @@ async fn main() -> anyhow::Result<()> {
     for opened in futures::future::join_all(opened).await {
         opened?;
     }
-    let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+    Ok(())
+}
 
-    // The write schedule: calls due at fixed intervals inside bursts.
-    let call_rate = args.rate / args.batch_size as f64;
-    let (due_tx, due_rx) = mpsc::unbounded_channel::<(Instant, usize)>();
-    let due_rx = Arc::new(tokio::sync::Mutex::new(due_rx));
-    let started = Instant::now();
-    let cpu_at_start = MachineCpu::now();
-    // The machine's CPU second by second, for the timeline: a stall with steal is the host's.
-    let cpu_seconds: Arc<Mutex<Vec<support::CpuUse>>> = Arc::default();
-    let cpu_sampler = {
-        let cpu_seconds = cpu_seconds.clone();
-        tokio::spawn(async move {
-            let mut last = MachineCpu::now();
-            let mut tick = tokio::time::interval_at(
-                (started + Duration::from_secs(1)).into(),
-                Duration::from_secs(1),
-            );
-            loop {
-                tick.tick().await;
-                let now = MachineCpu::now();
-                cpu_seconds.lock().unwrap().push(last.until(&now));
-                last = now;
-            }
-        })
-    };
-    let end = started + Duration::from_secs_f64(args.duration);
-    let scheduler = {
-        let args = args.clone();
-        tokio::spawn(async move {
-            let period = args.burst_secs + args.pause_secs;
-            let mut n = 0usize;
-            let mut at = 0.0f64;
-            while at < args.duration {
-                let in_period = at % period;
-                if in_period >= args.burst_secs {
-                    at += period - in_period;
-                    continue;
-                }
-                let due = started + Duration::from_secs_f64(at);
-                tokio::time::sleep_until(due.into()).await;
-                if due_tx.send((due, n)).is_err() {
-                    return;
-                }
-                n += 1;
-                at += 1.0 / call_rate;
-            }
-        })
-    };
-    let mut writers = Vec::new();
-    for _ in 0..args.writers {
-        let (http, url, samples, due_rx, butlers) = (
-            http.clone(),
-            url.clone(),
-            samples.clone(),
-            due_rx.clone(),
-            butlers.clone(),
-        );
-        let batch_size = args.batch_size;
-        writers.push(tokio::spawn(async move {
-            loop {
-                let next = due_rx.lock().await.recv().await;
-                let Some((due, n)) = next else { return };
-                let butler = &butlers[n % butlers.len()];
-                let episode = |i: usize| {
-                    json!({"content": format!("Load episode {n}.{i}: the user asked {} about the plan for day {}", butler.name, n % 31),
-                           "butler": butler.name, "session_id": format!("s{}", n / 20)})
-                };
-                let (tool, request) = if batch_size == 1 {
-                    ("memory_store_episode", episode(0))
-                } else {
-                    let episodes: Vec<Value> = (0..batch_size).map(episode).collect();
-                    ("memory_ingest_batch", json!({"episodes": episodes}))
-                };
-                let result = call(&http, &url, &butler.key, tool, request).await;
-                let latency = due.elapsed();
-                let (outcome, ids) = match result {
-                    Ok(ids) => ("ok".to_owned(), ids),
-                    Err(class) => (class, Vec::new()),
-                };
-                samples.lock().unwrap().push(Sample {
-                    tool,
-                    episodes: batch_size,
-                    latency,
-                    outcome,
-                    ids,
-                    done: Instant::now(),
-                });
-            }
-        }));
-    }
-    let mut readers = Vec::new();
-    for r in 0..args.readers {
-        let (http, url, samples, butlers) =
-            (http.clone(), url.clone(), samples.clone(), butlers.clone());
-        let interval = Duration::from_secs_f64(args.readers as f64 / args.read_rate.max(0.001));
-        let mut rng = Rng::new(args.seed + r as u64);
-        let fresh_prompts = args.fresh_prompts;
-        readers.push(tokio::spawn(async move {
-            let mut i = 0usize;
-            let mut next = Instant::now() + interval.mul_f64(r as f64 / 4.0);
-            while next < end {
-                tokio::time::sleep_until(next.into()).await;
-                let butler = rng.pick(&butlers).clone();
-                let prompt = if fresh_prompts {
-                    format!("{} (request {r}.{i})", rng.pick(PROMPTS))
-                } else {
-                    rng.pick(PROMPTS).to_string()
-                };
-                let (tool, request) = if i.is_multiple_of(2) {
-                    (
-                        "memory_context",
-                        json!({"trigger_prompt": prompt, "butler": butler.name}),
-                    )
-                } else {
-                    ("memory_search", json!({"query": prompt}))
-                };
-                let t = Instant::now();
-                let result = call(&http, &url, &butler.key, tool, request).await;
-                samples.lock().unwrap().push(Sample {
-                    tool,
-                    episodes: 0,
-                    latency: t.elapsed(),
-                    outcome: result.err().unwrap_or_else(|| "ok".to_owned()),
-                    ids: Vec::new(),
-                    done: Instant::now(),
-                });
-                i += 1;
-                next += interval;
-            }
-        }));
-    }
-    scheduler.await?;
-    for w in writers {
-        w.await?;
-    }
-    for r in readers {
-        r.await?;
-    }
-    let load_secs = started.elapsed().as_secs_f64();
-    let load_ended = Instant::now();
-    let cpu = cpu_at_start.until(&MachineCpu::now());
-    let samples = std::mem::take(&mut *samples.lock().unwrap());
+/// Acknowledged episodes and how many of them the database holds.
+struct Stored {
+    /// Episode ids the service acknowledged.
+    acked: usize,
+    /// Of those, in the `episodes` table.
+    found: i64,
+    lost: i64,
+    /// Rows in the `episodes` table.
+    rows: i64,
+}
 
-    // Every acknowledged episode must be in the database.
+/// Every acknowledged episode must be in the database: counts the acknowledged ids that are.
+async fn check_stored(service: &Service, samples: &[Sample]) -> anyhow::Result<Stored> {
     let acked: Vec<uuid::Uuid> = samples
         .iter()
         .flat_map(|s| s.ids.iter())
@@ -418,116 +248,33 @@ async fn main() -> anyhow::Result<()> {
             .await?;
         found += n;
     }
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM episodes")
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM episodes")
         .fetch_one(&pool)
         .await?;
-    let lost = acked.len() as i64 - found;
+    Ok(Stored {
+        acked: acked.len(),
+        found,
+        lost: acked.len() as i64 - found,
+        rows,
+    })
+}
 
-    // Per tool: calls, episodes, throughput, latency, errors by class.
-    let mut by_tool: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
-    for s in &samples {
-        by_tool.entry(s.tool).or_default().push(s);
-    }
-    println!("## Load: bursty writes with concurrent readers\n");
-    println!(
-        "- {} tenants x {} butlers; writes {} episodes/s in bursts of {} s every {} s, {} episodes per call, {} writer connections; {} readers at {} reads/s ({} prompts); {:.1} s in all",
-        args.tenants,
-        args.butlers,
-        args.rate,
-        args.burst_secs,
-        args.burst_secs + args.pause_secs,
-        args.batch_size,
-        args.writers,
-        args.readers,
-        args.read_rate,
-        if args.fresh_prompts {
-            "fresh"
-        } else {
-            "six repeated"
-        },
-        load_secs
-    );
-    println!(
-        "- acknowledged episodes: {}, found in the database: {found}, lost: {lost}; rows in the table: {stored}",
-        acked.len()
-    );
-    // Service, generator and PostgreSQL share the machine: its CPU over the load says how
-    // close to saturation the run was, and steal how much the hypervisor took (latencies
-    // from a run with much steal measure the host, not the service).
-    println!(
-        "- machine CPU during the load: {:.0}% user, {:.0}% system, {:.0}% idle, {:.0}% iowait, {:.0}% steal; {:.1} CPU-seconds busy, {:.2} per 1,000 episodes acked",
-        cpu.user * 100.0,
-        cpu.system * 100.0,
-        cpu.idle * 100.0,
-        cpu.iowait * 100.0,
-        cpu.steal * 100.0,
-        cpu.busy_seconds,
-        cpu.busy_seconds * 1000.0 / (acked.len().max(1) as f64)
-    );
-    if cpu.steal > 0.1 {
-        println!(
-            "- warning: the hypervisor took {:.0}% of the CPU during the load; latencies are not comparable with a run without steal",
-            cpu.steal * 100.0
-        );
-    }
-    println!();
-    println!(
-        "| tool | calls | ok | episodes acked | ok calls/s | episodes/s | p50 ms | p95 ms | p99 ms | max ms | errors |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    let mut tools_json = serde_json::Map::new();
-    for (tool, list) in &by_tool {
-        let ok: Vec<&&Sample> = list.iter().filter(|s| s.outcome == "ok").collect();
-        let latency = Latency::of(&ok.iter().map(|s| s.latency).collect::<Vec<_>>());
-        let mut errors: BTreeMap<&str, usize> = BTreeMap::new();
-        for s in list.iter().filter(|s| s.outcome != "ok") {
-            *errors.entry(s.outcome.as_str()).or_default() += 1;
-        }
-        let episodes: usize = ok.iter().map(|s| s.episodes).sum();
-        let active = if *tool == "memory_context" || *tool == "memory_search" {
-            load_secs
-        } else {
-            // Writes count over the bursts, stretched by however long the service took to
-            // answer the last one: a service that falls behind shows a lower rate.
-            let last = list.iter().map(|s| s.done).max().unwrap_or(started);
-            let pauses = (args.duration - active_write_secs(&args)).max(0.0);
-            active_write_secs(&args).max((last - started).as_secs_f64() - pauses)
-        };
-        println!(
-            "| {tool} | {} | {} | {episodes} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
-            list.len(),
-            ok.len(),
-            ok.len() as f64 / active,
-            episodes as f64 / active,
-            latency.p50,
-            latency.p95,
-            latency.p99,
-            latency.max,
-            if errors.is_empty() {
-                "-".to_owned()
-            } else {
-                format!("{errors:?}")
-            }
-        );
-        tools_json.insert(
-            tool.to_string(),
-            json!({"calls": list.len(), "ok": ok.len(), "episodes": episodes,
-                   "ok_calls_per_second": round3(ok.len() as f64 / active),
-                   "episodes_per_second": round3(episodes as f64 / active),
-                   "latency": latency.json(), "errors": errors}),
-        );
-    }
-    println!(
-        "\nwrite throughput is over the bursts ({:.1} s scheduled), stretched to when the last write was answered; read throughput over the whole run",
-        active_write_secs(&args)
-    );
-    cpu_sampler.abort();
-    let timeline = timeline(&samples, started, &cpu_seconds.lock().unwrap());
-    if args.timeline {
-        print_timeline(&timeline);
-    }
-    // Then the embedding backlog drains (or not within --drain-timeout): how long after
-    // the load ended, and at what rate.
+/// How the embedding backlog drained after the load.
+#[derive(Clone, Copy)]
+struct Drain {
+    /// Rows waiting for their embedding when the load ended (read after the report).
+    backlog_at_end: i64,
+    /// Rows still waiting when the wait ended.
+    waiting: i64,
+    /// From the end of the load to the end of the wait.
+    secs: f64,
+    /// Rows embedded per second over the wait.
+    rate: f64,
+}
+
+/// Then the embedding backlog drains (or not within --drain-timeout): how long after the
+/// load ended, and at what rate.
+async fn drain(service: &Service, args: &Args, load_ended: Instant) -> anyhow::Result<Drain> {
     let backlog = || async {
         service
             .state
@@ -545,111 +292,11 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(250)).await;
         waiting = backlog().await?;
     }
-    let drain_secs = load_ended.elapsed().as_secs_f64();
-    let drain_rate = (backlog_at_end - waiting) as f64 / drain_secs.max(1e-9);
-    if waiting == 0 {
-        println!(
-            "\nembedding backlog when the load ended: {backlog_at_end} rows; drained {drain_secs:.1} s after the end ({drain_rate:.0} rows/s)"
-        );
-    } else if drain_rate > 0.0 {
-        println!(
-            "\nembedding backlog when the load ended: {backlog_at_end} rows; {waiting} left after {drain_secs:.0} s ({drain_rate:.0} rows/s, about {:.0} s more)",
-            waiting as f64 / drain_rate
-        );
-    } else {
-        println!(
-            "\nembedding backlog when the load ended: {backlog_at_end} rows; none embedded yet after {drain_secs:.0} s (the indexer resumes within its poll interval once writes calm down)"
-        );
-    }
-    if let Some(path) = &args.json {
-        support::write_json(
-            path,
-            &json!({"args": {"tenants": args.tenants, "butlers": args.butlers, "rate": args.rate,
-                             "burst_secs": args.burst_secs, "pause_secs": args.pause_secs,
-                             "duration": args.duration, "batch_size": args.batch_size,
-                             "writers": args.writers, "readers": args.readers,
-                             "read_rate": args.read_rate, "fresh_prompts": args.fresh_prompts,
-                             "settle_secs": args.settle_secs},
-                    "seconds": round3(load_secs), "acknowledged": acked.len(), "found": found,
-                    "lost": lost, "backlog_at_end": backlog_at_end, "backlog_left": waiting,
-                    "drain_seconds": round3(drain_secs), "drain_rows_per_second": round3(drain_rate),
-                    "machine_cpu": cpu.json(), "timeline": timeline,
-                    "tools": tools_json}),
-        )?;
-    }
-    service.stop().await?;
-    anyhow::ensure!(lost == 0, "{lost} acknowledged episodes are missing");
-    Ok(())
-}
-
-/// Per second of the run (by when calls were answered) and per tool: calls, p95 and max
-/// latency of the successful ones; and the machine's busy and stolen CPU in that second.
-fn timeline(samples: &[Sample], started: Instant, cpu: &[support::CpuUse]) -> Value {
-    let mut seconds: BTreeMap<u64, BTreeMap<&str, Vec<Duration>>> = BTreeMap::new();
-    for s in samples.iter().filter(|s| s.outcome == "ok") {
-        let second = s.done.saturating_duration_since(started).as_secs();
-        seconds
-            .entry(second)
-            .or_default()
-            .entry(s.tool)
-            .or_default()
-            .push(s.latency);
-    }
-    Value::Array(
-        seconds
-            .into_iter()
-            .map(|(second, tools)| {
-                let tools: serde_json::Map<String, Value> = tools
-                    .into_iter()
-                    .map(|(tool, latencies)| {
-                        let l = Latency::of(&latencies);
-                        (
-                            tool.to_owned(),
-                            json!({"calls": l.count, "p95_ms": round3(l.p95), "max_ms": round3(l.max)}),
-                        )
-                    })
-                    .collect();
-                let cpu = cpu.get(second as usize).copied().unwrap_or_default();
-                json!({"second": second, "tools": tools,
-                       "cpu_busy": round3(1.0 - cpu.idle - cpu.iowait - cpu.steal),
-                       "cpu_steal": round3(cpu.steal)})
-            })
-            .collect(),
-    )
-}
-
-fn print_timeline(timeline: &Value) {
-    println!("\n| second | CPU busy / steal | tool: calls, p95 ms, max ms |");
-    println!("|---:|---|---|");
-    for row in timeline.as_array().into_iter().flatten() {
-        let tools: Vec<String> = row["tools"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(tool, t)| {
-                format!(
-                    "{}: {}, {:.1}, {:.1}",
-                    tool.trim_start_matches("memory_"),
-                    t["calls"],
-                    t["p95_ms"].as_f64().unwrap_or(0.0),
-                    t["max_ms"].as_f64().unwrap_or(0.0)
-                )
-            })
-            .collect();
-        println!(
-            "| {} | {:.0}% / {:.0}% | {} |",
-            row["second"],
-            row["cpu_busy"].as_f64().unwrap_or(0.0) * 100.0,
-            row["cpu_steal"].as_f64().unwrap_or(0.0) * 100.0,
-            tools.join("; ")
-        );
-    }
-}
-
-/// Seconds of the run during which writes were scheduled.
-fn active_write_secs(args: &Args) -> f64 {
-    let period = args.burst_secs + args.pause_secs;
-    let full = (args.duration / period).floor();
-    let rest = (args.duration - full * period).min(args.burst_secs);
-    (full * args.burst_secs + rest).max(1e-9)
+    let secs = load_ended.elapsed().as_secs_f64();
+    Ok(Drain {
+        backlog_at_end,
+        waiting,
+        secs,
+        rate: (backlog_at_end - waiting) as f64 / secs.max(1e-9),
+    })
 }

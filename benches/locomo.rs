@@ -15,19 +15,21 @@
 //! every number, the store time, the embedding drain time and search latency p50/p95.
 //! The data file is CC BY-NC (evaluation only): it is read from where it lies, never copied.
 
+#[path = "locomo/dataset.rs"]
+mod dataset;
 #[path = "support/mod.rs"]
 mod support;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
 use futures::StreamExt as _;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
+use dataset::{Conversation, Episode, EvidenceCounts};
 use support::{Key, Latency, McpClient, Service, round3};
 
 /// The cut-offs recall is reported at; the largest is the search limit.
@@ -69,194 +71,26 @@ struct Args {
     bench: bool,
 }
 
-// ---- the data file ----------------------------------------------------------------------
-
-#[derive(Deserialize)]
-struct Sample {
-    sample_id: String,
-    /// `speaker_a`, `speaker_b`, `session_<N>` (turns), `session_<N>_date_time`.
-    conversation: serde_json::Map<String, Value>,
-    qa: Vec<Qa>,
-}
-
-#[derive(Deserialize)]
-struct Turn {
-    speaker: String,
-    dia_id: String,
-    text: String,
-    #[serde(default)]
-    blip_caption: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Qa {
-    question: String,
-    #[serde(default)]
-    evidence: Vec<String>,
-    category: u8,
-}
-
-/// One turn, ready to store.
-struct Episode {
-    dia_id: String,
-    content: String,
-    metadata: Value,
-}
-
-/// One question to score.
-struct Question {
-    text: String,
-    category: u8,
-    /// Distinct, canonical dia_ids that exist in the conversation; never empty.
-    evidence: Vec<String>,
-}
-
-/// One conversation, parsed.
-struct Conversation {
-    id: String,
-    episodes: Vec<Episode>,
-    questions: Vec<Question>,
-}
-
-/// How the evidence lists fared under normalisation (printed so a reader can check them
-/// against the data README).
-#[derive(Default)]
-struct EvidenceCounts {
-    qa_total: usize,
-    adversarial_skipped: usize,
-    /// Category 1-4 questions with no resolvable evidence left.
-    no_evidence_skipped: usize,
-    /// Raw evidence strings of scored categories, as written.
-    written: usize,
-    /// Evidence ids kept (distinct per question) after the lenient fix.
-    resolved: usize,
-    /// Pieces that were not a dia_id or named no real turn (e.g. "D", "D10:19").
-    dropped: Vec<String>,
-}
-
-/// `"D11:26"`, `"D:11:26"`, `"D30:05"` → `"D11:26"`, `"D11:26"`, `"D30:5"`; anything else
-/// (`"D"`, `"X1:2"`) → `None`.
-fn canonical_dia_id(raw: &str) -> Option<String> {
-    let rest = raw.trim().strip_prefix('D')?;
-    let rest = rest.strip_prefix(':').unwrap_or(rest);
-    let (session, turn) = rest.split_once(':')?;
-    let session: u32 = session.parse().ok()?;
-    let turn: u32 = turn.parse().ok()?;
-    Some(format!("D{session}:{turn}"))
-}
-
-/// The lenient evidence fix of the data README: split `"D8:6; D9:17"` and space-separated
-/// lists, canonicalise each id, drop what does not name a turn of this conversation, and
-/// drop duplicates. Returns the kept ids and the dropped pieces.
-fn normalise_evidence(raw: &[String], turns: &HashSet<String>) -> (Vec<String>, Vec<String>) {
-    let mut kept = Vec::new();
-    let mut dropped = Vec::new();
-    for item in raw {
-        for piece in item
-            .split([';', ',', ' ', '\t', '\n'])
-            .filter(|p| !p.is_empty())
-        {
-            match canonical_dia_id(piece) {
-                Some(id) if turns.contains(&id) => {
-                    if !kept.contains(&id) {
-                        kept.push(id);
-                    }
-                }
-                _ => dropped.push(piece.to_owned()),
-            }
-        }
-    }
-    (kept, dropped)
-}
-
-/// Parses the file into conversations, with the evidence counts.
-fn load(args: &Args) -> anyhow::Result<(Vec<Conversation>, EvidenceCounts)> {
-    let text = std::fs::read_to_string(&args.path)
-        .with_context(|| format!("reading {}", args.path.display()))?;
-    let samples: Vec<Sample> =
-        serde_json::from_str(&text).context("parsing the LoCoMo file (a JSON list of samples)")?;
-    let take = args.limit_conversations.unwrap_or(samples.len());
-    let mut counts = EvidenceCounts::default();
-    let mut conversations = Vec::new();
-    for sample in samples.into_iter().take(take) {
-        // Sessions are the `session_<N>` keys holding a list; conv-26 has date keys with
-        // no session, which this ignores.
-        let mut sessions: Vec<(u32, Vec<Turn>)> = Vec::new();
-        for (key, value) in &sample.conversation {
-            let Some(n) = key.strip_prefix("session_").and_then(|n| n.parse().ok()) else {
-                continue;
-            };
-            if value.is_array() {
-                let turns = Vec::<Turn>::deserialize(value)
-                    .with_context(|| format!("{} {key}", sample.sample_id))?;
-                sessions.push((n, turns));
-            }
-        }
-        sessions.sort_by_key(|(n, _)| *n);
-        let mut episodes = Vec::new();
-        for (n, turns) in sessions {
-            let date = sample
-                .conversation
-                .get(&format!("session_{n}_date_time"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            for turn in turns {
-                let dia_id = canonical_dia_id(&turn.dia_id).unwrap_or(turn.dia_id);
-                let mut content = format!("{}: {}", turn.speaker, turn.text);
-                if let Some(caption) = turn.blip_caption.as_deref().filter(|c| !c.is_empty()) {
-                    content.push_str(&format!(" [image: {caption}]"));
-                }
-                let metadata = json!({
-                    "dia_id": dia_id,
-                    "session": n,
-                    "session_date": date,
-                    "speaker": turn.speaker,
-                });
-                episodes.push(Episode {
-                    dia_id,
-                    content,
-                    metadata,
-                });
-            }
-        }
-        let turn_ids: HashSet<String> = episodes.iter().map(|e| e.dia_id.clone()).collect();
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    for mode in &args.modes {
         anyhow::ensure!(
-            turn_ids.len() == episodes.len(),
-            "{}: dia_ids are not unique",
-            sample.sample_id
+            ["hybrid", "semantic", "keyword"].contains(&mode.as_str()),
+            "unknown mode `{mode}` (hybrid, semantic, keyword)"
         );
-        let mut questions = Vec::new();
-        for qa in sample.qa {
-            counts.qa_total += 1;
-            if !(1..=4).contains(&qa.category) {
-                counts.adversarial_skipped += 1;
-                continue;
-            }
-            counts.written += qa.evidence.len();
-            let (evidence, dropped) = normalise_evidence(&qa.evidence, &turn_ids);
-            counts.resolved += evidence.len();
-            counts.dropped.extend(
-                dropped
-                    .into_iter()
-                    .map(|d| format!("{}:{d}", sample.sample_id)),
-            );
-            if evidence.is_empty() {
-                counts.no_evidence_skipped += 1;
-                continue;
-            }
-            questions.push(Question {
-                text: qa.question,
-                category: qa.category,
-                evidence,
-            });
-        }
-        conversations.push(Conversation {
-            id: sample.sample_id,
-            episodes,
-            questions,
-        });
     }
-    Ok((conversations, counts))
+    let (conversations, counts) = dataset::load(&args.path, args.limit_conversations)?;
+    let keys: Vec<Key> = conversations
+        .iter()
+        .map(|c| Key::admin(tenant_key(&c.id), c.id.clone()))
+        .collect();
+    let extra = support::extra_toml(args.config.as_ref())?;
+    let service = Service::start(&keys, &extra).await?;
+    let outcome = run(&args, &service, &conversations).await;
+    service.stop().await?;
+    let (timings, modes) = outcome?;
+    report(&args, &conversations, &counts, &timings, &modes)
 }
 
 // ---- scoring ----------------------------------------------------------------------------
@@ -421,28 +255,6 @@ async fn search_conversation(
             .or_default()
             .add(&q.evidence, &ranked);
     }
-}
-
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    for mode in &args.modes {
-        anyhow::ensure!(
-            ["hybrid", "semantic", "keyword"].contains(&mode.as_str()),
-            "unknown mode `{mode}` (hybrid, semantic, keyword)"
-        );
-    }
-    let (conversations, counts) = load(&args)?;
-    let keys: Vec<Key> = conversations
-        .iter()
-        .map(|c| Key::admin(tenant_key(&c.id), c.id.clone()))
-        .collect();
-    let extra = support::extra_toml(args.config.as_ref())?;
-    let service = Service::start(&keys, &extra).await?;
-    let outcome = run(&args, &service, &conversations).await;
-    service.stop().await?;
-    let (timings, modes) = outcome?;
-    report(&args, &conversations, &counts, &timings, &modes)
 }
 
 /// Store and drain times, summed over conversations.

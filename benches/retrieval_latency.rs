@@ -17,6 +17,8 @@
 //! Prints count, errors, p50/p95/p99/max latency and throughput per tool. Client and
 //! service share the machine, so the numbers include the client's own CPU use.
 
+#[path = "retrieval_latency/corpus.rs"]
+mod corpus;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -28,6 +30,7 @@ use clap::Parser;
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
+use corpus::{PROMPTS, episode_text, fact_text, rule_text};
 use support::{Key, Latency, McpClient, Rng, Service, round3};
 
 const TENANT: &str = "bench";
@@ -83,462 +86,74 @@ struct Args {
     bench: bool,
 }
 
-// ---- synthetic memories -----------------------------------------------------------------
-
-const PEOPLE: &[&str] = &[
-    "user", "maria", "john", "emma", "leo", "sophie", "mom", "dad", "grandma", "the kids",
-];
-const THINGS: &[&str] = &[
-    "the car",
-    "the house",
-    "the dog",
-    "the garden",
-    "the boat",
-    "the laptop",
-    "the apartment",
-    "the bike",
-];
-const FOODS: &[&str] = &[
-    "oatmeal with berries",
-    "spicy ramen",
-    "grilled salmon",
-    "vegetable curry",
-    "margherita pizza",
-    "greek salad",
-    "black coffee",
-    "green tea",
-    "lentil soup",
-    "tacos al pastor",
-    "sushi",
-    "pancakes",
-];
-const MEALS: &[&str] = &[
-    "breakfast",
-    "lunch",
-    "dinner",
-    "a late snack",
-    "weekend brunch",
-];
-const WEEKDAYS: &[&str] = &[
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-];
-const TIMES: &[&str] = &[
-    "7:30 am", "8 am", "9:15 am", "10 am", "noon", "1:30 pm", "3 pm", "4:45 pm", "6 pm", "8 pm",
-];
-const DAYPARTS: &[&str] = &["morning", "afternoon", "evening", "night"];
-const MONTHS: &[&str] = &[
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-const APPOINTMENTS: &[&str] = &[
-    "dentist",
-    "physiotherapy",
-    "eye exam",
-    "haircut",
-    "vet",
-    "tax advisor",
-    "parent-teacher",
-    "cardiology",
-];
-const ALLERGENS: &[&str] = &[
-    "peanuts",
-    "shellfish",
-    "penicillin",
-    "cat hair",
-    "pollen",
-    "lactose",
-    "gluten",
-];
-const ACTIVITIES: &[&str] = &[
-    "running by the river",
-    "yoga",
-    "playing chess",
-    "swimming",
-    "reading mystery novels",
-    "cooking for friends",
-    "cycling",
-    "piano practice",
-    "hiking",
-    "board games",
-];
-const PLACES: &[&str] = &[
-    "Lisbon",
-    "Kyoto",
-    "the lake cabin",
-    "Barcelona",
-    "the coast",
-    "Vienna",
-    "the national park",
-    "Montreal",
-];
-const FAVOURITES: &[(&str, &[&str])] = &[
-    ("color", &["blue", "green", "deep red", "yellow"]),
-    ("band", &["Radiohead", "ABBA", "the Beatles", "Daft Punk"]),
-    ("book", &["Dune", "Middlemarch", "The Hobbit", "Beloved"]),
-    ("restaurant", &["Luigi's", "the noodle bar", "Casa Verde"]),
-    ("movie", &["Spirited Away", "Casablanca", "Alien", "Amelie"]),
-];
-const BILLS: &[&str] = &[
-    "electricity",
-    "internet",
-    "phone",
-    "water",
-    "rent",
-    "insurance",
-];
-const MEDICATIONS: &[&str] = &[
-    "vitamin D",
-    "ibuprofen as needed",
-    "blood pressure pills",
-    "allergy tablets",
-    "iron supplements",
-];
-const SERVICES: &[&str] = &[
-    "an oil change",
-    "a tire rotation",
-    "a chimney inspection",
-    "a vaccination",
-    "a filter replacement",
-    "a deep clean",
-    "a software update",
-    "a safety check",
-];
-const PARTS: &[&str] = &[
-    "battery",
-    "roof",
-    "water heater",
-    "brakes",
-    "fence",
-    "screen",
-    "collar",
-    "chain",
-];
-const INSURERS: &[&str] = &["Allianz", "State Farm", "AXA", "Zurich", "a local broker"];
-const TAGS: &[&str] = &[
-    "health", "food", "schedule", "family", "finance", "home", "travel", "hobby", "car", "pets",
-];
-
-/// "user" → "The user", "maria" → "Maria", "the car" → "The car".
-fn display(subject: &str) -> String {
-    let name = if subject == "user" {
-        "the user"
-    } else {
-        subject
-    };
-    let mut chars = name.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Arc::new(Args::parse());
+    anyhow::ensure!(args.clients > 0, "--clients must be at least 1");
+    let keys = [Key::butler(BUTLER_KEY, TENANT, BUTLER)];
+    let extra = support::extra_toml(args.config.as_ref())?;
+    let service = Service::start(&keys, &extra).await?;
+    let outcome = run(args.clone(), &service).await;
+    service.stop().await?;
+    outcome
 }
 
-/// One fact: its subject, a predicate stem (made unique by the caller), the text, a tag.
-fn fact_text(rng: &mut Rng) -> (&'static str, &'static str, String, &'static str) {
-    if rng.below(4) == 0 {
-        let thing = *rng.pick(THINGS);
-        let t = display(thing);
-        return match rng.below(3) {
-            0 => (
-                thing,
-                "maintenance",
-                format!(
-                    "{t} needs {} every {} months",
-                    rng.pick(SERVICES),
-                    rng.below(11) + 2
-                ),
-                "home",
-            ),
-            1 => (
-                thing,
-                "repair",
-                format!(
-                    "{t} had its {} replaced in {}",
-                    rng.pick(PARTS),
-                    rng.pick(MONTHS)
-                ),
-                "home",
-            ),
-            _ => (
-                thing,
-                "insurance",
-                format!(
-                    "{t} is insured with {} until {}",
-                    rng.pick(INSURERS),
-                    rng.pick(MONTHS)
-                ),
-                "finance",
-            ),
-        };
-    }
-    let person = *rng.pick(PEOPLE);
-    let p = display(person);
-    match rng.below(9) {
-        0 => (
-            person,
-            "food_preference",
-            format!("{p} prefers {} for {}", rng.pick(FOODS), rng.pick(MEALS)),
-            "food",
-        ),
-        1 => (
-            person,
-            "appointment",
-            format!(
-                "{p} has a {} appointment on {} at {}",
-                rng.pick(APPOINTMENTS),
-                rng.pick(WEEKDAYS),
-                rng.pick(TIMES)
-            ),
-            "schedule",
-        ),
-        2 => (
-            person,
-            "allergy",
-            format!("{p} is allergic to {}", rng.pick(ALLERGENS)),
-            "health",
-        ),
-        3 => (
-            person,
-            "hobby",
-            format!(
-                "{p} enjoys {} on {} {}s",
-                rng.pick(ACTIVITIES),
-                rng.pick(WEEKDAYS),
-                rng.pick(DAYPARTS)
-            ),
-            "hobby",
-        ),
-        4 => (
-            person,
-            "wake_time",
-            format!(
-                "{p} usually wakes up at {} on {}s",
-                rng.pick(TIMES),
-                rng.pick(WEEKDAYS)
-            ),
-            "schedule",
-        ),
-        5 => {
-            let (what, options) = *rng.pick(FAVOURITES);
-            (
-                person,
-                "favourite",
-                format!("{p}'s favourite {what} is {}", rng.pick(options)),
-                "hobby",
-            )
-        }
-        6 => (
-            person,
-            "travel_wish",
-            format!(
-                "{p} mentioned wanting to visit {} in {}",
-                rng.pick(PLACES),
-                rng.pick(MONTHS)
-            ),
-            "travel",
-        ),
-        7 => (
-            person,
-            "bill",
-            format!(
-                "{p} pays the {} bill on day {} of each month",
-                rng.pick(BILLS),
-                rng.below(28) + 1
-            ),
-            "finance",
-        ),
-        _ => (
-            person,
-            "medication",
-            format!(
-                "{p} takes {} every {}",
-                rng.pick(MEDICATIONS),
-                rng.pick(DAYPARTS)
-            ),
-            "health",
-        ),
-    }
+/// Seed, measure, report.
+async fn run(args: Arc<Args>, service: &Service) -> anyhow::Result<()> {
+    let seeded = prepare(&args, service).await?;
+    let (samples, wall) = measure(args.clone(), service).await?;
+    print_cache_metrics(service).await?;
+    report(&args, &samples, wall, &seeded)
 }
 
-const SITUATIONS: &[&str] = &[
-    "the user asks about their schedule",
-    "scheduling a meeting",
-    "booking travel",
-    "suggesting a recipe",
-    "the user mentions feeling unwell",
-    "a bill is due within three days",
-    "planning a family dinner",
-    "the user asks for a restaurant",
-    "the car service is overdue",
-    "a new appointment overlaps another one",
-    "the user is travelling abroad",
-    "writing an email on the user's behalf",
-    "the kids have a school event",
-    "recommending a book or movie",
-    "the user asks to be reminded of something",
-    "ordering groceries",
-    "the weather forecast shows rain",
-    "a medication refill is needed",
-    "the user has not exercised for a week",
-    "booking a doctor's appointment",
-];
-const ACTIONS: &[&str] = &[
-    "check the calendar for conflicts first",
-    "confirm the time zone before answering",
-    "mention known allergies",
-    "prefer morning slots",
-    "ask before spending more than 100 euros",
-    "keep the answer to three sentences",
-    "offer two options instead of one",
-    "use the metric system",
-    "remind the user a day in advance",
-    "avoid scheduling anything on Sunday",
-    "copy Maria on the message",
-    "suggest a vegetarian alternative",
-    "double-check the address",
-    "add the event to the shared family calendar",
-    "summarise the cost before confirming",
-    "write in a friendly, informal tone",
-    "ask which of the kids it concerns",
-    "note it in the weekly summary",
-];
+// ---- seeding ------------------------------------------------------------------------------
 
-fn rule_text(rng: &mut Rng) -> (String, &'static str) {
-    let situation = rng.pick(SITUATIONS);
-    let action = rng.pick(ACTIONS);
-    let text = match rng.below(3) {
-        0 => format!("When {situation}, {action}."),
-        1 => format!("If {situation}, always {action}."),
-        _ => format!("When {situation}, {action}, and never guess."),
-    };
-    (text, *rng.pick(TAGS))
+/// How the tenant was seeded: the store and embedding-drain times, and `memory_stats` after.
+struct Seeded {
+    stored: Duration,
+    drained: Duration,
+    stats: Value,
 }
 
-const TASKS: &[&str] = &[
-    "move the dentist appointment to a morning slot",
-    "find a dinner recipe without peanuts",
-    "book train tickets to Vienna",
-    "pay the electricity bill",
-    "plan a birthday party for Emma",
-    "compare car insurance offers",
-    "schedule the car's oil change",
-    "find a yoga class near the office",
-    "summarise the week's appointments",
-    "order groceries for the weekend",
-    "draft an email to the landlord about the water heater",
-    "choose a movie for family night",
-    "reschedule the vet visit for the dog",
-    "set up a reminder for blood pressure pills",
-    "plan a hiking trip to the national park",
-];
-const OUTCOMES: &[&str] = &[
-    "The butler confirmed it and updated the calendar",
-    "The user changed their mind halfway and asked for options",
-    "It was done, but the user wants a reminder next time",
-    "It could not be finished because a detail was missing",
-    "The butler suggested two alternatives and the user picked the first",
-    "The user was happy with the result",
-];
-const FOLLOW_UPS: &[&str] = &[
-    "check again next week",
-    "ask Maria for her preference",
-    "confirm the booking by email",
-    "none",
-    "remind the user on the day before",
-    "look for a cheaper option",
-];
-
-fn episode_text(rng: &mut Rng, i: usize) -> String {
-    let (weekday, daypart, person) = (*rng.pick(WEEKDAYS), *rng.pick(DAYPARTS), *rng.pick(PEOPLE));
-    format!(
-        "Session summary #{i} ({} {}): {} asked the butler to {}. {}. Follow-up: {}.",
-        weekday,
-        daypart,
-        display(person),
-        rng.pick(TASKS),
-        rng.pick(OUTCOMES),
-        rng.pick(FOLLOW_UPS)
-    )
+/// Probes both tools, seeds the tenant, waits until every row is embedded and the planner's
+/// statistics are fresh, and says what the tenant holds.
+async fn prepare(args: &Args, service: &Service) -> anyhow::Result<Seeded> {
+    let seeder = service.client(BUTLER_KEY).await?;
+    // Fail in a second, not after seeding, if either tool is missing or broken.
+    seeder
+        .try_call("memory_search", json!({"query": "probe"}))
+        .await?;
+    seeder
+        .try_call(
+            "memory_context",
+            json!({"trigger_prompt": "probe", "butler": BUTLER}),
+        )
+        .await?;
+    let stored = seed(&seeder, args).await?;
+    let started = Instant::now();
+    service.flush().await?;
+    let drained = started.elapsed();
+    service.analyze().await?;
+    let stats = seeder.try_call("memory_stats", json!({})).await?;
+    seeder.close().await;
+    let memories = args.facts + args.rules + args.episodes;
+    eprintln!(
+        "seeded {memories} memories in {:.1} s ({:.0}/s), embedded {:.1} s after the last write; \
+         memory_stats: active facts {}, active rules {}, episodes {}, unembedded episodes {}",
+        stored.as_secs_f64(),
+        memories as f64 / stored.as_secs_f64().max(1e-9),
+        drained.as_secs_f64(),
+        stats["facts"]["breakdown"]["validity"]["active"],
+        stats["rules"]["breakdown"]["validity"]["active"],
+        stats["episodes"]["total"],
+        stats["episodes"]["unembedded"],
+    );
+    Ok(Seeded {
+        stored,
+        drained,
+        stats,
+    })
 }
-
-/// Session-start prompts; every request draws one of these.
-const PROMPTS: &[&str] = &[
-    "What's on my calendar tomorrow?",
-    "Remind me what Maria likes for dinner",
-    "Book a dentist appointment for next week",
-    "Plan a healthy breakfast for the kids",
-    "When is the car due for its next service?",
-    "Is anyone in the family allergic to peanuts?",
-    "Help me plan a trip to Lisbon",
-    "Which bills are due this month?",
-    "What time does John usually wake up on Mondays?",
-    "Find a restaurant for Saturday evening",
-    "Schedule a meeting with the tax advisor",
-    "What medication does grandma take?",
-    "Suggest a weekend activity for the whole family",
-    "When is the vet appointment for the dog?",
-    "What did we decide about the house insurance?",
-    "Order groceries for the week",
-    "Draft an email to the landlord",
-    "What's Emma's favourite book?",
-    "Recommend a movie for family night",
-    "Does the garden need anything this month?",
-    "Remind me to pay the internet bill",
-    "What hobbies does Leo have?",
-    "Plan dinner for six people on Friday",
-    "What happened in our last session?",
-    "Reschedule my physiotherapy appointment",
-    "Is the laptop due for a software update?",
-    "Where did Sophie want to travel this year?",
-    "What does mom prefer for lunch?",
-    "Set up a reminder for dad's blood pressure pills",
-    "Find a yoga class on Tuesday mornings",
-    "What's the plan for the kids' school event?",
-    "Compare insurance offers for the car",
-    "What did the user ask about last week?",
-    "Book train tickets to Vienna",
-    "Is there anything I should follow up on?",
-    "What are the house maintenance tasks coming up?",
-    "Suggest a vegetarian recipe",
-    "Who is allergic to shellfish?",
-    "Plan a hiking trip to the national park",
-    "What time is my haircut?",
-    "Summarise this week's appointments",
-    "What's Maria's favourite color?",
-    "When does the boat insurance expire?",
-    "Help me choose a birthday gift for Emma",
-    "What do I usually eat for breakfast?",
-    "Check my schedule for conflicts on Thursday",
-    "Which of the kids has a parent-teacher meeting?",
-    "What did we say about spending limits?",
-    "Is the bike due for a safety check?",
-    "What should I cook for weekend brunch?",
-    "Send a message to Maria about Sunday",
-    "When did the car get new brakes?",
-    "What's the rule for booking travel?",
-    "Find a swimming pool open in the evening",
-    "Remind me what grandma enjoys doing",
-    "What is the user's preferred tone for emails?",
-    "Any rules about scheduling on Sunday?",
-    "How often does the dog need a vaccination?",
-    "What was left unfinished in previous sessions?",
-    "Plan a quiet evening at home",
-];
 
 /// Stores the synthetic memories through MCP, several calls in flight.
 async fn seed(client: &McpClient, args: &Args) -> anyhow::Result<Duration> {
@@ -623,6 +238,37 @@ struct Sample {
     size: f64,
 }
 
+/// Runs every client's loop at once; returns their timed samples and the timed phase's
+/// wall time (from the first client's start to the last client's end).
+async fn measure(args: Arc<Args>, service: &Service) -> anyhow::Result<(Vec<Sample>, Duration)> {
+    // Connect every client before any starts, so that no client waits at the barrier for
+    // one that failed to connect.
+    let mut clients = Vec::with_capacity(args.clients);
+    for _ in 0..args.clients {
+        clients.push(service.client(BUTLER_KEY).await?);
+    }
+    let barrier = Arc::new(tokio::sync::Barrier::new(args.clients));
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, client)| tokio::spawn(client_loop(client, i, args.clone(), barrier.clone())))
+        .collect();
+    let mut samples = Vec::new();
+    let mut first: Option<Instant> = None;
+    let mut last: Option<Instant> = None;
+    for task in tasks {
+        let (s, began, ended) = task.await?;
+        samples.extend(s);
+        first = Some(first.map_or(began, |f| f.min(began)));
+        last = Some(last.map_or(ended, |l| l.max(ended)));
+    }
+    let wall = match (first, last) {
+        (Some(f), Some(l)) => l - f,
+        _ => Duration::ZERO,
+    };
+    Ok((samples, wall))
+}
+
 /// One client's closed loop: warm-up, wait for every client, then the timed requests.
 async fn client_loop(
     client: McpClient,
@@ -705,76 +351,10 @@ async fn client_loop(
     (samples, began, ended)
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Arc::new(Args::parse());
-    anyhow::ensure!(args.clients > 0, "--clients must be at least 1");
-    let keys = [Key::butler(BUTLER_KEY, TENANT, BUTLER)];
-    let extra = support::extra_toml(args.config.as_ref())?;
-    let service = Service::start(&keys, &extra).await?;
-    let outcome = run(args.clone(), &service).await;
-    service.stop().await?;
-    outcome
-}
+// ---- the report ---------------------------------------------------------------------------
 
-async fn run(args: Arc<Args>, service: &Service) -> anyhow::Result<()> {
-    let seeder = service.client(BUTLER_KEY).await?;
-    // Fail in a second, not after seeding, if either tool is missing or broken.
-    seeder
-        .try_call("memory_search", json!({"query": "probe"}))
-        .await?;
-    seeder
-        .try_call(
-            "memory_context",
-            json!({"trigger_prompt": "probe", "butler": BUTLER}),
-        )
-        .await?;
-    let stored = seed(&seeder, &args).await?;
-    let started = Instant::now();
-    service.flush().await?;
-    let drained = started.elapsed();
-    service.analyze().await?;
-    let stats = seeder.try_call("memory_stats", json!({})).await?;
-    seeder.close().await;
-    let memories = args.facts + args.rules + args.episodes;
-    eprintln!(
-        "seeded {memories} memories in {:.1} s ({:.0}/s), embedded {:.1} s after the last write; \
-         memory_stats: active facts {}, active rules {}, episodes {}, unembedded episodes {}",
-        stored.as_secs_f64(),
-        memories as f64 / stored.as_secs_f64().max(1e-9),
-        drained.as_secs_f64(),
-        stats["facts"]["breakdown"]["validity"]["active"],
-        stats["rules"]["breakdown"]["validity"]["active"],
-        stats["episodes"]["total"],
-        stats["episodes"]["unembedded"],
-    );
-
-    // Connect every client before any starts, so that no client waits at the barrier for
-    // one that failed to connect.
-    let mut clients = Vec::with_capacity(args.clients);
-    for _ in 0..args.clients {
-        clients.push(service.client(BUTLER_KEY).await?);
-    }
-    let barrier = Arc::new(tokio::sync::Barrier::new(args.clients));
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(i, client)| tokio::spawn(client_loop(client, i, args.clone(), barrier.clone())))
-        .collect();
-    let mut samples = Vec::new();
-    let mut first: Option<Instant> = None;
-    let mut last: Option<Instant> = None;
-    for task in tasks {
-        let (s, began, ended) = task.await?;
-        samples.extend(s);
-        first = Some(first.map_or(began, |f| f.min(began)));
-        last = Some(last.map_or(ended, |l| l.max(ended)));
-    }
-    let wall = match (first, last) {
-        (Some(f), Some(l)) => l - f,
-        _ => Duration::ZERO,
-    };
-    // What the service's caches did during the run, from its own metrics.
+/// What the service's caches did during the run, from its own metrics.
+async fn print_cache_metrics(service: &Service) -> anyhow::Result<()> {
     let metrics = reqwest::get(format!("http://{}/metrics", service.address))
         .await?
         .text()
@@ -782,17 +362,15 @@ async fn run(args: Arc<Args>, service: &Service) -> anyhow::Result<()> {
     for line in metrics.lines().filter(|l| l.contains("cache_total{")) {
         eprintln!("{line}");
     }
-    report(&args, &samples, wall, stored, drained, &stats)
+    Ok(())
 }
 
-fn report(
-    args: &Args,
-    samples: &[Sample],
-    wall: Duration,
-    stored: Duration,
-    drained: Duration,
-    stats: &Value,
-) -> anyhow::Result<()> {
+fn report(args: &Args, samples: &[Sample], wall: Duration, seeded: &Seeded) -> anyhow::Result<()> {
+    let Seeded {
+        stored,
+        drained,
+        stats,
+    } = seeded;
     let wall_s = wall.as_secs_f64().max(1e-9);
     println!("## Retrieval latency under load");
     println!();

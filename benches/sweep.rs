@@ -26,7 +26,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use serde_json::{Value, json};
 
-use support::{Key, Latency, Service, round3};
+use support::{Key, Latency, McpClient, Service, round3};
 
 const TENANT: &str = "bench";
 const BUTLER: &str = "sweeps";
@@ -58,20 +58,42 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let service = start(&args).await?;
+    let load_s = load_facts(&service, args.facts).await?;
+    let admin = service.client(ADMIN_KEY).await?;
+    let butler = service.client(BUTLER_KEY).await?;
+    // A writer into the same shard while the first sweep runs.
+    let sweeping = Arc::new(AtomicBool::new(true));
+    let writer = spawn_writer(butler, sweeping.clone());
+    let runs = run_sweeps(&admin, &args, &sweeping).await?;
+    let (samples, errors) = writer.await?;
+    report(&args, load_s, &runs, &samples, errors)?;
+    admin.close().await;
+    service.stop().await
+}
+
+/// The service with an admin key and a butler key for the shard, and only the measured
+/// sweeps.
+async fn start(args: &Args) -> anyhow::Result<Service> {
     // Only the measured sweeps run: no catch-up sweep at start, no scheduled ones.
     let extra = format!(
         "[lifecycle]\ncatch_up_missed_runs = false\ndecay_sweep_cron = \"0 3 29 2 *\"\nsweep_page_size = {}\n{}",
         args.page_size,
         support::extra_toml(args.config.as_ref())?
     );
-    let service = Service::start(
+    Service::start(
         &[
             Key::admin(ADMIN_KEY, TENANT),
             Key::butler(BUTLER_KEY, TENANT, BUTLER),
         ],
         &extra,
     )
-    .await?;
+    .await
+}
+
+/// Loads `facts` live facts into the shard straight into the table, vacuums and analyses
+/// it; returns the seconds that took.
+async fn load_facts(service: &Service, facts: u64) -> anyhow::Result<f64> {
     let pool = service.state.engine.store().pool().clone();
 
     // Permanence cycles over five classes; confirmation ages spread over 0-399 days. Of
@@ -82,8 +104,8 @@ async fn main() -> anyhow::Result<()> {
     // In chunks, each in a transaction without the service's statement timeout.
     const CHUNK: u64 = 100_000;
     let mut from = 1u64;
-    while from <= args.facts {
-        let to = (from + CHUNK - 1).min(args.facts);
+    while from <= facts {
+        let to = (from + CHUNK - 1).min(facts);
         let mut tx = pool.begin().await?;
         sqlx::query("SET LOCAL statement_timeout = 0")
             .execute(&mut *tx)
@@ -121,38 +143,46 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let load_s = started.elapsed().as_secs_f64();
-    eprintln!("loaded {} facts in {load_s:.1} s", args.facts);
+    eprintln!("loaded {facts} facts in {load_s:.1} s");
+    Ok(load_s)
+}
 
-    let admin = service.client(ADMIN_KEY).await?;
-    let butler = service.client(BUTLER_KEY).await?;
-
-    // A writer into the same shard while the first sweep runs.
-    let sweeping = Arc::new(AtomicBool::new(true));
-    let writer = {
-        let sweeping = sweeping.clone();
-        tokio::spawn(async move {
-            let mut samples = Vec::new();
-            let mut errors = 0u64;
-            let mut i = 0u64;
-            while sweeping.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                let stored = butler
-                    .try_call(
-                        "memory_store_episode",
-                        json!({"content": format!("write during the sweep {i}"), "butler": BUTLER}),
-                    )
-                    .await;
-                samples.push(t.elapsed());
-                if stored.is_err() {
-                    errors += 1;
-                }
-                i += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
+/// Stores episodes into the shard, one every 20 ms after the last answer, while `sweeping`
+/// holds; returns every call's latency and the errors.
+fn spawn_writer(
+    butler: McpClient,
+    sweeping: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(Vec<Duration>, u64)> {
+    tokio::spawn(async move {
+        let mut samples = Vec::new();
+        let mut errors = 0u64;
+        let mut i = 0u64;
+        while sweeping.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            let stored = butler
+                .try_call(
+                    "memory_store_episode",
+                    json!({"content": format!("write during the sweep {i}"), "butler": BUTLER}),
+                )
+                .await;
+            samples.push(t.elapsed());
+            if stored.is_err() {
+                errors += 1;
             }
-            (samples, errors)
-        })
-    };
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (samples, errors)
+    })
+}
 
+/// Two sweeps of the shard, the first with the writer running (stopped when it ends);
+/// returns each run's numbers.
+async fn run_sweeps(
+    admin: &McpClient,
+    args: &Args,
+    sweeping: &AtomicBool,
+) -> anyhow::Result<Vec<Value>> {
     let mut runs = Vec::new();
     for run in 1..=2 {
         let t = Instant::now();
@@ -181,9 +211,18 @@ async fn main() -> anyhow::Result<()> {
             "facts_per_second": round3(args.facts as f64 / seconds),
         }));
     }
-    let (samples, errors) = writer.await?;
-    let writes = Latency::of(&samples);
+    Ok(runs)
+}
 
+/// The table, the writer's latency, and with `--json` the same as JSON.
+fn report(
+    args: &Args,
+    load_s: f64,
+    runs: &[Value],
+    samples: &[Duration],
+    errors: u64,
+) -> anyhow::Result<()> {
+    let writes = Latency::of(samples);
     println!("## Decay sweep over one shard\n");
     println!(
         "- {} live facts in one shard, loaded in {load_s:.1} s; {} rows per step; contract: {} s\n",
@@ -191,7 +230,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("| run | seconds | live facts scanned | facts/s | changes |");
     println!("|---:|---:|---:|---:|---|");
-    for r in &runs {
+    for r in runs {
         println!(
             "| {} | {} | {} | {} | {} |",
             r["run"], r["seconds"], r["scanned"], r["facts_per_second"], r["changes"]
@@ -211,6 +250,5 @@ async fn main() -> anyhow::Result<()> {
                     "writes_during_sweep": writes.json(), "write_errors": errors}),
         )?;
     }
-    admin.close().await;
-    service.stop().await
+    Ok(())
 }

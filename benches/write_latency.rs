@@ -5,11 +5,15 @@
 //!     ./scripts/serve &        # or any running butler-memory
 //!     cargo bench --bench write_latency -- --key "$(cat data/bootstrap-admin.key)" --calls 1000
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::time::{Duration, Instant};
 
-use butler_memory::testkit::McpClient;
 use clap::Parser;
 use serde_json::json;
+
+use support::{Latency, McpClient};
 
 #[derive(Parser)]
 struct Args {
@@ -35,6 +39,24 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let client = McpClient::connect(&args.url, &args.key).await?;
+    let (latencies, wall) = time_calls(&client, &args).await?;
+    let latency = Latency::of(&latencies);
+    println!(
+        "memory_store_episode x{} sequential: p50 {:.2} ms  p95 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({:.0} calls/s)",
+        latency.count,
+        latency.p50,
+        latency.p95,
+        latency.p99,
+        latency.max,
+        (args.warmup + args.calls) as f64 / wall.as_secs_f64(),
+    );
+    client.close().await;
+    Ok(())
+}
+
+/// `--warmup` untimed calls, then `--calls` timed ones, each after the previous one
+/// answered; returns the timed calls' latencies and the wall time of all of them.
+async fn time_calls(client: &McpClient, args: &Args) -> anyhow::Result<(Vec<Duration>, Duration)> {
     let mut latencies = Vec::with_capacity(args.calls);
     let started = Instant::now();
     for i in 0..args.warmup + args.calls {
@@ -52,21 +74,5 @@ async fn main() -> anyhow::Result<()> {
             latencies.push(elapsed);
         }
     }
-    let wall = started.elapsed();
-    latencies.sort();
-    let pct = |p: f64| {
-        latencies[((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1]
-    };
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    println!(
-        "memory_store_episode x{} sequential: p50 {:.2} ms  p95 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({:.0} calls/s)",
-        latencies.len(),
-        ms(pct(0.50)),
-        ms(pct(0.95)),
-        ms(pct(0.99)),
-        ms(*latencies.last().unwrap()),
-        (args.warmup + args.calls) as f64 / wall.as_secs_f64(),
-    );
-    client.close().await;
-    Ok(())
+    Ok((latencies, started.elapsed()))
 }

@@ -1,0 +1,94 @@
+//! The load generator's own MCP client: one JSON-RPC POST per tool call to the service's
+//! Streamable HTTP endpoint, stateless, reading only the ids and error class of each answer.
+
+// Why not the test kit's `McpClient` (rmcp's client), as the other benches use: the
+// generator shares the machine's cores with the service, and whatever it spends per call
+// is CPU the service does not get. rmcp's client runs a background task per connection,
+// handshakes (`initialize`) before its first call and decodes every answer whole into a
+// `CallToolResult`; this poster sends one stateless POST per call (the service keeps no
+// sessions) over one shared connection pool and deserialises only the ids and the error
+// class the generator counts. It has no per-call timeout either: a call that takes minutes
+// counts with its whole latency, not as a failure after the kit's 60 s. Every call the
+// generator makes goes through `Endpoint`, and nothing else in the benches uses it.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The MCP endpoint of the service and the HTTP connection pool every call of the
+/// generator shares.
+#[derive(Clone)]
+pub struct Endpoint {
+    http: reqwest::Client,
+    url: reqwest::Url,
+}
+
+impl Endpoint {
+    /// `/mcp` at `address`, keeping up to `connections` idle connections open.
+    pub fn new(address: SocketAddr, connections: usize) -> anyhow::Result<Endpoint> {
+        let url: reqwest::Url = format!("http://{address}/mcp").parse()?;
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(connections)
+            .build()?;
+        Ok(Endpoint { http, url })
+    }
+
+    /// One JSON-RPC message to the MCP endpoint (stateless Streamable HTTP POST).
+    pub async fn post(&self, key: &str, message: Value) -> reqwest::Result<reqwest::Response> {
+        self.http
+            .post(self.url.clone())
+            .bearer_auth(key)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&message)
+            .send()
+            .await
+    }
+
+    /// One MCP tool call over Streamable HTTP (stateless JSON-RPC POST): `Ok(the ids it
+    /// stored)` or `Err(error class)`.
+    pub async fn call(&self, key: &str, tool: &str, args: Value) -> Result<Vec<String>, String> {
+        let response = self
+            .post(
+                key,
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": tool, "arguments": args}}),
+            )
+            .await
+            .map_err(|_| "transport".to_owned())?;
+        let body = response.bytes().await.map_err(|_| "transport".to_owned())?;
+        let reply: Reply = serde_json::from_slice(&body).map_err(|_| "protocol".to_owned())?;
+        let result = reply.result.ok_or_else(|| "protocol".to_owned())?;
+        let answer = result.content;
+        if result.is_error {
+            return Err(answer.class.unwrap_or_else(|| "unknown".to_owned()));
+        }
+        Ok(answer
+            .ids
+            .unwrap_or_else(|| answer.id.into_iter().collect()))
+    }
+}
+
+/// The parts of a tool call's answer the generator reads: it runs beside the service on
+/// the same cores, so it skips over the rest of each answer (the stored record, the context
+/// block) instead of building it as a JSON tree.
+#[derive(Deserialize)]
+struct Reply {
+    result: Option<ToolResult>,
+}
+
+#[derive(Deserialize)]
+struct ToolResult {
+    #[serde(rename = "isError", default)]
+    is_error: bool,
+    #[serde(rename = "structuredContent", default)]
+    content: Answer,
+}
+
+/// A stored episode's `id`, a batch's `ids`, an error's `class`.
+#[derive(Deserialize, Default)]
+struct Answer {
+    id: Option<String>,
+    ids: Option<Vec<String>>,
+    class: Option<String>,
+}
