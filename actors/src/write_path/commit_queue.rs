@@ -354,5 +354,18 @@ async fn write(insert: InsertEpisodes, taken: Vec<Waiting>, _statement: Statemen
     }
 }
 
+/// What a statement that stores every episode of `group` as new answers: for the stand-in
+/// statements of unit tests.
+#[cfg(test)]
+pub fn stored_as_new(group: &[Submission]) -> Vec<Inserted> {
+    group
+        .iter()
+        .map(|s| Inserted {
+            episode: s.episode.stored(&s.author.lineage.request_id),
+            duplicate: false,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

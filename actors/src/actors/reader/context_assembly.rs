@@ -169,21 +169,8 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use crate::domain::context_block::Words;
     use crate::domain::search::{ComponentScores, SearchScope};
-
-    /// Counts whitespace-separated words, and no token spans a line: enough to check a
-    /// budget without a tokenizer file.
-    struct Words;
-
-    impl TokenCounter for Words {
-        fn count(&self, text: &str) -> usize {
-            text.split_whitespace().count()
-        }
-
-        fn additive(&self) -> bool {
-            true
-        }
-    }
 
     fn now() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 5, 1, 9, 0, 0).unwrap()

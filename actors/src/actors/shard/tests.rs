@@ -20,7 +20,7 @@ use crate::domain::request_context::Lineage;
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorClass, ErrorCode, MemoryError, MemoryResult};
 use crate::services::Services;
-use crate::write_path::{CommitQueue, InsertEpisodes};
+use crate::write_path::{CommitQueue, InsertEpisodes, stored_as_new};
 
 /// A supervisor that is told things and does nothing: the shard only tells it it is idle.
 struct Bystander;
@@ -63,13 +63,7 @@ impl Statements {
                 if contents.iter().any(|c| c == "bad") {
                     return Err(MemoryError::new(ErrorCode::ConstraintViolation, "refused"));
                 }
-                Ok(group
-                    .iter()
-                    .map(|s| Inserted {
-                        episode: s.episode.stored(&s.author.lineage.request_id),
-                        duplicate: false,
-                    })
-                    .collect())
+                Ok(stored_as_new(&group))
             })
         })
     }

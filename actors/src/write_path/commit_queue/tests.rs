@@ -85,13 +85,7 @@ fn recording() -> (Arc<Recorder>, InsertEpisodes) {
                     "a bad episode",
                 ));
             }
-            Ok(group
-                .iter()
-                .map(|s| Inserted {
-                    episode: s.episode.stored(&s.author.lineage.request_id),
-                    duplicate: false,
-                })
-                .collect())
+            Ok(stored_as_new(&group))
         })
     });
     (recorder, insert)
