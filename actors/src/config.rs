@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::domain::cron::CronSchedule;
+use crate::domain::episode::{MAX_TTL_DAYS, MIN_TTL_DAYS};
 use crate::domain::rule_evidence::RuleThresholds;
 use crate::domain::scoring::{MaturityWeights, ScoreWeights};
 use crate::domain::search::{Fusion, SearchMode};
@@ -268,9 +269,9 @@ impl EngineConfig {
         };
         let unit = |x: f64| (0.0..=1.0).contains(&x);
         check(
-            self.episodes.default_ttl_days > 0.0,
+            (MIN_TTL_DAYS..=MAX_TTL_DAYS).contains(&self.episodes.default_ttl_days),
             "episodes.default_ttl_days",
-            "must be greater than 0",
+            "must be at least one second (0.0000116) and at most 3650",
         );
         let f = &self.facts;
         check(

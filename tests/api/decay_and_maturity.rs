@@ -250,6 +250,41 @@ async fn rules_are_promoted_and_demoted_at_the_exact_thresholds() {
     app.stop().await;
 }
 
+/// The warning a rule becomes is derived text: whatever the reasons given, it stays within
+/// a bound (five reasons at most, each cut to 256 characters), so one butler's marks cannot
+/// swell what every other butler's context carries.
+#[tokio::test]
+async fn an_anti_patterns_warning_is_bounded_however_long_the_reasons() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let original = "Suggest peanut snacks";
+    let id = rule(&mcp, original).await;
+    for i in 0..3 {
+        // As long as a reason may be (`limits.max_reason_bytes`, 1024), and each distinct.
+        let reason = format!("{i}{}", "z".repeat(1023));
+        mcp.ok(
+            "memory_mark_harmful",
+            json!({"rule_id": id, "reason": reason}),
+        )
+        .await;
+    }
+    let r = mcp
+        .ok("memory_get", json!({"type": "rule", "id": id}))
+        .await;
+    assert_eq!(r["maturity"], "anti_pattern", "{r}");
+    let warning = r["content"].as_str().unwrap();
+    let bound = "ANTI-PATTERN: Do NOT . This caused problems because: ".len()
+        + original.len()
+        + 3 * 256
+        + 2 * "; ".len();
+    assert!(
+        warning.chars().count() <= bound,
+        "{} characters, bound {bound}",
+        warning.chars().count()
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn repeated_harm_inverts_a_rule_into_an_anti_pattern_warning() {
     let clock = Arc::new(ManualClock::new(t0()));

@@ -112,6 +112,12 @@ async fn every_kind_of_bad_input_is_a_classified_error() {
             "invalid_ttl",
         ),
         (
+            "ttl so short the episode would expire as it is stored",
+            "memory_store_episode",
+            json!({"content": "c", "butler": "health", "ttl_days": 1e-9}),
+            "invalid_ttl",
+        ),
+        (
             "too many tags",
             "memory_store_rule",
             json!({"content": "c", "tags": (0..33).map(|i| i.to_string()).collect::<Vec<_>>()}),
@@ -158,6 +164,72 @@ async fn every_kind_of_bad_input_is_a_classified_error() {
     assert_eq!(rows, 0);
     mcp.ok("memory_store_rule", json!({"content": "still here"}))
         .await;
+    app.stop().await;
+}
+
+/// Reasons (a harmful mark's, a forget's) are free text from the caller: bounded, and
+/// refused as `invalid_input` when PostgreSQL could not store them, before anything runs.
+#[tokio::test]
+async fn reasons_have_a_limit_and_are_checked_like_content() {
+    let app = spawn_app_with("[limits]\nmax_reason_bytes = 100").await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let rule = mcp
+        .ok("memory_store_rule", json!({"content": "Offer tea"}))
+        .await["id"]
+        .clone();
+    let fact = mcp
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "drink", "content": "tea"}),
+        )
+        .await["id"]
+        .clone();
+    let cases: Vec<(&str, &str, Value, &str)> = vec![
+        (
+            "NUL in a harmful mark's reason",
+            "memory_mark_harmful",
+            json!({"rule_id": rule, "reason": "bad\u{0}advice"}),
+            "invalid_characters",
+        ),
+        (
+            "oversized harmful reason",
+            "memory_mark_harmful",
+            json!({"rule_id": rule, "reason": "x".repeat(101)}),
+            "content_too_large",
+        ),
+        (
+            "NUL in a forget's reason",
+            "memory_forget",
+            json!({"type": "fact", "id": fact, "reason": "gone\u{0}"}),
+            "invalid_characters",
+        ),
+        (
+            "oversized forget reason",
+            "memory_forget",
+            json!({"type": "fact", "id": fact, "reason": "y".repeat(101)}),
+            "content_too_large",
+        ),
+    ];
+    for (what, tool, args, code) in cases {
+        let err = mcp.err(tool, args).await;
+        assert_eq!(err["class"], "invalid_input", "{what}: {err}");
+        assert_eq!(err["code"], code, "{what}: {err}");
+    }
+    // Nothing changed: the rule has no mark, the fact is still active.
+    let rule = mcp
+        .ok("memory_get", json!({"type": "rule", "id": rule}))
+        .await;
+    assert_eq!(rule["harmful_count"], 0, "{rule}");
+    let fact = mcp
+        .ok("memory_get", json!({"type": "fact", "id": fact}))
+        .await;
+    assert_eq!(fact["validity"], "active", "{fact}");
+    // A reason within the limit is fine.
+    mcp.ok(
+        "memory_mark_harmful",
+        json!({"rule_id": rule["id"], "reason": "x".repeat(100)}),
+    )
+    .await;
     app.stop().await;
 }
 

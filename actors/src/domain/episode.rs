@@ -100,7 +100,11 @@ impl NewEpisode {
 }
 
 /// Longest time to live a caller may ask for.
-const MAX_TTL_DAYS: f64 = 3650.0;
+pub const MAX_TTL_DAYS: f64 = 3650.0;
+
+/// Shortest time to live: one second. Anything shorter would expire as it is stored (the
+/// database keeps `expires_at > created_at`), and no caller means that.
+pub const MIN_TTL_DAYS: f64 = 1.0 / 86_400.0;
 
 impl EpisodeInput {
     /// Validates the input for `caller` at time `now`.
@@ -122,10 +126,13 @@ impl EpisodeInput {
             check_identifier_text("idempotency_key", key)?;
         }
         let ttl_days = self.ttl_days.unwrap_or(default_ttl_days);
-        if !(ttl_days.is_finite() && ttl_days > 0.0 && ttl_days <= MAX_TTL_DAYS) {
+        if !(ttl_days.is_finite() && (MIN_TTL_DAYS..=MAX_TTL_DAYS).contains(&ttl_days)) {
             return Err(MemoryError::new(
                 ErrorCode::InvalidTtl,
-                format!("`ttl_days` must be greater than 0 and at most {MAX_TTL_DAYS}"),
+                format!(
+                    "`ttl_days` must be at least one second ({MIN_TTL_DAYS:.7}) and at most \
+                     {MAX_TTL_DAYS}, got {ttl_days}"
+                ),
             ));
         }
         // PostgreSQL keeps microseconds: the episode is stamped as it will be stored, so the
@@ -173,4 +180,58 @@ pub struct DeadLetter {
     pub last_consolidation_error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::domain::caller::Role;
+
+    fn caller() -> Caller {
+        Caller {
+            tenant_id: "t".into(),
+            role: Role::Butler,
+            butler: Some("b".into()),
+            key_name: "b".into(),
+        }
+    }
+
+    proptest! {
+        /// No input that validation lets through can reach a CHECK of the `episodes` table:
+        /// the database's constraints are a backstop, never the validator.
+        #[test]
+        fn a_valid_episode_meets_every_check_of_its_table(
+            content in ".{0,40}",
+            importance in proptest::num::f64::ANY,
+            ttl_days in prop_oneof![
+                proptest::num::f64::ANY,
+                0.0..0.001f64,
+                0.0..4000.0f64,
+            ],
+            micros in 0i64..1_000_000,
+        ) {
+            let now = Utc.with_ymd_and_hms(2026, 5, 1, 9, 0, 0).unwrap()
+                + Duration::microseconds(micros)
+                + Duration::nanoseconds(micros % 1000);
+            let input = EpisodeInput {
+                butler: "b".into(),
+                content,
+                importance: Some(importance),
+                ttl_days: Some(ttl_days),
+                ..EpisodeInput::default()
+            };
+            if let Ok(episode) = input.validate(&caller(), &Limits::default(), 7.0, now) {
+                // CHECK (content <> ''), importance in [0, 10], expires_at > created_at,
+                // metadata an object; stored with microseconds.
+                prop_assert!(!episode.content.is_empty());
+                prop_assert!((0.0..=10.0).contains(&episode.importance));
+                prop_assert!(episode.expires_at.trunc_subsecs(6) > episode.created_at);
+                prop_assert!(episode.metadata.is_object());
+                prop_assert!(!episode.content.contains('\0'));
+            }
+        }
+    }
 }

@@ -23,6 +23,8 @@ pub struct Limits {
     pub max_key_chars: usize,
     /// Maximum number of links given with one store call.
     pub max_links: usize,
+    /// Maximum size of a reason (a harmful mark's, a forget's), in bytes of UTF-8.
+    pub max_reason_bytes: usize,
 }
 
 impl Default for Limits {
@@ -34,6 +36,7 @@ impl Default for Limits {
             max_tag_chars: 64,
             max_key_chars: 200,
             max_links: 32,
+            max_reason_bytes: 1024,
         }
     }
 }
@@ -62,6 +65,29 @@ pub fn check_content(field: &str, content: &str, limits: &Limits) -> MemoryResul
     }
     check_storable(field, trimmed)?;
     Ok(trimmed.to_owned())
+}
+
+/// Checks a reason a caller gives (for a harmful mark, for forgetting): optional, within
+/// `limits.max_reason_bytes`, storable. It is kept as given.
+pub fn check_reason(
+    field: &str,
+    reason: Option<String>,
+    limits: &Limits,
+) -> MemoryResult<Option<String>> {
+    if let Some(reason) = &reason {
+        if reason.len() > limits.max_reason_bytes {
+            return Err(MemoryError::new(
+                ErrorCode::ContentTooLarge,
+                format!(
+                    "`{field}` is {} bytes; the limit is {} bytes",
+                    reason.len(),
+                    limits.max_reason_bytes
+                ),
+            ));
+        }
+        check_storable(field, reason)?;
+    }
+    Ok(reason)
 }
 
 /// Checks a request id, session id or similar opaque identifier.

@@ -20,7 +20,7 @@ use crate::domain::record::{Forgetting, MemoryRecord};
 use crate::domain::request_context::Lineage;
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
-use crate::domain::text::check_name;
+use crate::domain::text::{check_name, check_reason};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::store::activity::ActivityFilter;
 
@@ -70,6 +70,7 @@ impl Engine {
         butler: Option<String>,
         lineage: Lineage,
     ) -> MemoryResult<Rated> {
+        let reason = check_reason("reason", reason, &self.services.config.limits)?;
         let (owner, acting) = match self
             .owner_of(caller, butler.clone(), MemoryType::Rule, rule_id)
             .await
@@ -120,6 +121,7 @@ impl Engine {
         butler: Option<String>,
         lineage: Lineage,
     ) -> MemoryResult<Forgetting> {
+        let reason = check_reason("reason", reason, &self.services.config.limits)?;
         let (owner, _) = self.owner_of(caller, butler, memory_type, id).await?;
         let author = Author::new(caller.actor(), lineage);
         let mut done = self

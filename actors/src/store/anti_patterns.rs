@@ -1,8 +1,9 @@
 //! Inverting harmful rules into anti-patterns (memory_project_plan.md "Anti-Pattern
 //! Learning"): the content becomes "ANTI-PATTERN: Do NOT {original}. This caused problems
-//! because: {reasons}", the original is kept in `original_content`, and the embedding is
-//! cleared so the indexer embeds the warning as it now reads. One statement for any number
-//! of rules, used by harmful feedback and by the decay sweep alike.
+//! because: {reasons}" (at most five reasons, each cut to 256 characters, so the warning
+//! stays within a bound whatever was stored), the original is kept in `original_content`,
+//! and the embedding is cleared so the indexer embeds the warning as it now reads. One
+//! statement for any number of rules, used by harmful feedback and by the decay sweep alike.
 
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -12,6 +13,10 @@ use crate::error::MemoryResult;
 /// Distinct harmful reasons quoted in the warning, oldest first (application ids are
 /// time-ordered UUIDv7, breaking ties of the engine clock); more would only bloat it.
 const MAX_REASONS: i64 = 5;
+
+/// Characters of each reason quoted: the warning is read by a model at every session, so
+/// it stays a warning, however long the reasons stored were.
+const QUOTED_REASON_CHARS: i32 = 256;
 
 /// Inverts the given rules of the tenant that are not anti-patterns yet. Returns the ids
 /// inverted.
@@ -27,7 +32,8 @@ pub async fn invert(
              content = 'ANTI-PATTERN: Do NOT ' || rtrim(r.content, '. ')
                        || '. This caused problems because: '
                        || COALESCE(
-                              (SELECT string_agg(x.reason, '; ' ORDER BY x.first_at, x.first_id)
+                              (SELECT string_agg(left(x.reason, $4), '; '
+                                                 ORDER BY x.first_at, x.first_id)
                                FROM (SELECT a.reason, min(a.created_at) AS first_at,
                                             min(a.id::text) AS first_id
                                      FROM rule_applications a
@@ -45,6 +51,7 @@ pub async fn invert(
     .bind(tenant_id)
     .bind(ids)
     .bind(MAX_REASONS)
+    .bind(QUOTED_REASON_CHARS)
     .fetch_all(conn)
     .await?)
 }
