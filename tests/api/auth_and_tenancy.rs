@@ -162,3 +162,67 @@ async fn operator_keys_see_no_memory_content() {
     assert_eq!(err["class"], "forbidden");
     app.stop().await;
 }
+
+async fn episode_of(mcp: &McpClient, butler: &str) -> String {
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "Talked about the garden", "butler": butler}),
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A store call that refers to episode `id` in each way a caller can: a link, a fact's
+/// source episode, a rule's source episode.
+fn references(id: &str) -> [(&'static str, serde_json::Value); 3] {
+    [
+        (
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "hobby", "content": "gardening",
+                   "links": [{"target_type": "episode", "target_id": id, "relation": "related_to"}]}),
+        ),
+        (
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "plant", "content": "roses",
+                   "source_episode_id": id}),
+        ),
+        (
+            "memory_store_rule",
+            json!({"content": "Suggest roses", "source_episode_id": id}),
+        ),
+    ]
+}
+
+/// A reference a caller may not read is answered exactly like one that does not exist:
+/// links and `source_episode_id` are no oracle of what other butlers or tenants hold.
+#[tokio::test]
+async fn references_the_caller_cannot_read_are_not_found() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let own = episode_of(&health, "health").await;
+    let generals = episode_of(&app.client(TENANT_A_GENERAL).await, "general").await;
+    let elsewhere = episode_of(&app.client(TENANT_B_HEALTH).await, "health").await;
+    let unknown = uuid::Uuid::new_v4().to_string();
+    // An error with the id taken out, to compare with what an unknown id gets.
+    let refusal = |err: serde_json::Value, id: &str| {
+        assert_eq!(err["class"], "not_found", "{err}");
+        (
+            err["code"].clone(),
+            err["message"].as_str().unwrap().replace(id, "<id>"),
+        )
+    };
+    for case in 0..3 {
+        let (tool, args) = references(&unknown)[case].clone();
+        let absent = refusal(health.err(tool, args).await, &unknown);
+        for hidden in [&generals, &elsewhere] {
+            let (tool, args) = references(hidden)[case].clone();
+            let got = refusal(health.err(tool, args.clone()).await, hidden);
+            assert_eq!(got, absent, "{tool} {args} answered unlike an unknown id");
+        }
+        let (tool, args) = references(&own)[case].clone();
+        health.ok(tool, args).await;
+    }
+    app.stop().await;
+}

@@ -294,7 +294,7 @@ impl Engine {
 
     /// The shard that owns a record the caller, acting as `butler`, may see; and the
     /// acting butler.
-    async fn owner_of(
+    pub(super) async fn owner_of(
         &self,
         caller: &Caller,
         butler: Option<String>,

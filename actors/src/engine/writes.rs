@@ -6,10 +6,13 @@ use crate::domain::author::Author;
 use crate::domain::caller::Caller;
 use crate::domain::episode::{EpisodeInput, Inserted, NewEpisode};
 use crate::domain::fact::{FactInput, StoredFact};
+use crate::domain::memory_type::MemoryType;
+use crate::domain::relation::LinkTarget;
 use crate::domain::request_context::Lineage;
 use crate::domain::rule::{Rule, RuleInput};
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use uuid::Uuid;
 
 impl Engine {
     /// Stores an episode in its butler's shard. Answers after it is committed (with the
@@ -138,17 +141,22 @@ impl Engine {
         input: FactInput,
         lineage: Lineage,
     ) -> MemoryResult<StoredFact> {
-        let fact = input.validate(
+        // One instant for the record and for the answer's effective confidence: the answer
+        // describes the fact as written, however long the checks before the write took.
+        let now = self.services.clock.now();
+        let fact = input.validate(caller, &self.services.config.limits, now)?;
+        self.check_references(
             caller,
-            &self.services.config.limits,
-            self.services.clock.now(),
-        )?;
+            fact.source_butler.clone(),
+            &fact.links,
+            fact.source_episode_id,
+        )
+        .await?;
         let shard = self
             .shards
             .get(&caller.shard(fact.source_butler.as_deref()))
             .await?;
         let author = Author::new(caller.actor(), lineage);
-        let now = self.services.clock.now();
         let mut stored = shard
             .ask(
                 |reply| ShardMsg::StoreFact {
@@ -172,17 +180,20 @@ impl Engine {
         input: RuleInput,
         lineage: Lineage,
     ) -> MemoryResult<Rule> {
-        let rule = input.validate(
+        let now = self.services.clock.now();
+        let rule = input.validate(caller, &self.services.config.limits, now)?;
+        self.check_references(
             caller,
-            &self.services.config.limits,
-            self.services.clock.now(),
-        )?;
+            rule.source_butler.clone(),
+            &rule.links,
+            rule.source_episode_id,
+        )
+        .await?;
         let shard = self
             .shards
             .get(&caller.shard(rule.source_butler.as_deref()))
             .await?;
         let author = Author::new(caller.actor(), lineage);
-        let now = self.services.clock.now();
         Ok(shard
             .ask(
                 |reply| ShardMsg::StoreRule {
@@ -195,5 +206,25 @@ impl Engine {
             )
             .await??
             .at(now))
+    }
+
+    /// Checks that the caller, acting as `butler`, may read every memory a write refers to
+    /// (its links' targets, its source episode). One it may not read is `not_found`, the
+    /// same answer as for one that does not exist, so a write is no way to learn what
+    /// other butlers or tenants hold.
+    async fn check_references(
+        &self,
+        caller: &Caller,
+        butler: Option<String>,
+        links: &[LinkTarget],
+        source_episode: Option<Uuid>,
+    ) -> MemoryResult<()> {
+        let targets = links.iter().map(|l| (l.target_type, l.target_id));
+        let source = source_episode.map(|id| (MemoryType::Episode, id));
+        for (memory_type, id) in targets.chain(source) {
+            self.owner_of(caller, butler.clone(), memory_type, id)
+                .await?;
+        }
+        Ok(())
     }
 }
