@@ -231,6 +231,27 @@ impl Engine {
         }
     }
 
+    /// Sets the gauges that are read from the database when `/metrics` is scraped: the
+    /// embedding backlog (rows waiting for an embedding) and the age of its oldest row. Read
+    /// then, they are current during a long drain too, when the indexer is too busy to say.
+    pub async fn refresh_scraped_gauges(&self) {
+        let backlog = tokio::time::timeout(
+            Duration::from_secs(1),
+            self.services.store.embedding_backlog(),
+        )
+        .await;
+        match backlog {
+            Ok(Ok((rows, oldest))) => {
+                metrics::gauge!("butler_memory_embedding_backlog").set(rows as f64);
+                let now = self.services.clock.now();
+                let age = oldest.map_or(0.0, |t| (now - t).num_milliseconds() as f64 / 1000.0);
+                metrics::gauge!("butler_memory_embedding_backlog_age_seconds").set(age.max(0.0));
+            }
+            Ok(Err(error)) => tracing::debug!(%error, "embedding backlog unknown at scrape"),
+            Err(_) => tracing::debug!("embedding backlog not counted within 1 s at scrape"),
+        }
+    }
+
     /// Barrier: answers once every write sent before it is committed, pending reference
     /// bumps are written, and every committed row is embedded.
     pub async fn flush(&self) -> MemoryResult<()> {

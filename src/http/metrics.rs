@@ -1,5 +1,6 @@
 //! `/metrics`: Prometheus text. Gauges that are cheap to read at scrape time (pool usage,
-//! shard count) are refreshed here rather than on every change.
+//! shard count, the embedding backlog) are refreshed here rather than on every change, so
+//! they are current whenever they are read.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use crate::app_state::AppState;
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    state.engine.refresh_scraped_gauges().await;
     let pool = state.engine.store().pool();
     let size = f64::from(pool.size());
     let idle = pool.num_idle() as f64;

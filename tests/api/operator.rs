@@ -141,6 +141,40 @@ async fn metrics_show_requests_latency_embedder_shards_and_pool() {
     app.stop().await;
 }
 
+/// The embedding backlog on `/metrics` is the real one whenever it is scraped, not the value
+/// of the indexer's last quiet moment: rows waiting while the embedder is down (as during a
+/// long drain) show at once.
+#[tokio::test]
+async fn the_embedding_backlog_gauge_follows_the_rows_waiting() {
+    let app = spawn_app().await;
+    app.engine().set_embedder_running(false).await.unwrap();
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    for i in 0..25 {
+        mcp.ok(
+            "memory_store_episode",
+            json!({"content": format!("waiting {i}"), "butler": "health"}),
+        )
+        .await;
+    }
+    let waiting = mcp.ok("memory_stats", json!({})).await["episodes"]["unembedded"].clone();
+    assert_eq!(waiting, 25);
+    let text = reqwest::get(app.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let gauge = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} missing from /metrics:\n{text}"))
+    };
+    assert_eq!(gauge("butler_memory_embedding_backlog"), 25.0);
+    assert!(gauge("butler_memory_embedding_backlog_age_seconds") >= 0.0);
+    app.engine().set_embedder_running(true).await.unwrap();
+    app.stop().await;
+}
+
 /// The tool list is the service's contract with butlers: a change to it must show up in
 /// review. Regenerate with `UPDATE_SNAPSHOTS=1 cargo test`.
 #[test]

@@ -49,7 +49,7 @@ pub struct IndexerArgs {
 pub enum IndexerMsg {
     /// New rows without an embedding were committed.
     Kick,
-    /// Periodic look for work (and backlog metrics).
+    /// Periodic look for work.
     Tick,
     /// Answer once every row has an embedding.
     Flush {
@@ -123,16 +123,6 @@ impl Actor for Indexer {
             IndexerMsg::Tick => {
                 if let Err(e) = state.drain(true).await {
                     tracing::warn!(error = %e, "indexing deferred; will retry");
-                }
-                if let Ok((depth, oldest)) = state.services.store.embedding_backlog().await {
-                    metrics::gauge!("butler_memory_embedding_backlog").set(depth as f64);
-                    let age = oldest
-                        .map(|t| {
-                            (state.services.clock.now() - t).num_milliseconds() as f64 / 1000.0
-                        })
-                        .unwrap_or(0.0);
-                    metrics::gauge!("butler_memory_embedding_backlog_age_seconds")
-                        .set(age.max(0.0));
                 }
             }
             IndexerMsg::Flush { reply } => {
