@@ -123,6 +123,10 @@ pub enum Script {
     Slow,
     /// No answer for a minute (the caller is killed meanwhile).
     Hang,
+    /// HTTP 400: the endpoint refuses the request as it is.
+    BadRequest,
+    /// HTTP 400 when an episode of the request says "poison", `Happy` otherwise.
+    RefusePoison,
 }
 
 pub struct LlmServer {
@@ -151,6 +155,16 @@ pub async fn llm_server(script: Vec<Script>) -> LlmServer {
         let user: Value =
             serde_json::from_str(request["messages"][1]["content"].as_str().unwrap()).unwrap();
         let episode = user["episodes"][0]["id"].clone();
+        let poisoned = user["episodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["content"].as_str().unwrap().contains("poison"));
+        let step = match step {
+            Script::RefusePoison if poisoned => Script::BadRequest,
+            Script::RefusePoison => Script::Happy,
+            other => other,
+        };
         let content = match step {
             Script::Happy => {
                 let known = |predicate: &str| {
@@ -188,6 +202,9 @@ pub async fn llm_server(script: Vec<Script>) -> LlmServer {
             Script::Hang => {
                 tokio::time::sleep(std::time::Duration::from_secs(60)).await;
                 return (StatusCode::OK, "late").into_response();
+            }
+            Script::BadRequest | Script::RefusePoison => {
+                return (StatusCode::BAD_REQUEST, "this input is not accepted").into_response();
             }
         };
         axum::Json(
@@ -438,5 +455,115 @@ async fn a_backlog_over_its_trigger_is_consolidated_between_cron_runs() {
     .await
     .unwrap();
     assert_eq!(city, "Lives in Town2", "the newest statement holds");
+    app.stop().await;
+}
+
+/// The episodes' consolidation states, oldest first.
+async fn states(db: &mut sqlx::PgConnection) -> Vec<(String, String)> {
+    sqlx::query_as("SELECT content, consolidation_status FROM episodes ORDER BY created_at, id")
+        .fetch_all(db)
+        .await
+        .unwrap()
+}
+
+async fn failed_events(db: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM memory_events WHERE event_type = 'episode_failed'")
+        .fetch_one(db)
+        .await
+        .unwrap()
+}
+
+/// An input the extractor refuses (an HTTP 4xx other than 408 and 429) is `failed` at
+/// once, with an event and the reason; in a batch, only the episode refused on its own is,
+/// and the others are consolidated.
+#[tokio::test]
+async fn an_episode_the_extractor_refuses_is_failed_and_the_rest_of_its_batch_goes_on() {
+    let server = llm_server(vec![Script::RefusePoison]).await;
+    let app = spawn_app_with(&llm_config(&server)).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    for content in [
+        "Tea at noon.",
+        "A poison pen letter arrived.",
+        "A walk by the river.",
+    ] {
+        mcp.ok(
+            "memory_store_episode",
+            json!({"content": content, "butler": "health"}),
+        )
+        .await;
+    }
+    let report = consolidate(&admin).await;
+    let changes = &report["reports"][0]["changes"];
+    assert_eq!(changes["episodes_failed"], 1, "{report}");
+    assert_eq!(changes["episodes_consolidated"], 2, "{report}");
+    let mut db = app.sql().await;
+    assert_eq!(
+        states(&mut db).await,
+        [
+            ("Tea at noon.".to_owned(), "consolidated".to_owned()),
+            (
+                "A poison pen letter arrived.".to_owned(),
+                "failed".to_owned()
+            ),
+            ("A walk by the river.".to_owned(), "consolidated".to_owned()),
+        ]
+    );
+    assert_eq!(failed_events(&mut db).await, 1);
+    let (error,): (Option<String>,) = sqlx::query_as(
+        "SELECT last_consolidation_error FROM episodes WHERE consolidation_status = 'failed'",
+    )
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert!(error.unwrap().contains("HTTP 400"));
+    // A failed episode is not tried again.
+    let again = consolidate(&admin).await;
+    assert!(
+        again["reports"][0]["changes"]
+            .as_object()
+            .unwrap()
+            .is_empty(),
+        "{again}"
+    );
+    app.stop().await;
+}
+
+/// An input the extractor keeps answering wrongly (not JSON, not the schema) is retried,
+/// and when its attempts run out it is `failed`, not dead-lettered: the endpoint was up,
+/// the input is what it cannot process.
+#[tokio::test]
+async fn an_input_answered_wrongly_every_time_ends_failed() {
+    let server = llm_server(vec![Script::Malformed, Script::SchemaInvalid]).await;
+    let clock = std::sync::Arc::new(butler_memory_actors::ManualClock::new(
+        chrono::DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc),
+    ));
+    let app = spawn_app_at(&llm_config(&server), clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "Garbled notes.", "butler": "health"}),
+    )
+    .await;
+    let mut db = app.sql().await;
+    for attempt in 1..=4 {
+        let report = consolidate(&admin).await;
+        let (status, attempts, _) = episode_state(&mut db).await;
+        assert_eq!(attempts, attempt, "{report}");
+        let expected = if attempt < 4 { "pending" } else { "failed" };
+        assert_eq!(status, expected, "{report}");
+        clock.advance(chrono::Duration::minutes(15));
+    }
+    assert_eq!(failed_events(&mut db).await, 1);
+    let dead: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM memory_events WHERE event_type = 'episode_dead_lettered'",
+    )
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(dead, 0);
     app.stop().await;
 }

@@ -2,9 +2,9 @@
 //! vLLM, Ollama, or a hosted model over plain HTTP.
 //!
 //! The model is asked for JSON matching a schema (`response_format: json_schema`), and its
-//! answer is parsed strictly. Timeouts, transport errors, 429 and 5xx answers are retryable
-//! failures; malformed or schema-invalid output is a failed attempt too, with the reason
-//! recorded.
+//! answer is parsed strictly. Each way a call fails is classified ([`ExtractError::kind`]):
+//! timeouts, transport errors, 408, 429 and 5xx are transient; malformed or schema-invalid
+//! output is an invalid answer; any other 4xx refuses the input itself.
 
 use std::time::Duration;
 
@@ -13,14 +13,15 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::config::LlmConfig;
+use crate::domain::consolidation_status::AttemptFailure;
 use crate::domain::extraction::{
     ExtractedFact, ExtractedRule, Extraction, KnownFact, SourceEpisode,
 };
 use crate::domain::permanence::Permanence;
 use crate::domain::relation::Relation;
 
-/// Why an extraction failed. Every failure is an attempt: the episodes are retried with
-/// backoff and dead-lettered after `consolidation.max_attempts`.
+/// Why an extraction failed. Every failure is an attempt, recorded with its reason; its
+/// [`kind`](ExtractError::kind) decides what becomes of the episodes.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ExtractError {
     #[error("the extractor did not answer within {0:?}")]
@@ -33,6 +34,24 @@ pub enum ExtractError {
     Invalid(String),
     #[error("the LLM client cannot be built: {0}")]
     Client(String),
+}
+
+impl ExtractError {
+    /// How consolidation treats this failure.
+    pub fn kind(&self) -> AttemptFailure {
+        match self {
+            ExtractError::Http { status, .. } => match status {
+                408 | 429 | 500.. => AttemptFailure::Transient,
+                400..=499 => AttemptFailure::Refused,
+                // A redirect or an informational answer the client did not follow.
+                _ => AttemptFailure::Transient,
+            },
+            ExtractError::Invalid(_) => AttemptFailure::InvalidAnswer,
+            ExtractError::Timeout(_) | ExtractError::Transport(_) | ExtractError::Client(_) => {
+                AttemptFailure::Transient
+            }
+        }
+    }
 }
 
 /// An OpenAI-compatible chat-completions client.

@@ -17,8 +17,11 @@ super::string_enum! {
         EpisodeRestored => "episode_restored",
         /// Deleted by episode cleanup (expired, or beyond the shard's capacity).
         EpisodeDeleted => "episode_deleted",
-        /// Consolidation failed on it `consolidation.max_attempts` times.
+        /// Consolidation failed on it `consolidation.max_attempts` times, the extractor
+        /// unreachable or asking to come back later.
         EpisodeDeadLettered => "episode_dead_lettered",
+        /// The extractor refused it, or never answered it validly: it cannot be processed.
+        EpisodeFailed => "episode_failed",
         /// Consolidation extracted what it could from it.
         EpisodeConsolidated => "episode_consolidated",
         /// An admin put a dead letter back in the consolidation queue.

@@ -1,7 +1,6 @@
 //! What consolidation extracts from a batch of episodes: new facts and new rules, each
-//! tied to the episode it came from. Extractors (heuristic today; an LLM one is the open
-//! part of the consolidation issue) produce this structure, and it is validated before
-//! anything is persisted.
+//! tied to the episode it came from. Extractors (the heuristic one, the LLM client) produce
+//! this structure, and it is validated before anything is persisted.
 
 use serde::Serialize;
 use uuid::Uuid;

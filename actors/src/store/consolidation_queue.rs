@@ -10,7 +10,9 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::domain::author::Author;
+use crate::domain::consolidation_status::{AttemptFailure, ConsolidationStatus};
 use crate::domain::episode::DeadLetter;
+use crate::domain::event::{EventType, NewEvent};
 use crate::domain::extraction::SourceEpisode;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::shard_key::ShardKey;
@@ -19,13 +21,26 @@ use crate::error::MemoryResult;
 use super::Store;
 use super::consolidation::CONSOLIDATION_ACTOR;
 
+/// A failed extraction attempt on a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    /// The extractor that failed (`heuristic`, `llm`).
+    pub extractor: &'a str,
+    /// Why, as recorded on each episode and the job.
+    pub error: &'a str,
+    pub failure: AttemptFailure,
+    pub at: DateTime<Utc>,
+}
+
 /// What a failed attempt did to its batch.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct FailedAttempt {
     /// Episodes that will be retried.
     pub retrying: u64,
-    /// Episodes that ran out of attempts.
+    /// Episodes that ran out of attempts after transient failures.
     pub dead_lettered: u64,
+    /// Episodes the extractor refused or could not answer for.
+    pub failed: u64,
 }
 
 /// A shard whose consolidation backlog is over the size or age trigger.
@@ -76,9 +91,9 @@ impl Store {
         for (id, butler) in &requeued {
             super::events::append(
                 &mut tx,
-                &crate::domain::event::NewEvent {
+                &NewEvent {
                     tenant_id: tenant_id.to_owned(),
-                    event_type: crate::domain::event::EventType::EpisodeRequeued,
+                    event_type: EventType::EpisodeRequeued,
                     entity_type: MemoryType::Episode,
                     entity_id: *id,
                     author: author.clone(),
@@ -136,19 +151,23 @@ impl Store {
     }
 
     /// Records a failed attempt on a batch: each episode's attempts go up, the error is
-    /// kept, and it is retried after `backoff(attempts)` — or, with no attempts left,
-    /// dead-lettered (with an event). The job row records the failure.
-    #[allow(clippy::too_many_arguments)]
+    /// kept, and the failure decides the rest (`AttemptFailure::next_status`): retried after
+    /// `backoff(attempts)`, or dead-lettered, or failed, each terminal state with its event.
+    /// The job row records the failure.
     pub async fn record_failed_attempt(
         &self,
         shard: &ShardKey,
         batch: &[SourceEpisode],
-        extractor: &str,
-        error: &str,
-        now: DateTime<Utc>,
+        attempt: Attempt<'_>,
         max_attempts: u32,
         backoff: impl Fn(i32) -> chrono::Duration,
     ) -> MemoryResult<FailedAttempt> {
+        let Attempt {
+            extractor,
+            error,
+            failure,
+            at: now,
+        } = attempt;
         let ids: Vec<Uuid> = batch.iter().map(|e| e.id).collect();
         let mut tx = self.begin().await?;
         let attempts: Vec<(Uuid, i32)> = sqlx::query_as(
@@ -163,12 +182,11 @@ impl Store {
         let mut out = FailedAttempt::default();
         let author = Author::service(CONSOLIDATION_ACTOR);
         for (id, attempt) in attempts {
-            let dead = attempt as u32 >= max_attempts;
-            let retry_at = (!dead).then(|| now + backoff(attempt));
+            let status = failure.next_status(attempt.max(0) as u32, max_attempts);
+            let retry_at = (status == ConsolidationStatus::Pending).then(|| now + backoff(attempt));
             sqlx::query(
                 "UPDATE episodes SET consolidation_attempts = $3, last_consolidation_error = $4,
-                                     next_consolidation_retry_at = $5,
-                                     consolidation_status = CASE WHEN $6 THEN 'dead_letter' ELSE 'pending' END
+                                     next_consolidation_retry_at = $5, consolidation_status = $6
                  WHERE tenant_id = $1 AND id = $2",
             )
             .bind(&shard.tenant_id)
@@ -176,32 +194,41 @@ impl Store {
             .bind(attempt)
             .bind(error)
             .bind(retry_at)
-            .bind(dead)
+            .bind(status.as_str())
             .execute(&mut *tx)
             .await?;
-            if dead {
-                out.dead_lettered += 1;
-                super::events::append(
-                    &mut tx,
-                    &crate::domain::event::NewEvent {
-                        tenant_id: shard.tenant_id.clone(),
-                        event_type: crate::domain::event::EventType::EpisodeDeadLettered,
-                        entity_type: MemoryType::Episode,
-                        entity_id: id,
-                        author: author.clone(),
-                        scope: None,
-                        butler: Some(shard.butler.clone()),
-                        payload: json!({"before": {"consolidation_status": "pending"},
-                                        "after": {"consolidation_status": "dead_letter",
-                                                  "consolidation_attempts": attempt,
-                                                  "last_consolidation_error": error}}),
-                    },
-                    now,
-                )
-                .await?;
-            } else {
-                out.retrying += 1;
-            }
+            let event_type = match status {
+                ConsolidationStatus::DeadLetter => {
+                    out.dead_lettered += 1;
+                    EventType::EpisodeDeadLettered
+                }
+                ConsolidationStatus::Failed => {
+                    out.failed += 1;
+                    EventType::EpisodeFailed
+                }
+                ConsolidationStatus::Pending | ConsolidationStatus::Consolidated => {
+                    out.retrying += 1;
+                    continue;
+                }
+            };
+            super::events::append(
+                &mut tx,
+                &NewEvent {
+                    tenant_id: shard.tenant_id.clone(),
+                    event_type,
+                    entity_type: MemoryType::Episode,
+                    entity_id: id,
+                    author: author.clone(),
+                    scope: None,
+                    butler: Some(shard.butler.clone()),
+                    payload: json!({"before": {"consolidation_status": "pending"},
+                                    "after": {"consolidation_status": status,
+                                              "consolidation_attempts": attempt,
+                                              "last_consolidation_error": error}}),
+                },
+                now,
+            )
+            .await?;
         }
         sqlx::query(
             "INSERT INTO consolidation_jobs

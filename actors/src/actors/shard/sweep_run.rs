@@ -12,11 +12,13 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::consolidation::Extractor;
+use crate::domain::consolidation_status::AttemptFailure;
 use crate::domain::extraction::SourceEpisode;
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
 use crate::error::MemoryResult;
 use crate::services::Services;
+use crate::store::consolidation_queue::Attempt;
 use crate::store::decay_sweep::{DecayTable, Thresholds};
 use crate::store::episode_cleanup::Cleanup;
 
@@ -182,7 +184,9 @@ impl SweepRun {
         Ok(())
     }
 
-    /// One consolidation job: extract, validate, persist — or record a failed attempt.
+    /// One consolidation job: extract, validate, persist — or record a failed attempt. A
+    /// batch the extractor refuses is tried again one episode at a time, so that only the
+    /// episode refused on its own is `failed`.
     async fn consolidate(
         &mut self,
         services: &Services,
@@ -194,14 +198,17 @@ impl SweepRun {
         let config = &services.config.consolidation;
         let as_of = self.report.as_of;
         let (facts, rules) = store.known_for_consolidation(shard, 200).await?;
-        let extracted = extractor
-            .extract(batch, &facts, &rules)
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|x| {
-                x.validated(batch, &facts, &services.config.limits)
-                    .map_err(|e| format!("the extractor's answer is not valid: {e}"))
-            });
+        let extracted = match extractor.extract(batch, &facts, &rules).await {
+            Ok(extraction) => extraction
+                .validated(batch, &facts, &services.config.limits)
+                .map_err(|e| {
+                    (
+                        AttemptFailure::InvalidAnswer,
+                        format!("the extractor's answer is not valid: {e}"),
+                    )
+                }),
+            Err(e) => Err((e.kind(), e.to_string())),
+        };
         match extracted {
             Ok(extraction) => {
                 let outcome = store
@@ -216,16 +223,35 @@ impl SweepRun {
                 self.report.add("rules_created", outcome.rules_created);
                 self.report.add("rules_confirmed", outcome.rules_confirmed);
             }
-            Err(error) => {
-                tracing::warn!(shard = %shard, %error, "consolidation attempt failed");
+            Err((AttemptFailure::Refused, error)) if batch.len() > 1 => {
+                tracing::info!(shard = %shard, %error, episodes = batch.len(), "batch refused; trying its episodes one at a time");
+                for episode in batch {
+                    Box::pin(self.consolidate(
+                        services,
+                        extractor,
+                        shard,
+                        std::slice::from_ref(episode),
+                    ))
+                    .await?;
+                    if self.failed {
+                        break;
+                    }
+                }
+            }
+            Err((failure, error)) => {
+                tracing::warn!(shard = %shard, %error, ?failure, "consolidation attempt failed");
                 let (base, max) = (config.retry_base_secs, config.retry_max_secs);
+                let attempt = Attempt {
+                    extractor: extractor.name(),
+                    error: &error,
+                    failure,
+                    at: as_of,
+                };
                 let failed = store
                     .record_failed_attempt(
                         shard,
                         batch,
-                        extractor.name(),
-                        &error,
-                        as_of,
+                        attempt,
                         config.max_attempts.get(),
                         |attempt| backoff(attempt, base, max),
                     )
@@ -233,8 +259,12 @@ impl SweepRun {
                 self.report.add("episodes_retrying", failed.retrying);
                 self.report
                     .add("episodes_dead_lettered", failed.dead_lettered);
-                // The batch waits for its retry time; this run stops here.
-                self.failed = true;
+                self.report.add("episodes_failed", failed.failed);
+                // Episodes left to retry wait for their time; this run stops here. What
+                // reached a terminal state is done with, and the run goes on.
+                if failed.retrying > 0 {
+                    self.failed = true;
+                }
             }
         }
         Ok(())
