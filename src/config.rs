@@ -18,6 +18,7 @@ use figment::providers::{Env, Format, Toml};
 use figment::value::Dict;
 use serde::Deserialize;
 
+pub use crate::http::server::HttpConfig;
 pub use keys::{AuthConfig, KeyConfig, MIN_KEY_CHARS};
 pub use secret::Secret;
 
@@ -43,6 +44,7 @@ pub struct EdgeConfig {
     pub database: DatabaseConfig,
     pub embedded_postgres: EmbeddedPostgresConfig,
     pub mcp: McpConfig,
+    pub http: HttpConfig,
     pub auth: AuthConfig,
     pub metrics: MetricsConfig,
     pub log: LogConfig,

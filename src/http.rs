@@ -1,9 +1,10 @@
-//! The operator endpoints: `/healthz`, `/readyz`, `/actors`, `/metrics`, and the one shape
-//! of an HTTP error.
+//! The operator endpoints: `/healthz`, `/readyz`, `/actors`, `/metrics`, the one shape of an
+//! HTTP error, and the server every route runs on (`server.rs`).
 
 pub mod actors;
 pub mod health;
 pub mod metrics;
+pub mod server;
 
 use axum::Json;
 use axum::http::StatusCode;

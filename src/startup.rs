@@ -61,8 +61,6 @@ pub enum StartupError {
         #[source]
         source: std::io::Error,
     },
-    #[error("serving HTTP: {0}")]
-    Serve(#[source] std::io::Error),
     #[error("stopping the embedded PostgreSQL: {0}")]
     StopPostgres(#[source] EmbeddedPostgresError),
 }
@@ -163,10 +161,9 @@ impl Application {
                 .route("/metrics", get(http::metrics::metrics))
                 .with_state(state.clone());
             let cancel = cancel.clone();
+            let http = state.config.edge.http.clone();
             tokio::spawn(async move {
-                let _ = axum::serve(listener, metrics_only)
-                    .with_graceful_shutdown(cancel.cancelled_owned())
-                    .await;
+                http::server::serve(listener, metrics_only, &http, cancel).await
             });
         }
         let stop = cancel.clone();
@@ -174,10 +171,7 @@ impl Application {
             shutdown.await;
             stop.cancel();
         });
-        axum::serve(listener, router)
-            .with_graceful_shutdown(cancel.clone().cancelled_owned())
-            .await
-            .map_err(StartupError::Serve)?;
+        http::server::serve(listener, router, &state.config.edge.http, cancel.clone()).await;
         tracing::info!("stopping: draining shards");
         state.engine.shutdown().await;
         state.engine.store().close().await;

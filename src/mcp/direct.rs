@@ -180,13 +180,18 @@ pub async fn handle(State(endpoint): State<Arc<Endpoint>>, request: Request) -> 
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, endpoint.rules.max_request_bytes).await {
         Ok(body) => body,
-        // As rmcp answers a body it cannot read.
         Err(e) => {
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("Failed to read request body: {e}"),
-            )
-                .into_response();
+            let status = if crate::http::server::timed_out(&e) {
+                StatusCode::REQUEST_TIMEOUT
+            } else if std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+            {
+                StatusCode::PAYLOAD_TOO_LARGE
+            } else {
+                // As rmcp answers a body it cannot read.
+                StatusCode::INTERNAL_SERVER_ERROR
+            };
+            return (status, format!("Failed to read request body: {e}")).into_response();
         }
     };
     match endpoint.answer(&parts, &body).await {

@@ -10,6 +10,7 @@ mod embedding;
 mod events;
 mod forgetting;
 mod helpers;
+mod http_limits;
 mod invalid_input;
 mod mcp_endpoint;
 mod operator;
