@@ -4,6 +4,7 @@
 pub mod app_state;
 pub mod auth;
 pub mod config;
+pub mod database_watch;
 pub mod http;
 pub mod mcp;
 pub mod startup;

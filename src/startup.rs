@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app_state::AppState;
 use crate::auth::{Authenticator, effective_keys, require_key};
 use crate::config::Config;
+use crate::database_watch::DatabaseWatch;
 use crate::{http, mcp, telemetry};
 
 /// Why the service did not start, or did not stop cleanly.
@@ -70,9 +71,17 @@ pub struct Application {
     state: Arc<AppState>,
     listener: TcpListener,
     metrics_listener: Option<TcpListener>,
-    embedded: Option<EmbeddedPostgres>,
+    /// Watches the database (and holds the embedded PostgreSQL) while the service runs.
+    watch: DatabaseWatch,
     cancel: CancellationToken,
 }
+
+/// The longest the engine may take to stop: drained shards, the indexer, the tree. It
+/// stops within seconds when the database answers, and sooner when it is known down.
+const ENGINE_STOP: Duration = Duration::from_secs(40);
+
+/// The longest closing the connection pools may take.
+const POOLS_CLOSE: Duration = Duration::from_secs(5);
 
 impl Application {
     /// Builds with the real clock and the configured MiniLM embedder.
@@ -95,6 +104,12 @@ impl Application {
         let (store, embedded) = open_store(&config).await?;
         prepare(&store, &config).await?;
         let engine = Engine::start(store, config.engine.clone(), clock, factory).await?;
+        let watch = DatabaseWatch::start(
+            engine.store().clone(),
+            engine.database_health(),
+            embedded,
+            edge.embedded_postgres.clone(),
+        );
         let keys = effective_keys(&edge.auth, &edge.data_dir).map_err(|source| {
             StartupError::BootstrapKey {
                 path: edge.data_dir.clone(),
@@ -106,6 +121,7 @@ impl Application {
             "" => None,
             address => Some(listen(address).await?),
         };
+        let embedded_postgres = edge.database_url.is_empty();
         let address = listener
             .local_addr()
             .map_err(|source| StartupError::Listen {
@@ -120,7 +136,7 @@ impl Application {
         });
         tracing::info!(
             %address,
-            embedded_postgres = embedded.is_some(),
+            embedded_postgres = embedded_postgres,
             ms = started.elapsed().as_millis() as u64,
             "butler-memory ready"
         );
@@ -128,7 +144,7 @@ impl Application {
             state,
             listener,
             metrics_listener,
-            embedded,
+            watch,
             cancel: CancellationToken::new(),
         })
     }
@@ -152,7 +168,7 @@ impl Application {
             state,
             listener,
             metrics_listener,
-            embedded,
+            watch,
             cancel,
         } = self;
         let router = router(state.clone(), cancel.clone());
@@ -173,8 +189,19 @@ impl Application {
         });
         http::server::serve(listener, router, &state.config.edge.http, cancel.clone()).await;
         tracing::info!("stopping: draining shards");
-        state.engine.shutdown().await;
-        state.engine.store().close().await;
+        let embedded = watch.stop().await;
+        if tokio::time::timeout(ENGINE_STOP, state.engine.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::error!("the engine did not stop within {ENGINE_STOP:?}; stopping anyway");
+        }
+        if tokio::time::timeout(POOLS_CLOSE, state.engine.store().close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("database connections still busy after {POOLS_CLOSE:?}; leaving them");
+        }
         if let Some(pg) = embedded {
             pg.stop().await.map_err(StartupError::StopPostgres)?;
         }

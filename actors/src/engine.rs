@@ -32,7 +32,7 @@ use crate::embedder::token_counter::TokenizerCounter;
 use crate::embedder::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{MemoryError, MemoryResult};
 use crate::read_path::{CorpusCache, QueryCache, QueryEmbedder, ResultCache};
-use crate::services::Services;
+use crate::services::{DatabaseHealth, Services};
 use crate::store::Store;
 use crate::write_path::CommitQueue;
 
@@ -178,6 +178,11 @@ impl Engine {
         &self.services.config
     }
 
+    /// Where whoever watches the database says it is down, and up again.
+    pub fn database_health(&self) -> Arc<DatabaseHealth> {
+        self.services.database.clone()
+    }
+
     /// Embeds texts with the pool (batched with whatever else is waiting).
     pub async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Vec<f32>>> {
         self.handles
@@ -199,10 +204,13 @@ impl Engine {
     /// Whether the database answers, the schema is current and the embedder is loaded.
     pub async fn readiness(&self) -> Readiness {
         let store = &self.services.store;
-        let database = tokio::time::timeout(Duration::from_secs(2), store.ping())
-            .await
-            .map_err(|_| "no answer within 2 s".to_owned())
-            .and_then(|r| r.map_err(|e| e.message));
+        let database = match self.services.database.down() {
+            Some(why) => Err(why),
+            None => tokio::time::timeout(Duration::from_secs(2), store.ping())
+                .await
+                .map_err(|_| "no answer within 2 s".to_owned())
+                .and_then(|r| r.map_err(|e| e.message)),
+        };
         let migrations = match &database {
             Ok(()) => match store.migrations_applied().await {
                 Ok(true) => Ok(()),
@@ -292,12 +300,16 @@ impl Engine {
                 Some(Duration::from_secs(5)),
             )
             .await;
-        for shard in self.shards.running() {
-            let _ = shard
-                .actor
-                .drain_and_wait(Some(Duration::from_secs(30)))
-                .await;
-        }
+        // Every shard drains at once: a stop takes as long as the slowest shard, not the sum.
+        // With the database known down there is nothing a drain could write: a short bound.
+        let bound = match self.services.database.down() {
+            Some(_) => Duration::from_secs(3),
+            None => Duration::from_secs(30),
+        };
+        let drains = self.shards.running().into_iter().map(|shard| async move {
+            let _ = shard.actor.drain_and_wait(Some(bound)).await;
+        });
+        futures::future::join_all(drains).await;
         if let Ok(indexer) = self.handles.indexer.get() {
             let _ = indexer
                 .actor

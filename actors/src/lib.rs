@@ -32,6 +32,7 @@ mod write_path;
 pub use actors::EmbedderFactory;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use engine::{Engine, EngineStartError, Readiness};
+pub use services::DatabaseHealth;
 
 // Configuration: the engine's sections, reused by the edge's configuration.
 pub use config::{

@@ -3,12 +3,13 @@
 //! count of admitted episodes tells background work that a burst is on. No mailbox lives
 //! here: an actor gets the handles of the neighbours it talks to in its own `Args`.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use ractor::OutputPort;
 
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::read_path::Generations;
 use crate::store::Store;
 use crate::write_path::Admission;
@@ -24,6 +25,43 @@ pub(crate) struct Services {
     /// The write budget. Its count of admitted episodes is the write rate that background
     /// work (the indexer, consolidation triggers) yields to.
     pub admission: Admission,
+    /// Whether the database is known to be down (said by whoever watches it).
+    pub database: Arc<DatabaseHealth>,
+}
+
+/// Whether the database is known to be down, and why. Whoever watches the database (the
+/// edge, for the embedded PostgreSQL it runs) sets it; every call checks it first, so that
+/// while the database is down a call fails at once as `unavailable` instead of waiting out
+/// connection timeouts: callers fail open, and fast.
+#[derive(Debug, Default)]
+pub struct DatabaseHealth {
+    // A lock, not an atomic: the reason travels with the state, and reads are one load.
+    down: RwLock<Option<String>>,
+}
+
+impl DatabaseHealth {
+    /// The database is down, for `why`.
+    pub fn set_down(&self, why: impl Into<String>) {
+        *self.down.write().unwrap_or_else(|p| p.into_inner()) = Some(why.into());
+    }
+
+    /// The database answers again.
+    pub fn set_up(&self) {
+        *self.down.write().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Why the database is down, if it is.
+    pub fn down(&self) -> Option<String> {
+        self.down.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `unavailable` at once while the database is down.
+    pub fn check(&self) -> MemoryResult<()> {
+        match self.down() {
+            None => Ok(()),
+            Some(why) => Err(MemoryError::new(ErrorCode::DatabaseUnavailable, why)),
+        }
+    }
 }
 
 impl Services {
@@ -31,6 +69,7 @@ impl Services {
         Services {
             admission: Admission::new(&config.writes),
             generations: Generations::default(),
+            database: Arc::default(),
             store,
             clock,
             config,

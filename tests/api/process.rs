@@ -15,16 +15,24 @@ use crate::helpers::*;
 struct Service {
     child: Child,
     base: String,
+    /// Every log line so far.
+    lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Service {
     /// Starts `butler-memory serve` and waits for its "ready" log line.
     fn start(config: &Path) -> Service {
+        Service::start_with(config, &[])
+    }
+
+    /// [`Service::start`] with environment overrides (`BUTLER_MEMORY_*`).
+    fn start_with(config: &Path, env: &[(&str, &str)]) -> Service {
         let mut child = Command::new(env!("CARGO_BIN_EXE_butler-memory"))
             .arg("serve")
             .arg("--config")
             .arg(config)
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -59,6 +67,7 @@ impl Service {
         Service {
             child,
             base: format!("http://{address}"),
+            lines,
         }
     }
 
@@ -213,8 +222,12 @@ async fn embedded_postgres_lifecycle_crash_recovery_and_readiness() {
     first.child.wait().unwrap();
     assert!(alive(orphan), "PostgreSQL outlived its parent: an orphan");
 
-    // The next start stops the orphan, starts its own PostgreSQL, and has the data.
-    let mut second = Service::start(&config_path);
+    // The next start stops the orphan, starts its own PostgreSQL, and has the data. (It does
+    // not restart a PostgreSQL that stops: this test takes the database away below.)
+    let mut second = Service::start_with(
+        &config_path,
+        &[("BUTLER_MEMORY_EMBEDDED_POSTGRES__MAX_RESTARTS", "0")],
+    );
     wait_until("the orphan to exit", || !alive(orphan)).await;
     let current = postmaster_pid(&data_dir);
     assert_ne!(current, orphan);
@@ -422,4 +435,101 @@ async fn a_crash_in_the_middle_of_consolidation_leaves_nothing_half_done() {
     let mut second = second;
     signal(second.child.id() as i32, "TERM");
     assert!(second.child.wait().unwrap().success());
+}
+
+/// A PostgreSQL that dies is started again by the service, and nothing acknowledged is lost;
+/// one that keeps dying is given up on, loudly. While the database is down every call fails
+/// at once as `unavailable`, and a stop takes seconds, not minutes.
+#[tokio::test]
+async fn a_dead_postgres_is_restarted_then_given_up_on_and_calls_fail_fast_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config_path = write_config(dir.path(), "");
+    // One restart allowed: the second death is given up on.
+    let mut service = Service::start_with(
+        &config_path,
+        &[("BUTLER_MEMORY_EMBEDDED_POSTGRES__MAX_RESTARTS", "1")],
+    );
+    let (failed, acked) = service
+        .call(
+            "memory_store_episode",
+            json!({"content": "acknowledged before the crash", "butler": "health"}),
+        )
+        .await;
+    assert!(!failed, "{acked}");
+
+    // First death: restarted, with the acknowledged episode there.
+    let first = postmaster_pid(&data_dir);
+    signal(first, "KILL");
+    eventually(Duration::from_secs(60), || async {
+        let (status, body) = service.readyz().await;
+        let pid = std::fs::read_to_string(data_dir.join("postgres/postmaster.pid")).ok();
+        match (status, pid) {
+            (200, Some(pid)) if !pid.starts_with(&format!("{first}\n")) => Ok(()),
+            _ => Err(format!("{status} {body}")),
+        }
+    })
+    .await
+    .unwrap();
+    let (failed, got) = service
+        .call("memory_get", json!({"type": "episode", "id": acked["id"]}))
+        .await;
+    assert!(!failed, "{got}");
+    assert_eq!(got["content"], "acknowledged before the crash");
+    let (failed, again) = service
+        .call(
+            "memory_store_episode",
+            json!({"content": "after the restart", "butler": "health"}),
+        )
+        .await;
+    assert!(!failed, "{again}");
+
+    // Second death: the budget is spent. The service says so and fails fast.
+    signal(postmaster_pid(&data_dir), "KILL");
+    let body = eventually(Duration::from_secs(10), || async {
+        let (status, body) = service.readyz().await;
+        let error = body["checks"]["database"]["error"].as_str().unwrap_or("");
+        if status == 503 && error.contains("no longer restarts") {
+            Ok(body)
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(body["failing"][0], "database", "{body}");
+    for (tool, args) in [
+        (
+            "memory_store_episode",
+            json!({"content": "while down", "butler": "health"}),
+        ),
+        ("memory_search", json!({"query": "crash"})),
+        (
+            "memory_context",
+            json!({"trigger_prompt": "crash", "butler": "health"}),
+        ),
+    ] {
+        let started = Instant::now();
+        let (failed, error) = service.call(tool, args).await;
+        let took = started.elapsed();
+        assert!(failed, "{tool}: {error}");
+        assert_eq!(error["class"], "unavailable", "{tool}: {error}");
+        assert!(took < Duration::from_millis(1000), "{tool} took {took:?}");
+    }
+    let logged = service.lines.lock().unwrap().join("\n");
+    assert!(
+        logged.contains("no longer restarts it"),
+        "the give-up is logged as an error:\n{logged}"
+    );
+
+    // A stop with the database gone takes seconds.
+    let started = Instant::now();
+    signal(service.child.id() as i32, "TERM");
+    let status = service.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stopped in {:?}",
+        started.elapsed()
+    );
 }

@@ -41,6 +41,7 @@ impl Engine {
         butler: Option<String>,
         lineage: Lineage,
     ) -> MemoryResult<MemoryRecord> {
+        self.services.database.check()?;
         if memory_type == MemoryType::Episode {
             return Err(MemoryError::new(
                 ErrorCode::NotConfirmable,
@@ -70,6 +71,7 @@ impl Engine {
         butler: Option<String>,
         lineage: Lineage,
     ) -> MemoryResult<Rated> {
+        self.services.database.check()?;
         let reason = check_reason("reason", reason, &self.services.config.limits)?;
         let (owner, acting) = match self
             .owner_of(caller, butler.clone(), MemoryType::Rule, rule_id)
@@ -121,6 +123,7 @@ impl Engine {
         butler: Option<String>,
         lineage: Lineage,
     ) -> MemoryResult<Forgetting> {
+        self.services.database.check()?;
         let reason = check_reason("reason", reason, &self.services.config.limits)?;
         let (owner, _) = self.owner_of(caller, butler, memory_type, id).await?;
         let author = Author::new(caller.actor(), lineage);
@@ -145,6 +148,7 @@ impl Engine {
         id: Uuid,
         lineage: Lineage,
     ) -> MemoryResult<Forgetting> {
+        self.services.database.check()?;
         caller.require_admin()?;
         let (owner, _) = self.owner_of(caller, None, memory_type, id).await?;
         let author = Author::new(caller.actor(), lineage);
@@ -168,6 +172,7 @@ impl Engine {
         kinds: &[SweepKind],
         butler: Option<String>,
     ) -> MemoryResult<Vec<SweepReport>> {
+        self.services.database.check()?;
         let tenant = match caller.role {
             Role::Admin => Some(caller.tenant_id.as_str()),
             Role::Operator => None,
@@ -219,6 +224,7 @@ impl Engine {
         butler: Option<String>,
         limit: Option<u32>,
     ) -> MemoryResult<Vec<StoredEvent>> {
+        self.services.database.check()?;
         caller.require_admin()?;
         if let Some(s) = &scope {
             check_name("scope", s)?;
@@ -255,6 +261,7 @@ impl Engine {
         caller: &Caller,
         limit: Option<u32>,
     ) -> MemoryResult<Vec<DeadLetter>> {
+        self.services.database.check()?;
         caller.require_admin()?;
         let limit = limit.unwrap_or(100);
         if limit == 0 || limit > MAX_ACTIVITY_PAGE {
@@ -275,6 +282,7 @@ impl Engine {
         caller: &Caller,
         ids: Option<Vec<Uuid>>,
     ) -> MemoryResult<Vec<Uuid>> {
+        self.services.database.check()?;
         caller.require_admin()?;
         let requeued = self
             .services

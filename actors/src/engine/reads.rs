@@ -32,6 +32,7 @@ impl Engine {
         id: Uuid,
         butler: Option<String>,
     ) -> MemoryResult<RecordWithLinks> {
+        self.services.database.check()?;
         if let Some(b) = &butler {
             check_name("butler", b)?;
         }
@@ -62,6 +63,7 @@ impl Engine {
         scope: Option<String>,
         butler: Option<String>,
     ) -> MemoryResult<MemoryStats> {
+        self.services.database.check()?;
         let scope = self.visible(caller, scope, butler)?;
         let filter = StatsFilter {
             tenant_id: scope.tenant_id,
@@ -74,6 +76,7 @@ impl Engine {
     /// Hybrid, semantic or keyword search over what the caller may see. Bumps the reference
     /// counts of what it returns.
     pub async fn search(&self, caller: &Caller, input: SearchInput) -> MemoryResult<SearchOutcome> {
+        self.services.database.check()?;
         let config = &self.services.config;
         let text = check_content("query", &input.query, &config.limits)?;
         let mode = input.mode.unwrap_or(config.retrieval.default_mode);
@@ -198,6 +201,9 @@ impl Engine {
         caller: &Caller,
         inputs: Vec<ContextInput>,
     ) -> Vec<MemoryResult<ContextOutcome>> {
+        if let Err(e) = self.services.database.check() {
+            return inputs.iter().map(|_| Err(e.clone())).collect();
+        }
         let requests: Vec<MemoryResult<ContextRequest>> = inputs
             .into_iter()
             .map(|input| self.context_request(caller, input))

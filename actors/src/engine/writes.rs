@@ -24,6 +24,8 @@ impl Engine {
         input: EpisodeInput,
         lineage: Lineage,
     ) -> MemoryResult<Inserted> {
+        // While the database is down, every call fails at once, as `unavailable`.
+        self.services.database.check()?;
         let episode = input.validate(
             caller,
             &self.services.config.limits,
@@ -59,6 +61,7 @@ impl Engine {
         inputs: Vec<EpisodeInput>,
         lineage: Lineage,
     ) -> MemoryResult<Vec<Inserted>> {
+        self.services.database.check()?;
         let config = &self.services.config;
         let max = config.writes.max_ingest_batch.get() as usize;
         if inputs.is_empty() || inputs.len() > max {
@@ -141,6 +144,7 @@ impl Engine {
         input: FactInput,
         lineage: Lineage,
     ) -> MemoryResult<StoredFact> {
+        self.services.database.check()?;
         // One instant for the record and for the answer's effective confidence: the answer
         // describes the fact as written, however long the checks before the write took.
         let now = self.services.clock.now();
@@ -180,6 +184,7 @@ impl Engine {
         input: RuleInput,
         lineage: Lineage,
     ) -> MemoryResult<Rule> {
+        self.services.database.check()?;
         let now = self.services.clock.now();
         let rule = input.validate(caller, &self.services.config.limits, now)?;
         self.check_references(

@@ -11,6 +11,9 @@
 //! - PostgreSQL runs under a small `sh` guard whose stdin is a pipe from the service. When
 //!   the service exits for any reason, even SIGKILL, the pipe closes and the guard asks
 //!   PostgreSQL for a fast shutdown: the database stops with the service.
+//! - While the service runs, it watches the postmaster (`postmaster_alive`) and starts a
+//!   PostgreSQL that died again (`recover`): crash recovery replays the WAL, so what was
+//!   committed is there when it answers again.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -40,6 +43,10 @@ pub struct EmbeddedPostgresConfig {
     pub database: String,
     /// How long to wait for PostgreSQL to accept connections.
     pub startup_timeout_secs: u64,
+    /// Restarts of a PostgreSQL that died allowed within `restart_window_secs`; beyond, the
+    /// service stops restarting it and says so (readiness, logs) until it is restarted.
+    pub max_restarts: u32,
+    pub restart_window_secs: u64,
     /// Extra server settings (`-c name=value`).
     pub settings: std::collections::BTreeMap<String, String>,
 }
@@ -120,6 +127,49 @@ impl EmbeddedPostgres {
     /// Whether the PostgreSQL process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.guard.as_mut().map(Child::try_wait), Some(Ok(None)))
+    }
+
+    /// Whether the postmaster is alive. The guard stays up when PostgreSQL dies (it waits on
+    /// its stdin), so this looks at the postmaster itself: the pid in `postmaster.pid`, and
+    /// that process not being a zombie the guard has not reaped.
+    pub fn postmaster_alive(&self) -> bool {
+        let Ok(text) = fs::read_to_string(self.cluster_dir.join("postmaster.pid")) else {
+            return false;
+        };
+        let Some(pid) = text
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse::<u32>().ok())
+        else {
+            return false;
+        };
+        match fs::read_to_string(format!("/proc/{pid}/status")) {
+            Ok(status) => !status
+                .lines()
+                .any(|l| l.starts_with("State:") && l.contains('Z')),
+            Err(_) => false,
+        }
+    }
+
+    /// Starts PostgreSQL again after it died: the old guard is told to go (it reaps the
+    /// dead postmaster), a new one starts PostgreSQL, which recovers from its WAL, and this
+    /// answers once it accepts connections.
+    pub async fn recover(&mut self, config: &EmbeddedPostgresConfig) -> Result<()> {
+        if let Some(mut guard) = self.guard.take() {
+            drop(guard.stdin.take());
+            let started = Instant::now();
+            while matches!(guard.try_wait(), Ok(None)) {
+                if started.elapsed() > Duration::from_secs(5) {
+                    let _ = guard.kill();
+                    let _ = guard.wait();
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        self.guard = Some(self.spawn_guard(config)?);
+        self.wait_ready(Duration::from_secs(config.startup_timeout_secs))
+            .await
     }
 
     /// Stops PostgreSQL (fast shutdown: active transactions roll back, committed data is

@@ -24,7 +24,8 @@
 //! in one statement in order or in statements one after the other. The statement runs in a
 //! task of its own, so a shard that stops mid-commit cannot leave the others without an
 //! answer. If a combined statement fails, each request is written again on its own, in
-//! order, so a request fails only for its own reasons.
+//! order, so a request fails only for its own reasons, unless the database itself was out of
+//! reach: then every request of the statement has its answer at once.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -35,7 +36,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::domain::episode::{Inserted, Submission};
 use crate::domain::shard_key::ShardKey;
-use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::error::{ErrorClass, ErrorCode, MemoryError, MemoryResult};
 use crate::store::Store;
 use crate::store::episodes;
 
@@ -343,6 +344,13 @@ async fn write(insert: InsertEpisodes, taken: Vec<Waiting>, _statement: Statemen
             let message = format!("{} outcomes for {total} episodes", inserted.len());
             for reply in replies {
                 let _ = reply.send(Err(MemoryError::internal(message.clone())));
+            }
+        }
+        // The database itself is out of reach: each request on its own would only wait for
+        // the same answer.
+        Err(e) if e.class() == ErrorClass::Unavailable => {
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
             }
         }
         Err(e) => {
