@@ -121,6 +121,8 @@ pub struct ContextConfig {
     pub standing_depth: u32,
     /// The butler's most recent episodes considered whatever the prompt.
     pub recent_episodes: u32,
+    /// Longest a memory's text may be in its line of the block, in bytes; longer is cut.
+    pub max_line_bytes: usize,
 }
 
 /// `[shards]`

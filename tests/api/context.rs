@@ -250,6 +250,45 @@ async fn the_token_budget_is_never_exceeded() {
     app.stop().await;
 }
 
+/// Text a tokenizer undercounts cannot carry the block past its budget: a 30,000-character
+/// word is one unknown token to MiniLM's WordPiece, but the block still holds at most about
+/// eight bytes per token of budget, and a long memory is cut to a line.
+#[tokio::test]
+async fn pathological_text_cannot_bypass_the_budget() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    mcp.ok(
+        "memory_store_fact",
+        json!({"subject": "user", "predicate": "password_hint", "importance": 10,
+               "content": format!("tea{}", "z".repeat(30_000))}),
+    )
+    .await;
+    mcp.ok(
+        "memory_store_fact",
+        json!({"subject": "user", "predicate": "drink", "content": "Likes green tea"}),
+    )
+    .await;
+    app.engine().flush().await.unwrap();
+    for budget in [200, 3000] {
+        let block = mcp
+            .ok(
+                "memory_context",
+                json!({"trigger_prompt": "tea", "butler": "health", "token_budget": budget}),
+            )
+            .await;
+        let text = block["text"].as_str().unwrap();
+        assert!(block["tokens_used"].as_u64().unwrap() <= budget, "{block}");
+        assert!(
+            text.len() <= 8 * budget as usize,
+            "budget {budget}: {} bytes of text for {} tokens",
+            text.len(),
+            block["tokens_used"]
+        );
+        assert!(text.contains("Likes green tea"), "{text}");
+    }
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn rules_come_by_maturity_with_anti_patterns_as_warnings() {
     let app = spawn_app().await;

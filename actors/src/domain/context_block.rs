@@ -6,12 +6,30 @@
 //! always takes a prefix of its ranked lines, so overflow drops the lowest-ranked
 //! candidates first. Tokens are counted by a real tokenizer, and the finished text is
 //! counted once more, so the budget holds for any tokenizer, not just additive ones.
+//!
+//! What a tokenizer undercounts cannot carry the block past its budget: a line counts at
+//! least one token per [`BYTES_PER_TOKEN`] bytes whatever the tokenizer says (a long run
+//! without spaces is a single unknown token to WordPiece, and would otherwise fill the
+//! consuming model's window), and a memory's text is cut to `max_line_bytes` in its line.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
 use super::search::Hit;
+
+/// The fewest bytes a token of the block stands for: a line costs at least its length
+/// divided by this. Real text runs four to five bytes a token in the tokenizers we know, so
+/// this floor only bites on text no model reads as words.
+pub const BYTES_PER_TOKEN: usize = 8;
+
+/// What a piece of the block costs of the budget: its tokens, and never less than one per
+/// [`BYTES_PER_TOKEN`] bytes.
+fn cost(counter: &dyn TokenCounter, text: &str) -> usize {
+    counter
+        .count(text)
+        .max(text.len().div_ceil(BYTES_PER_TOKEN))
+}
 
 /// Counts tokens the way the model that reads the context will.
 pub trait TokenCounter: Send + Sync {
@@ -112,10 +130,10 @@ pub fn assemble(
     counter: &dyn TokenCounter,
 ) -> ContextBlock {
     let candidates = sections.iter().map(Vec::len).sum();
-    let header_cost = counter.count(HEADER);
+    let header_cost = cost(counter, HEADER);
     let heading_cost: Vec<usize> = Section::ALL
         .iter()
-        .map(|s| counter.count(s.heading()))
+        .map(|s| cost(counter, s.heading()))
         .collect();
     // Counted when first considered: lines past the first one that does not fit never are
     // (a block takes a hundred lines of several hundred candidates).
@@ -137,7 +155,7 @@ pub fn assemble(
         let i = section.index();
         while taken[i] < sections[i].len() {
             let line = *line_cost[i][taken[i]]
-                .get_or_insert_with(|| counter.count(&sections[i][taken[i]].text));
+                .get_or_insert_with(|| cost(counter, &sections[i][taken[i]].text));
             let cost = line
                 + if taken[i] == 0 { heading_cost[i] } else { 0 }
                 + if *total == 0 { header_cost } else { 0 };
@@ -161,11 +179,11 @@ pub fn assemble(
     let mut text = render(&sections, &taken);
     let mut tokens = if counter.additive() {
         // The block is the header, headings and lines that were counted: their sum is its
-        // count (tests check it against the whole block).
-        debug_assert_eq!(counter.count(&text), total, "an additive counter");
+        // cost (no token spans a line, and the byte floor holds line by line).
+        debug_assert!(counter.count(&text) <= total, "an additive counter");
         total
     } else {
-        counter.count(&text)
+        cost(counter, &text)
     };
     // A tokenizer that merges across line boundaries can make the whole cost more than the
     // sum of its parts: drop the latest lines until it fits.
@@ -173,7 +191,7 @@ pub fn assemble(
         let Some(section) = history.pop() else { break };
         taken[section.index()] -= 1;
         text = render(&sections, &taken);
-        tokens = counter.count(&text);
+        tokens = cost(counter, &text);
     }
 
     let ids = |s: Section| {
@@ -214,8 +232,9 @@ fn render(sections: &[Vec<Line>; 3], taken: &[usize; 3]) -> String {
     text
 }
 
-/// `- user dietary restriction: Lactose intolerant [stable, global, confirmed 12d ago]`
-pub fn fact_line(hit: &Hit, now: DateTime<Utc>) -> Line {
+/// `- user dietary restriction: Lactose intolerant [stable, global, confirmed 12d ago]`,
+/// its content cut to `max_bytes`.
+pub fn fact_line(hit: &Hit, now: DateTime<Utc>, max_bytes: usize) -> Line {
     let c = &hit.candidate;
     let subject = c.subject.as_deref().unwrap_or("");
     let predicate = c.predicate.as_deref().unwrap_or("").replace('_', " ");
@@ -225,7 +244,7 @@ pub fn fact_line(hit: &Hit, now: DateTime<Utc>) -> Line {
             "- {} {}: {} [{}, {}, confirmed {} ago]\n",
             one_line(subject),
             one_line(&predicate),
-            one_line(&c.content),
+            clip(&c.content, max_bytes),
             c.permanence.as_deref().unwrap_or("standard"),
             c.scope.as_deref().unwrap_or("global"),
             age(c.last_confirmed_at, now)
@@ -234,8 +253,8 @@ pub fn fact_line(hit: &Hit, now: DateTime<Utc>) -> Line {
 }
 
 /// `- Always confirm before sending [proven, global]`, or for an anti-pattern
-/// `- Avoid: ANTI-PATTERN: Do NOT … [anti_pattern, global]`.
-pub fn rule_line(hit: &Hit) -> Line {
+/// `- Avoid: ANTI-PATTERN: Do NOT … [anti_pattern, global]`, its content cut to `max_bytes`.
+pub fn rule_line(hit: &Hit, max_bytes: usize) -> Line {
     let c = &hit.candidate;
     let maturity = c.maturity.as_deref().unwrap_or("candidate");
     let prefix = if maturity == "anti_pattern" {
@@ -247,21 +266,22 @@ pub fn rule_line(hit: &Hit) -> Line {
         id: c.id,
         text: format!(
             "- {prefix}{} [{maturity}, {}]\n",
-            one_line(&c.content),
+            clip(&c.content, max_bytes),
             c.scope.as_deref().unwrap_or("global")
         ),
     }
 }
 
-/// `- [2h ago] User asked to reschedule the dentist appointment`
-pub fn episode_line(hit: &Hit, now: DateTime<Utc>) -> Line {
+/// `- [2h ago] User asked to reschedule the dentist appointment`, its content cut to
+/// `max_bytes`.
+pub fn episode_line(hit: &Hit, now: DateTime<Utc>, max_bytes: usize) -> Line {
     let c = &hit.candidate;
     Line {
         id: c.id,
         text: format!(
             "- [{} ago] {}\n",
             age(c.created_at, now),
-            one_line(&c.content)
+            clip(&c.content, max_bytes)
         ),
     }
 }
@@ -270,6 +290,20 @@ pub fn episode_line(hit: &Hit, now: DateTime<Utc>) -> Line {
 /// stored text cannot break the block's structure.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// [`one_line`], cut to at most `max_bytes` (at a character boundary, marked `…`).
+fn clip(text: &str, max_bytes: usize) -> String {
+    let mut line = one_line(text);
+    if line.len() > max_bytes {
+        let mut end = max_bytes.saturating_sub('…'.len_utf8());
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+        line.push('…');
+    }
+    line
 }
 
 /// A short age: `5m`, `3h`, `12d`.
@@ -325,6 +359,48 @@ mod tests {
         rules: 0.3,
         episodes: 0.2,
     };
+
+    /// A line the tokenizer counts as one token (one long "word") still costs its bytes:
+    /// the block's text stays within eight bytes a token of budget.
+    #[test]
+    fn text_a_tokenizer_undercounts_still_pays_its_bytes() {
+        let long = Line {
+            id: Uuid::from_u128(1),
+            text: format!("- {}\n", "z".repeat(5000)),
+        };
+        assert_eq!(Words.count(&long.text), 2, "two words to this tokenizer");
+        let short = lines("f", 3, 2);
+        let block = assemble(
+            [
+                vec![long].into_iter().chain(short).collect(),
+                vec![],
+                vec![],
+            ],
+            100,
+            EVEN,
+            &Words,
+        );
+        assert!(
+            block.text.len() <= 100 * BYTES_PER_TOKEN,
+            "{}",
+            block.text.len()
+        );
+        assert!(block.tokens_used <= 100);
+        assert_eq!(
+            block.sections.facts.len(),
+            0,
+            "the long line, first, does not fit"
+        );
+    }
+
+    #[test]
+    fn a_long_memory_is_cut_to_its_line_at_a_character_boundary() {
+        assert_eq!(clip("short  text", 100), "short text");
+        let cut = clip(&"é".repeat(100), 11);
+        assert!(cut.len() <= 11, "{cut}");
+        assert!(cut.ends_with('…'), "{cut}");
+        assert!(cut.starts_with("éééé"), "{cut}");
+    }
 
     #[test]
     fn sections_appear_in_order_with_their_headings() {

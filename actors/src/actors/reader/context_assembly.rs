@@ -122,9 +122,18 @@ pub fn compose(
 
     assemble(
         [
-            fact_hits.iter().map(|h| fact_line(h, now)).collect(),
-            rule_hits.iter().map(rule_line).collect(),
-            episode_hits.iter().map(|h| episode_line(h, now)).collect(),
+            fact_hits
+                .iter()
+                .map(|h| fact_line(h, now, config.max_line_bytes))
+                .collect(),
+            rule_hits
+                .iter()
+                .map(|h| rule_line(h, config.max_line_bytes))
+                .collect(),
+            episode_hits
+                .iter()
+                .map(|h| episode_line(h, now, config.max_line_bytes))
+                .collect(),
         ],
         request.token_budget,
         Quotas {
