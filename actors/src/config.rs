@@ -93,8 +93,10 @@ pub struct RetrievalConfig {
     pub embed_timeout_ms: u64,
     /// Query embeddings remembered for repeated prompts (0 turns the cache off).
     pub query_cache_size: usize,
-    /// Read results remembered for repeated requests (0 turns the cache off).
+    /// Read results remembered for repeated requests (0 turns the cache off) ...
     pub result_cache_size: usize,
+    /// ... holding at most this many bytes of answers in all (0 turns it off).
+    pub result_cache_bytes: usize,
     /// How long a remembered result may be served while its tenant writes nothing.
     pub result_cache_ttl_ms: u64,
     /// No diversity cluster (a fact's subject, an episode's session) may hold more than this

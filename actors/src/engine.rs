@@ -125,7 +125,11 @@ impl Engine {
             handles.embedder.clone(),
             Duration::from_millis(retrieval.embed_timeout_ms),
         ));
-        let results = ResultCache::new(retrieval.result_cache_size, retrieval.result_cache_ttl_ms);
+        let results = ResultCache::new(
+            retrieval.result_cache_size,
+            retrieval.result_cache_bytes,
+            retrieval.result_cache_ttl_ms,
+        );
         let reader_kit = ReaderKit {
             store: reader_runtime.store().clone(),
             corpus_cache: Arc::new(CorpusCache::new(i64::from(

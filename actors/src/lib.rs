@@ -16,6 +16,7 @@
 //! ```
 
 mod actors;
+mod byte_lru;
 mod clock;
 mod config;
 mod consolidation;

@@ -113,3 +113,73 @@ impl TokenCounter for TokenizerCounter {
         n
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use tokenizers::models::bpe::{BPE, Vocab};
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::domain::context_block::{Line, Quotas, assemble};
+
+    /// A byte-level BPE `tokenizer.json` (the kind GPT-2 and its successors use), built
+    /// here: every byte is a token, and merges make ` tea` one.
+    fn bpe_file(dir: &Path) -> PathBuf {
+        let mut alphabet: Vec<char> = ByteLevel::alphabet().into_iter().collect();
+        alphabet.sort();
+        let mut vocab = Vocab::default();
+        for (i, c) in alphabet.iter().enumerate() {
+            vocab.insert(c.to_string(), i as u32);
+        }
+        let merges: Vec<(String, String)> = [("Ġ", "t"), ("Ġt", "e"), ("Ġte", "a")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        for (a, b) in &merges {
+            let next = vocab.len() as u32;
+            vocab.insert(format!("{a}{b}"), next);
+        }
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .expect("a valid BPE model");
+        let mut tokenizer = Tokenizer::new(bpe);
+        tokenizer.with_pre_tokenizer(Some(ByteLevel::default()));
+        let path = dir.join("tokenizer.json");
+        tokenizer.save(&path, false).expect("saved");
+        path
+    }
+
+    /// The budget can be counted with the consuming model's own tokenizer, byte-level BPE
+    /// included: such a tokenizer keeps whitespace inside its tokens, so a block is counted
+    /// whole, and stays within its budget by that count.
+    #[test]
+    fn a_bpe_tokenizer_counts_the_budget_as_its_model_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let counter = TokenizerCounter::load(&bpe_file(dir.path())).unwrap();
+        assert!(
+            !counter.additive(),
+            "byte-level BPE is not additive across lines"
+        );
+        assert_eq!(counter.count("tea"), 1, "one merged token");
+        assert_eq!(counter.count("zzz"), 4, "a space and three bytes");
+        let lines: Vec<Line> = (0..40)
+            .map(|i| Line {
+                id: Uuid::from_u128(i),
+                text: format!("- tea number {i} brewed\n"),
+            })
+            .collect();
+        let quotas = Quotas {
+            facts: 1.0,
+            rules: 0.0,
+            episodes: 0.0,
+        };
+        let block = assemble([lines, vec![], vec![]], 120, quotas, &counter);
+        assert!(block.dropped > 0);
+        assert!(block.tokens_used <= 120, "{}", block.tokens_used);
+        assert!(counter.count(&block.text) <= 120);
+    }
+}
