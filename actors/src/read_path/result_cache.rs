@@ -125,6 +125,7 @@ impl ResultCache {
                 weight,
             );
             metrics::gauge!("butler_memory_result_cache_bytes").set(entries.held() as f64);
+            metrics::gauge!("butler_memory_result_cache_entries").set(entries.len() as f64);
         }
     }
 
