@@ -229,6 +229,9 @@ pub struct LlmConfig {
     pub api_key: Option<String>,
     /// How long one extraction call may take before it is a (retryable) failure.
     pub timeout_ms: u64,
+    /// The largest answer read from the endpoint; a longer one is an invalid answer, cut off
+    /// as it arrives rather than held in memory.
+    pub max_response_bytes: NonZeroUsize,
 }
 
 impl std::fmt::Debug for LlmConfig {
@@ -238,6 +241,7 @@ impl std::fmt::Debug for LlmConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout_ms", &self.timeout_ms)
+            .field("max_response_bytes", &self.max_response_bytes)
             .finish()
     }
 }

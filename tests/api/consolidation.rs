@@ -127,6 +127,8 @@ pub enum Script {
     BadRequest,
     /// HTTP 400 when an episode of the request says "poison", `Happy` otherwise.
     RefusePoison,
+    /// An answer streamed without a length, 1 MiB and more.
+    Flood,
 }
 
 pub struct LlmServer {
@@ -205,6 +207,12 @@ pub async fn llm_server(script: Vec<Script>) -> LlmServer {
             }
             Script::BadRequest | Script::RefusePoison => {
                 return (StatusCode::BAD_REQUEST, "this input is not accepted").into_response();
+            }
+            Script::Flood => {
+                let chunks = futures::stream::iter(
+                    (0..128).map(|_| Ok::<_, std::io::Error>(vec![b' '; 8192])),
+                );
+                return axum::body::Body::from_stream(chunks).into_response();
             }
         };
         axum::Json(
@@ -565,5 +573,33 @@ async fn an_input_answered_wrongly_every_time_ends_failed() {
     .await
     .unwrap();
     assert_eq!(dead, 0);
+    app.stop().await;
+}
+
+/// An endpoint answering without end is cut off at `max_response_bytes` as the answer
+/// arrives: an invalid answer, retried like one, with nothing stored.
+#[tokio::test]
+async fn an_answer_longer_than_allowed_is_cut_off_and_invalid() {
+    let server = llm_server(vec![Script::Flood]).await;
+    let config = format!("{}max_response_bytes = 65536\n", llm_config(&server));
+    let app = spawn_app_with(&config).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "My name is Ada.", "butler": "health"}),
+    )
+    .await;
+    let report = consolidate(&admin).await;
+    let mut db = app.sql().await;
+    let (status, attempts, error) = episode_state(&mut db).await;
+    assert_eq!((status.as_str(), attempts), ("pending", 1), "{report}");
+    let error = error.unwrap_or_default();
+    assert!(error.contains("longer than 65536 bytes"), "{error}");
+    let facts: i64 = sqlx::query_scalar("SELECT count(*) FROM facts")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(facts, 0);
     app.stop().await;
 }

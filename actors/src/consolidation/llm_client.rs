@@ -61,6 +61,7 @@ pub struct LlmExtractor {
     model: String,
     api_key: Option<String>,
     timeout: Duration,
+    max_response_bytes: usize,
 }
 
 /// The consolidation prompt (memory_project_plan.md "Consolidation Engine").
@@ -140,6 +141,11 @@ fn answer_schema() -> Value {
             "permanence": {"enum": ["permanent", "stable", "standard", "volatile", "ephemeral"]},
             "importance": {"type": "number", "minimum": 0, "maximum": 10},
             "source_episode_id": {"type": "string"},
+            "links": {"type": "array", "items": {
+                "type": "object", "additionalProperties": false,
+                "required": ["relation", "fact_id"],
+                "properties": {"relation": {"enum": ["supports", "contradicts"]},
+                               "fact_id": {"type": "string"}}}},
         });
         let mut required = vec![
             "subject",
@@ -148,6 +154,7 @@ fn answer_schema() -> Value {
             "permanence",
             "importance",
             "source_episode_id",
+            "links",
         ];
         for (k, v) in extra {
             properties[*k] = v.clone();
@@ -186,7 +193,39 @@ impl LlmExtractor {
             model: config.model.clone(),
             api_key: config.api_key.clone().filter(|k| !k.is_empty()),
             timeout: Duration::from_millis(config.timeout_ms),
+            max_response_bytes: config.max_response_bytes.get(),
         })
+    }
+
+    /// The answer's body, read chunk by chunk and refused past `max_response_bytes`: an
+    /// endpoint that streams without end must not fill the service's memory.
+    async fn read_body(&self, mut response: reqwest::Response) -> Result<String, ExtractError> {
+        let limit = self.max_response_bytes;
+        let too_long = || {
+            ExtractError::Invalid(format!(
+                "the response is longer than {limit} bytes (consolidation.llm.max_response_bytes)"
+            ))
+        };
+        if response.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(too_long());
+        }
+        let mut body = Vec::new();
+        loop {
+            let chunk = response.chunk().await.map_err(|e| {
+                if e.is_timeout() {
+                    ExtractError::Timeout(self.timeout)
+                } else {
+                    ExtractError::Transport(e.to_string())
+                }
+            })?;
+            let Some(chunk) = chunk else { break };
+            if body.len() + chunk.len() > limit {
+                return Err(too_long());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        String::from_utf8(body)
+            .map_err(|_| ExtractError::Invalid("the response is not UTF-8".into()))
     }
 
     pub async fn extract(
@@ -229,19 +268,15 @@ impl LlmExtractor {
             }
         })?;
         let status = response.status();
-        let body = response.text().await.map_err(|e| {
-            if e.is_timeout() {
-                ExtractError::Timeout(self.timeout)
-            } else {
-                ExtractError::Transport(e.to_string())
-            }
-        })?;
+        let body = self.read_body(response).await;
         if !status.is_success() {
+            // The status says what happened; the body, when it could be read, says why.
             return Err(ExtractError::Http {
                 status: status.as_u16(),
-                body: body.chars().take(300).collect(),
+                body: body.unwrap_or_default().chars().take(300).collect(),
             });
         }
+        let body = body?;
         let envelope: Value = serde_json::from_str(&body)
             .map_err(|e| ExtractError::Invalid(format!("the response is not JSON: {e}")))?;
         let content = envelope["choices"][0]["message"]["content"]
@@ -297,5 +332,58 @@ impl LlmExtractor {
             .map(|c| c.fact_id)
             .collect();
         Ok(extraction)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smallest instance of the schema subset `answer_schema` uses, with every optional
+    /// array holding one item: what a model held to the schema (`strict`) could answer.
+    fn instance(schema: &Value) -> Value {
+        if let Some(values) = schema["enum"].as_array() {
+            return values[0].clone();
+        }
+        match schema["type"].as_str() {
+            Some("object") => {
+                let properties = schema["properties"].as_object().expect("properties");
+                let required: Vec<&str> = schema["required"]
+                    .as_array()
+                    .expect("required")
+                    .iter()
+                    .map(|k| k.as_str().unwrap())
+                    .collect();
+                for key in properties.keys() {
+                    assert!(
+                        required.contains(&key.as_str()),
+                        "strict mode requires {key}"
+                    );
+                }
+                properties
+                    .iter()
+                    .map(|(k, v)| (k.clone(), instance(v)))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into()
+            }
+            Some("array") => json!([instance(&schema["items"])]),
+            // Every string the answer holds may be an id: a UUID is valid anywhere.
+            Some("string") => json!(Uuid::from_u128(7)),
+            Some("number") => json!(1.0),
+            other => panic!("a schema type the answer does not use: {other:?}"),
+        }
+    }
+
+    /// What the schema asks the model for is exactly what the client parses: an answer held
+    /// to the schema is accepted, with its links, and the schema names every field.
+    #[test]
+    fn an_answer_held_to_the_schema_is_parsed() {
+        let answer = instance(&answer_schema());
+        let parsed: Answer =
+            serde_json::from_value(answer.clone()).unwrap_or_else(|e| panic!("{e}: {answer:#}"));
+        assert_eq!(parsed.new_facts[0].links.len(), 1);
+        assert_eq!(parsed.updated_facts[0].links.len(), 1);
+        assert_eq!(parsed.new_rules.len(), 1);
+        assert_eq!(parsed.confirmations.len(), 1);
     }
 }

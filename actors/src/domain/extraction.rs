@@ -8,6 +8,11 @@ use uuid::Uuid;
 use super::permanence::Permanence;
 use super::text::{Limits, check_content, normalize_key};
 
+/// The most facts and rules one episode may yield: an episode is a session's worth of
+/// text, and an answer claiming more than this from it is a model gone astray, whose output
+/// would flood the shard (each item is a row, an embedding and an event).
+pub const MAX_ITEMS_PER_EPISODE: usize = 32;
+
 /// An episode as an extractor sees it.
 #[derive(Debug, Clone)]
 pub struct SourceEpisode {
@@ -86,6 +91,21 @@ impl Extraction {
     }
 
     fn check(&self, batch: &[SourceEpisode], facts: &[KnownFact]) -> Result<(), String> {
+        for episode in batch {
+            let items = self
+                .facts
+                .iter()
+                .map(|f| f.source_episode_id)
+                .chain(self.rules.iter().map(|r| r.source_episode_id))
+                .filter(|id| *id == episode.id)
+                .count();
+            if items > MAX_ITEMS_PER_EPISODE {
+                return Err(format!(
+                    "{items} facts and rules from episode {}; at most {MAX_ITEMS_PER_EPISODE}",
+                    episode.id
+                ));
+            }
+        }
         let known = |id: &Uuid| batch.iter().any(|e| e.id == *id);
         let known_fact = |id: &Uuid| facts.iter().any(|f| f.id == *id);
         for (i, id) in self.confirmations.iter().enumerate() {
@@ -187,5 +207,25 @@ mod tests {
             ..Extraction::default()
         };
         assert!(outside.validated(&batch(), &[], &limits).is_err());
+    }
+
+    #[test]
+    fn an_episode_yields_a_bounded_number_of_items() {
+        let limits = Limits::default();
+        let answer = |n: usize| Extraction {
+            facts: (0..n)
+                .map(|i| fact("user", &format!("p{i}"), "c"))
+                .collect(),
+            ..Extraction::default()
+        };
+        assert!(
+            answer(MAX_ITEMS_PER_EPISODE)
+                .validated(&batch(), &[], &limits)
+                .is_ok()
+        );
+        let error = answer(MAX_ITEMS_PER_EPISODE + 1)
+            .validated(&batch(), &[], &limits)
+            .unwrap_err();
+        assert!(error.contains("at most 32"), "{error}");
     }
 }

@@ -17,7 +17,9 @@
 //! paraphrase, third-person statements, updates phrased as changes, or anything implicit:
 //! that is what the LLM extractor is for.
 
-use super::extraction::{ExtractedFact, ExtractedRule, Extraction, SourceEpisode};
+use super::extraction::{
+    ExtractedFact, ExtractedRule, Extraction, MAX_ITEMS_PER_EPISODE, SourceEpisode,
+};
 use super::permanence::Permanence;
 
 /// Longest captured value, in characters.
@@ -28,7 +30,12 @@ pub fn extract(batch: &[SourceEpisode]) -> Extraction {
     let mut out = Extraction::default();
     for episode in batch {
         let (subject, text) = speaker_and_text(&episode.content);
+        let before = out.facts.len() + out.rules.len();
         for sentence in sentences(text) {
+            // The first items of a very long episode are kept, within what one may yield.
+            if out.facts.len() + out.rules.len() - before >= MAX_ITEMS_PER_EPISODE {
+                break;
+            }
             let lower = sentence.to_lowercase();
             if let Some(fact) = fact_in(&subject, sentence, &lower, episode) {
                 if !out.facts.contains(&fact) {
@@ -350,5 +357,21 @@ mod tests {
         let limits = crate::domain::text::Limits::default();
         assert!(out.clone().validated(&batch, &[], &limits).is_ok());
         assert!(out.validated(&[], &[], &limits).is_err());
+    }
+
+    #[test]
+    fn a_long_episode_yields_no_more_than_an_episode_may() {
+        let content: String = (0..100)
+            .map(|i| format!("Always check item {i}. "))
+            .collect();
+        let batch = vec![SourceEpisode {
+            id: Uuid::from_u128(1),
+            content,
+        }];
+        let out = extract(&batch);
+        assert_eq!(out.rules.len(), MAX_ITEMS_PER_EPISODE);
+        assert_eq!(out.rules[0].content, "Always check item 0");
+        let limits = crate::domain::text::Limits::default();
+        assert!(out.validated(&batch, &[], &limits).is_ok());
     }
 }
