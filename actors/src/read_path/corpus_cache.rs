@@ -32,6 +32,8 @@ use std::sync::{Arc, Mutex};
 use dashmap::DashMap;
 use lru::LruCache;
 
+use crate::byte_lru::ByteLru;
+
 use super::generations::Generations;
 use crate::domain::bm25::{KeywordPlan, QueryTerm};
 use crate::domain::memory_type::MemoryType;
@@ -43,8 +45,10 @@ use crate::store::search::CorpusStats;
 const MAX_AGE: Duration = Duration::seconds(30);
 /// Relative change of the memory count after which a word is counted again.
 const DRIFT: f64 = 0.1;
-/// Query texts whose words are remembered.
+/// Query texts whose words are remembered ...
 const TEXTS: usize = 4096;
+/// ... holding at most this many bytes (texts and words): queries may be 32 KiB each.
+const TEXT_BYTES: usize = 8 << 20;
 /// Words (per tenant and memory type) whose document frequency is remembered.
 const WORDS: usize = 16384;
 
@@ -88,7 +92,7 @@ fn freshness(age: Duration, trusted: Duration, drift: f64) -> Freshness {
 pub struct CorpusCache {
     counts: Arc<Counts>,
     /// Query text -> its lexemes as the full-text index holds them.
-    lexemes: Mutex<LruCache<String, Arc<Vec<String>>>>,
+    lexemes: Mutex<ByteLru<String, Arc<Vec<String>>>>,
     /// Words in more memories than this are common (`retrieval.keyword_common_df`).
     common_df: i64,
 }
@@ -112,7 +116,7 @@ impl CorpusCache {
                 words: Mutex::new(LruCache::new(size(WORDS))),
                 recounting: Mutex::new(HashSet::new()),
             }),
-            lexemes: Mutex::new(LruCache::new(size(TEXTS))),
+            lexemes: Mutex::new(ByteLru::new(size(TEXTS), TEXT_BYTES)),
         }
     }
 
@@ -282,7 +286,8 @@ impl CorpusCache {
             return Ok(hit.clone());
         }
         let lexemes = Arc::new(store.query_lexemes(text).await?);
-        lock(&self.lexemes).put(text.to_owned(), lexemes.clone());
+        let weight = text.len() + lexemes.iter().map(|l| l.len() + 24).sum::<usize>();
+        lock(&self.lexemes).put(text.to_owned(), lexemes.clone(), weight);
         Ok(lexemes)
     }
 }

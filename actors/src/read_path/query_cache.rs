@@ -5,20 +5,28 @@
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
-use lru::LruCache;
+use crate::byte_lru::ByteLru;
+
+/// The most bytes the remembered texts and vectors hold: a query may be 32 KiB, and a count
+/// of entries alone would let a few thousand long ones take a hundred megabytes.
+const BUDGET_BYTES: usize = 16 << 20;
 
 /// A bounded least-recently-used map from query text to its embedding.
 #[derive(Debug)]
 pub struct QueryCache {
     // A mutex, not a sharded map: lookups are tiny next to the queries they save.
-    entries: Option<Mutex<LruCache<String, Arc<Vec<f32>>>>>,
+    entries: Option<Mutex<ByteLru<String, Arc<Vec<f32>>>>>,
 }
 
 impl QueryCache {
-    /// A cache of `capacity` entries; 0 disables it.
+    /// A cache of `capacity` entries (and at most 16 MiB); 0 disables it.
     pub fn new(capacity: usize) -> Self {
+        Self::with_budget(capacity, BUDGET_BYTES)
+    }
+
+    fn with_budget(capacity: usize, budget_bytes: usize) -> Self {
         QueryCache {
-            entries: NonZeroUsize::new(capacity).map(|c| Mutex::new(LruCache::new(c))),
+            entries: NonZeroUsize::new(capacity).map(|c| Mutex::new(ByteLru::new(c, budget_bytes))),
         }
     }
 
@@ -36,10 +44,11 @@ impl QueryCache {
 
     pub fn put(&self, text: String, embedding: Arc<Vec<f32>>) {
         if let Some(entries) = &self.entries {
+            let weight = text.len() + 4 * embedding.len();
             entries
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .put(text, embedding);
+                .put(text, embedding, weight);
         }
     }
 }
@@ -57,6 +66,18 @@ mod tests {
         cache.put("c".into(), Arc::new(vec![3.0]));
         assert!(cache.get("b").is_none(), "least recently used goes first");
         assert_eq!(cache.get("a").unwrap()[0], 1.0);
+    }
+
+    #[test]
+    fn long_queries_are_bounded_by_their_bytes() {
+        let cache = QueryCache::with_budget(100, 10_000);
+        for i in 0..5 {
+            cache.put(format!("{i}{}", "q".repeat(3000)), Arc::new(vec![0.0; 384]));
+        }
+        let held = cache.entries.as_ref().unwrap().lock().unwrap().held();
+        assert!(held <= 10_000, "{held}");
+        assert!(cache.get(&format!("0{}", "q".repeat(3000))).is_none());
+        assert!(cache.get(&format!("4{}", "q".repeat(3000))).is_some());
     }
 
     #[test]
