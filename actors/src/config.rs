@@ -232,6 +232,10 @@ pub struct LlmConfig {
     /// The largest answer read from the endpoint; a longer one is an invalid answer, cut off
     /// as it arrives rather than held in memory.
     pub max_response_bytes: NonZeroUsize,
+    /// PEM certificates trusted for an `https` endpoint besides the system's roots (a private
+    /// CA, a self-signed gateway).
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for LlmConfig {
@@ -242,6 +246,7 @@ impl std::fmt::Debug for LlmConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout_ms", &self.timeout_ms)
             .field("max_response_bytes", &self.max_response_bytes)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }

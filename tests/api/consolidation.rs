@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::helpers::*;
+use crate::llm_server::{LlmServer, Script, llm_server};
 
 async fn consolidate(admin: &McpClient) -> Value {
     admin
@@ -105,135 +106,6 @@ async fn episodes_become_facts_and_rules_once() {
         .unwrap();
     assert_eq!(jobs, vec!["succeeded".to_owned(), "succeeded".to_owned()]);
     app.stop().await;
-}
-
-/// What the scripted chat-completions server answers, call by call.
-#[derive(Clone, Copy, Debug)]
-pub enum Script {
-    /// A new fact, an update of the known `city` fact, a rule and a confirmation of the
-    /// known `name` fact, built from the request's episodes and known facts.
-    Happy,
-    /// Content that is not JSON.
-    Malformed,
-    /// JSON with a field the schema does not have.
-    SchemaInvalid,
-    /// HTTP 429.
-    RateLimited,
-    /// No answer within the client's timeout.
-    Slow,
-    /// No answer for a minute (the caller is killed meanwhile).
-    Hang,
-    /// HTTP 400: the endpoint refuses the request as it is.
-    BadRequest,
-    /// HTTP 400 when an episode of the request says "poison", `Happy` otherwise.
-    RefusePoison,
-    /// An answer streamed without a length, 1 MiB and more.
-    Flood,
-}
-
-pub struct LlmServer {
-    pub base_url: String,
-    pub requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
-}
-
-/// A local server speaking the OpenAI chat-completions protocol, answering `script` in
-/// order (the last entry repeats).
-pub async fn llm_server(script: Vec<Script>) -> LlmServer {
-    use axum::extract::State;
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
-    use std::sync::{Arc, Mutex};
-    type Shared = (Arc<Mutex<Vec<Script>>>, Arc<Mutex<Vec<Value>>>);
-    async fn complete(
-        State((script, seen)): State<Shared>,
-        body: axum::Json<Value>,
-    ) -> axum::response::Response {
-        let request = body.0;
-        seen.lock().unwrap().push(request.clone());
-        let step = {
-            let mut s = script.lock().unwrap();
-            if s.len() > 1 { s.remove(0) } else { s[0] }
-        };
-        let user: Value =
-            serde_json::from_str(request["messages"][1]["content"].as_str().unwrap()).unwrap();
-        let episode = user["episodes"][0]["id"].clone();
-        let poisoned = user["episodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["content"].as_str().unwrap().contains("poison"));
-        let step = match step {
-            Script::RefusePoison if poisoned => Script::BadRequest,
-            Script::RefusePoison => Script::Happy,
-            other => other,
-        };
-        let content = match step {
-            Script::Happy => {
-                let known = |predicate: &str| {
-                    user["known_facts"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .find(|f| f["predicate"] == predicate)
-                        .map(|f| f["id"].clone())
-                        .unwrap_or(Value::Null)
-                };
-                json!({
-                    "new_facts": [{"subject": "user", "predicate": "favourite_tea", "content": "Likes oolong tea",
-                                   "permanence": "stable", "importance": 6, "source_episode_id": episode,
-                                   "links": if known("name").is_null() { json!([]) } else { json!([{"relation": "supports", "fact_id": known("name")}]) }}],
-                    "updated_facts": if known("city").is_null() { json!([]) } else { json!([{"supersedes_fact_id": known("city"), "subject": "user", "predicate": "city",
-                                       "content": "Lives in Nantes", "permanence": "stable", "importance": 7,
-                                       "source_episode_id": episode, "links": []}]) },
-                    "new_rules": [{"content": "Offer tea when the user is tired", "source_episode_id": episode}],
-                    "confirmations": if known("name").is_null() { json!([]) } else { json!([{"fact_id": known("name")}]) },
-                })
-                .to_string()
-            }
-            Script::Malformed => "{not json".to_owned(),
-            Script::SchemaInvalid => json!({"new_facts": [], "updated_facts": [], "new_rules": [],
-                                            "confirmations": [], "mood": "happy"})
-            .to_string(),
-            Script::RateLimited => {
-                return (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
-            }
-            Script::Slow => {
-                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-                return (StatusCode::OK, "late").into_response();
-            }
-            Script::Hang => {
-                tokio::time::sleep(std::time::Duration::from_secs(60)).await;
-                return (StatusCode::OK, "late").into_response();
-            }
-            Script::BadRequest | Script::RefusePoison => {
-                return (StatusCode::BAD_REQUEST, "this input is not accepted").into_response();
-            }
-            Script::Flood => {
-                let chunks = futures::stream::iter(
-                    (0..128).map(|_| Ok::<_, std::io::Error>(vec![b' '; 8192])),
-                );
-                return axum::body::Body::from_stream(chunks).into_response();
-            }
-        };
-        axum::Json(
-            json!({"id": "cmpl-1", "object": "chat.completion", "model": "test",
-                          "choices": [{"index": 0, "finish_reason": "stop",
-                                       "message": {"role": "assistant", "content": content}}]}),
-        )
-        .into_response()
-    }
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let state: Shared = (Arc::new(Mutex::new(script)), seen.clone());
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", axum::routing::post(complete))
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    LlmServer {
-        base_url: format!("http://{address}/v1"),
-        requests: seen,
-    }
 }
 
 fn llm_config(server: &LlmServer) -> String {
@@ -601,5 +473,59 @@ async fn an_answer_longer_than_allowed_is_cut_off_and_invalid() {
         .await
         .unwrap();
     assert_eq!(facts, 0);
+    app.stop().await;
+}
+
+/// A hosted model is reached over TLS: the endpoint's certificate is checked against the
+/// system's roots and `ca_file`, here a CA made for the test.
+#[tokio::test]
+async fn the_llm_extractor_reaches_an_https_endpoint_trusted_through_its_ca_file() {
+    let (server, ca_pem) = crate::llm_server::llm_server_tls(vec![Script::Happy]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca_pem).unwrap();
+    let config = format!("{}ca_file = {:?}\n", llm_config(&server), ca_file);
+    let app = spawn_app_with(&config).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "Had oolong tea after a long day.", "butler": "health"}),
+    )
+    .await;
+    let report = consolidate(&admin).await;
+    let mut db = app.sql().await;
+    let (status, _, error) = episode_state(&mut db).await;
+    assert_eq!(status, "consolidated", "{report} {error:?}");
+    let tea: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM facts WHERE predicate = 'favourite_tea'")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    assert_eq!(tea, 1);
+    assert_eq!(server.requests.lock().unwrap().len(), 1);
+    app.stop().await;
+}
+
+/// Without the CA, the same endpoint's certificate is refused: a failed attempt whose
+/// reason names the certificate, and no request reaches the server.
+#[tokio::test]
+async fn an_https_endpoint_whose_certificate_is_not_trusted_is_refused() {
+    let (server, _) = crate::llm_server::llm_server_tls(vec![Script::Happy]).await;
+    let app = spawn_app_with(&llm_config(&server)).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "Had oolong tea after a long day.", "butler": "health"}),
+    )
+    .await;
+    let report = consolidate(&admin).await;
+    let mut db = app.sql().await;
+    let (status, attempts, error) = episode_state(&mut db).await;
+    assert_eq!((status.as_str(), attempts), ("pending", 1), "{report}");
+    let error = error.unwrap_or_default().to_lowercase();
+    assert!(error.contains("certificate"), "{error}");
+    assert!(server.requests.lock().unwrap().is_empty());
     app.stop().await;
 }

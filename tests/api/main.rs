@@ -12,6 +12,7 @@ mod forgetting;
 mod helpers;
 mod http_limits;
 mod invalid_input;
+mod llm_server;
 mod mcp_endpoint;
 mod operator;
 mod process;

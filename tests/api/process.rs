@@ -356,7 +356,7 @@ async fn acknowledged_writes_survive_kill_9_in_the_middle_of_a_burst() {
 
 #[tokio::test]
 async fn a_crash_in_the_middle_of_consolidation_leaves_nothing_half_done() {
-    use crate::consolidation::{Script, llm_server};
+    use crate::llm_server::{Script, llm_server};
     // The first extraction hangs (the service is killed while it waits); after the restart
     // the endpoint answers.
     let server = llm_server(vec![Script::Hang, Script::Happy]).await;

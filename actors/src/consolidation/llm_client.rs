@@ -1,5 +1,6 @@
 //! An OpenAI-compatible chat-completions client as a consolidation extractor: llama.cpp,
-//! vLLM, Ollama, or a hosted model over plain HTTP.
+//! vLLM, Ollama, or a hosted model, over HTTP or HTTPS (rustls; the system's roots and an
+//! optional `ca_file`).
 //!
 //! The model is asked for JSON matching a schema (`response_format: json_schema`), and its
 //! answer is parsed strictly. Each way a call fails is classified ([`ExtractError::kind`]):
@@ -52,6 +53,22 @@ impl ExtractError {
             }
         }
     }
+}
+
+/// `error` and what caused it, down the chain: reqwest's own message says only that sending
+/// failed, its sources say why (a refused connection, an unknown certificate authority).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// An OpenAI-compatible chat-completions client.
@@ -184,7 +201,25 @@ fn answer_schema() -> Value {
 impl LlmExtractor {
     /// A client of `config`'s endpoint (the configuration check made sure it names one).
     pub fn new(config: &LlmConfig) -> Result<LlmExtractor, ExtractError> {
-        let http = reqwest::Client::builder()
+        // rustls on ring, for the whole process; a provider installed before is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = reqwest::Client::builder();
+        if let Some(path) = &config.ca_file {
+            let pem = std::fs::read(path).map_err(|e| {
+                ExtractError::Client(format!("consolidation.llm.ca_file {}: {e}", path.display()))
+            })?;
+            let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                ExtractError::Client(format!("consolidation.llm.ca_file {}: {e}", path.display()))
+            })?;
+            if certificates.is_empty() {
+                return Err(ExtractError::Client(format!(
+                    "consolidation.llm.ca_file {}: no PEM certificate in it",
+                    path.display()
+                )));
+            }
+            builder = builder.tls_certs_merge(certificates);
+        }
+        let http = builder
             .build()
             .map_err(|e| ExtractError::Client(e.to_string()))?;
         Ok(LlmExtractor {
@@ -215,7 +250,7 @@ impl LlmExtractor {
                 if e.is_timeout() {
                     ExtractError::Timeout(self.timeout)
                 } else {
-                    ExtractError::Transport(e.to_string())
+                    ExtractError::Transport(with_causes(&e))
                 }
             })?;
             let Some(chunk) = chunk else { break };
@@ -264,7 +299,7 @@ impl LlmExtractor {
             if e.is_timeout() {
                 ExtractError::Timeout(self.timeout)
             } else {
-                ExtractError::Transport(e.to_string())
+                ExtractError::Transport(with_causes(&e))
             }
         })?;
         let status = response.status();
@@ -372,6 +407,32 @@ mod tests {
             Some("number") => json!(1.0),
             other => panic!("a schema type the answer does not use: {other:?}"),
         }
+    }
+
+    fn config(ca_file: Option<std::path::PathBuf>) -> LlmConfig {
+        LlmConfig {
+            base_url: "https://127.0.0.1:1/v1".into(),
+            model: "m".into(),
+            api_key: None,
+            timeout_ms: 1000,
+            max_response_bytes: std::num::NonZeroUsize::new(1024).unwrap(),
+            ca_file,
+        }
+    }
+
+    /// A `ca_file` that cannot be read, or holds no certificate, stops the client from being
+    /// built (so the service from starting), naming the file.
+    #[test]
+    fn a_ca_file_without_certificates_is_refused_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let error = LlmExtractor::new(&config(Some(missing))).err().unwrap();
+        assert!(error.to_string().contains("missing.pem"), "{error}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let error = LlmExtractor::new(&config(Some(empty))).err().unwrap();
+        assert!(error.to_string().contains("no PEM certificate"), "{error}");
+        assert!(LlmExtractor::new(&config(None)).is_ok());
     }
 
     /// What the schema asks the model for is exactly what the client parses: an answer held
