@@ -6,6 +6,8 @@
 //! ([`EngineConfig`]), read from the same layers as the edge's ([`EdgeConfig`]); neither is
 //! copied into the other. A top-level key is known when the documented defaults have it.
 
+mod diagnosis;
+mod effective;
 mod keys;
 mod secret;
 
@@ -86,38 +88,23 @@ pub enum LogFormat {
 pub enum ConfigError {
     #[error("configuration: {0}")]
     Parse(String),
-    #[error("configuration: invalid values:\n  {}", .0.join("\n  "))]
+    #[error("configuration: {} {}:\n  {}", .0.len(), if .0.len() == 1 { "problem" } else { "problems" }, .0.join("\n  "))]
     Invalid(Vec<String>),
-}
-
-impl ConfigError {
-    /// Every error figment found, in one message.
-    fn from_figment(error: figment::Error) -> Self {
-        ConfigError::Parse(
-            error
-                .into_iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    }
 }
 
 impl Config {
     /// Defaults, then `file`, then the environment.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
-        let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
-        if let Some(file) = file {
-            if !file.is_file() {
-                return Err(ConfigError::Parse(format!(
-                    "config file {} does not exist",
-                    file.display()
-                )));
-            }
-            figment = figment.merge(Toml::file_exact(file));
-        }
-        figment = figment.merge(Env::prefixed(ENV_PREFIX).split("__"));
-        Self::from_figment(figment)
+        Self::from_figment(layered(file)?)
+    }
+
+    /// The configuration `load` reads, as TOML: every key with the value it has after the
+    /// layers, secrets redacted. For `check-config`.
+    pub fn effective_toml(file: Option<&Path>) -> Result<String, ConfigError> {
+        let given: Dict = layered(file)?
+            .extract()
+            .map_err(|e| ConfigError::Invalid(diagnosis::describe(e)))?;
+        effective::render(given)
     }
 
     /// Defaults with a TOML fragment on top (no environment): for tests and tools.
@@ -135,26 +122,54 @@ impl Config {
         Self::from_figment(figment)
     }
 
+    /// The configuration, or every problem found in it: unknown keys, values of the wrong
+    /// type, values out of their range.
     fn from_figment(figment: Figment) -> Result<Config, ConfigError> {
-        let parse = ConfigError::from_figment;
-        let unknown = unknown_keys(&figment)?;
-        if !unknown.is_empty() {
-            return Err(ConfigError::Parse(format!(
-                "unknown {}: {}",
-                if unknown.len() == 1 { "key" } else { "keys" },
-                unknown.join(", ")
-            )));
+        let documented = documented();
+        let given: Dict = figment
+            .extract()
+            .map_err(|e| ConfigError::Invalid(diagnosis::describe(e)))?;
+        let mut problems: Vec<String> = given
+            .iter()
+            .filter(|(key, _)| !documented.contains_key(*key))
+            .map(|(key, value)| {
+                format!(
+                    "{key}: unknown key{}",
+                    diagnosis::origin(&figment, &[key], value)
+                )
+            })
+            .collect();
+        match Self::extract(&figment) {
+            Ok(config) => {
+                problems.extend(config.problems());
+                if problems.is_empty() {
+                    return Ok(config);
+                }
+            }
+            Err(error) => {
+                // serde stopped at the first error: look at each section alone for the rest.
+                let by_key =
+                    diagnosis::per_key(&figment, &documented, &given, |alone| match Self::extract(
+                        &alone,
+                    ) {
+                        Ok(config) => config.problems(),
+                        Err(error) => diagnosis::describe(*error),
+                    });
+                if by_key.is_empty() {
+                    problems.extend(diagnosis::describe(*error));
+                } else {
+                    problems.extend(by_key);
+                }
+            }
         }
-        let config = Config {
-            edge: figment.extract().map_err(parse)?,
-            engine: figment.extract().map_err(parse)?,
-        };
-        let problems = config.problems();
-        if problems.is_empty() {
-            Ok(config)
-        } else {
-            Err(ConfigError::Invalid(problems))
-        }
+        Err(ConfigError::Invalid(problems))
+    }
+
+    fn extract(figment: &Figment) -> Result<Config, Box<figment::Error>> {
+        Ok(Config {
+            edge: figment.extract().map_err(Box::new)?,
+            engine: figment.extract().map_err(Box::new)?,
+        })
     }
 
     /// Every invalid value, as `key: problem`.
@@ -187,19 +202,28 @@ impl Config {
     }
 }
 
-/// Top-level keys that the documented defaults do not have: nobody reads them, so a typo
-/// (`colour`, `retreival`) would otherwise be silently ignored. Keys inside a section are
-/// checked by the section's own type.
-fn unknown_keys(figment: &Figment) -> Result<Vec<String>, ConfigError> {
-    let documented: Dict = Figment::from(Toml::string(DEFAULT_TOML))
+/// Defaults, then `file`, then the environment.
+fn layered(file: Option<&Path>) -> Result<Figment, ConfigError> {
+    let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+    if let Some(file) = file {
+        if !file.is_file() {
+            return Err(ConfigError::Parse(format!(
+                "config file {} does not exist",
+                file.display()
+            )));
+        }
+        figment = figment.merge(Toml::file_exact(file));
+    }
+    Ok(figment.merge(Env::prefixed(ENV_PREFIX).split("__")))
+}
+
+/// The documented defaults' keys and values. A top-level key they do not have is unknown:
+/// nobody reads it, so a typo (`colour`, `retreival`) would otherwise be silently ignored.
+/// Keys inside a section are checked by the section's own type.
+fn documented() -> Dict {
+    Figment::from(Toml::string(DEFAULT_TOML))
         .extract()
-        .map_err(ConfigError::from_figment)?;
-    let given: Dict = figment.extract().map_err(ConfigError::from_figment)?;
-    Ok(given
-        .keys()
-        .filter(|key| !documented.contains_key(*key))
-        .map(|key| format!("`{key}`"))
-        .collect())
+        .expect("the compiled-in defaults parse (tested)")
 }
 
 #[cfg(test)]

@@ -36,7 +36,8 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
-    /// Check the configuration and print it (secrets redacted).
+    /// Check the configuration: every problem at once (exit 2), or the effective
+    /// configuration as TOML, secrets redacted.
     CheckConfig,
 }
 
@@ -49,6 +50,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Command::CheckConfig = cli.command {
+        // Valid (it loaded above): show what the service would run with.
+        return match Config::effective_toml(cli.config.as_deref()) {
+            Ok(toml) => {
+                // A closed pipe (`| head`) is not an error of the configuration.
+                let _ = std::io::Write::write_all(&mut std::io::stdout(), toml.as_bytes());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("butler-memory: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     telemetry::init_logging(&config.edge.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -66,11 +81,20 @@ fn main() -> ExitCode {
                 let app = Application::build(config).await?;
                 app.run_until_stopped(shutdown_signal()).await
             }
-            Command::Migrate => migrate(&config).await,
-            Command::CheckConfig => {
-                println!("{config:#?}");
+            Command::Migrate => {
+                let applied = migrate(&config).await?;
+                if applied.is_empty() {
+                    println!("The database is up to date: no migration to apply.");
+                } else {
+                    println!("Applied {} migration(s):", applied.len());
+                    for m in &applied {
+                        println!("  {} {}", m.version, m.description);
+                    }
+                }
                 Ok(())
             }
+            // Answered above, without a runtime.
+            Command::CheckConfig => Ok(()),
         }
     });
     match result {

@@ -17,8 +17,8 @@ use axum::Router;
 use axum::routing::{any, get};
 use backon::{ExponentialBuilder, Retryable};
 use butler_memory_actors::{
-    EmbedError, EmbeddedPostgres, EmbeddedPostgresError, EmbedderFactory, Engine, EngineStartError,
-    SharedClock, Store, StoreStartError, SystemClock,
+    AppliedMigration, EmbedError, EmbeddedPostgres, EmbeddedPostgresError, EmbedderFactory, Engine,
+    EngineStartError, SharedClock, Store, StoreStartError, SystemClock,
 };
 use sqlx::postgres::PgConnectOptions;
 use tokio::net::TcpListener;
@@ -102,7 +102,13 @@ impl Application {
         let edge = &config.edge;
         create_data_dir(&edge.data_dir)?;
         let (store, embedded) = open_store(&config).await?;
-        prepare(&store, &config).await?;
+        for migration in prepare(&store, &config).await? {
+            tracing::info!(
+                version = migration.version,
+                description = %migration.description,
+                "migration applied"
+            );
+        }
         let engine = Engine::start(store, config.engine.clone(), clock, factory).await?;
         let watch = DatabaseWatch::start(
             engine.store().clone(),
@@ -235,7 +241,7 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
 /// Checks the database and applies migrations, retrying for `database.startup_wait_secs`
 /// while the database does not answer (a server still starting, a slow host): a service
 /// started beside its database should not exit because it came up first.
-async fn prepare(store: &Store, config: &Config) -> Result<(), StoreStartError> {
+async fn prepare(store: &Store, config: &Config) -> Result<Vec<AppliedMigration>, StoreStartError> {
     let wait = Duration::from_secs(config.edge.database.startup_wait_secs);
     let started = Instant::now();
     let backoff = ExponentialBuilder::default()
@@ -285,14 +291,14 @@ async fn listen(address: &str) -> Result<TcpListener, StartupError> {
         })
 }
 
-/// Applies migrations and exits: `butler-memory migrate`.
-pub async fn migrate(config: &Config) -> Result<(), StartupError> {
+/// Applies migrations and answers those applied: `butler-memory migrate`.
+pub async fn migrate(config: &Config) -> Result<Vec<AppliedMigration>, StartupError> {
     create_data_dir(&config.edge.data_dir)?;
     let (store, embedded) = open_store(config).await?;
-    prepare(&store, config).await?;
+    let applied = prepare(&store, config).await?;
     store.close().await;
     if let Some(pg) = embedded {
         pg.stop().await.map_err(StartupError::StopPostgres)?;
     }
-    Ok(())
+    Ok(applied)
 }

@@ -48,7 +48,7 @@ pub use embedder::{DIMENSIONS, EmbedError, EmbedderConfig};
 pub use store::embedded_postgres::{
     EmbeddedPostgres, EmbeddedPostgresConfig, EmbeddedPostgresError,
 };
-pub use store::{DatabaseConfig, Store, StoreStartError};
+pub use store::{AppliedMigration, DatabaseConfig, Store, StoreStartError};
 
 // Errors.
 pub use error::{ErrorClass, ErrorCode, MemoryError, MemoryResult};

@@ -61,6 +61,13 @@ pub struct DatabaseConfig {
     pub startup_wait_secs: u64,
 }
 
+/// A migration `prepare` applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedMigration {
+    pub version: i64,
+    pub description: String,
+}
+
 /// Why the database cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreStartError {
@@ -191,13 +198,38 @@ impl Store {
         &self.writer
     }
 
-    /// Checks pgvector, then applies pending migrations (forward-only).
-    pub async fn prepare(&self) -> Result<(), StoreStartError> {
+    /// Checks pgvector, then applies pending migrations (forward-only); answers those it
+    /// applied, oldest first.
+    pub async fn prepare(&self) -> Result<Vec<AppliedMigration>, StoreStartError> {
         self.check_pgvector().await?;
+        let before = self.applied_versions().await?;
         MIGRATOR
             .run(&self.pool)
             .await
-            .map_err(StoreStartError::Migrate)
+            .map_err(StoreStartError::Migrate)?;
+        Ok(MIGRATOR
+            .iter()
+            .filter(|m| m.migration_type.is_up_migration() && !before.contains(&m.version))
+            .map(|m| AppliedMigration {
+                version: m.version,
+                description: m.description.to_string(),
+            })
+            .collect())
+    }
+
+    /// The versions of the migrations applied so far (none on a new database).
+    async fn applied_versions(&self) -> Result<Vec<i64>, StoreStartError> {
+        sqlx::query_scalar(
+            "SELECT COALESCE(array_agg(version), '{}')::int8[] FROM _sqlx_migrations WHERE success",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .or_else(|e| match e {
+            // No table yet: nothing was ever applied.
+            sqlx::Error::Database(ref db) if db.code().as_deref() == Some("42P01") => Ok(vec![]),
+            sqlx::Error::Database(_) => Err(StoreStartError::Check(e)),
+            other => Err(StoreStartError::Connect(other)),
+        })
     }
 
     /// Fails with one clear line unless pgvector is installed (or installable) and recent.

@@ -3,6 +3,7 @@
 
 mod auth_and_tenancy;
 mod bursty_writes;
+mod cli;
 mod consolidation;
 mod context;
 mod decay_and_maturity;

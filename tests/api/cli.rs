@@ -1,0 +1,133 @@
+//! The command line an operator uses besides `serve`: `check-config` names every problem at
+//! once (exit 2) or prints the effective configuration without its secrets, and `migrate`
+//! says what it applied.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_butler-memory"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn check_config_names_every_problem_at_once_with_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    std::fs::write(
+        &config,
+        "colour = 'blue'\n[retrieval]\nworkers = 0\ndefault_mode = 'fuzzy'\n\
+         [writes]\ngroup_commit_max = -1\n[facts]\nexpiry_confidence_threshold = 0.5\n",
+    )
+    .unwrap();
+    let out = run(
+        &config,
+        &["check-config"],
+        &[("BUTLER_MEMORY_LISTEN", "nowhere")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let file = config.display().to_string();
+    for expected in [
+        format!("colour: unknown key (in {file})"),
+        "retrieval.workers: ".to_owned(),
+        "retrieval.default_mode: ".to_owned(),
+        "writes.group_commit_max: ".to_owned(),
+        "facts.expiry_confidence_threshold: ".to_owned(),
+        "listen: invalid socket address syntax (from BUTLER_MEMORY_LISTEN)".to_owned(),
+    ] {
+        assert!(stderr.contains(&expected), "{expected} in:\n{stderr}");
+    }
+    assert!(stderr.contains("6 problems"), "{stderr}");
+    assert!(
+        !stderr.contains("default."),
+        "figment's profile leaks:\n{stderr}"
+    );
+}
+
+#[test]
+fn check_config_prints_the_effective_configuration_without_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ok.toml");
+    std::fs::write(
+        &config,
+        "[retrieval]\ndefault_limit = 7\n[consolidation.llm]\napi_key = 'sk-live-123'\n\
+         [[auth.keys]]\nname = 'ops'\nkey = 'a-very-long-admin-key-0001'\ntenant = 't'\nrole = 'admin'\n",
+    )
+    .unwrap();
+    let out = run(
+        &config,
+        &["check-config"],
+        &[
+            (
+                "BUTLER_MEMORY_DATABASE_URL",
+                "postgres://app:hunter2@db/memory",
+            ),
+            ("BUTLER_MEMORY_RETRIEVAL__MAX_LIMIT", "55"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for secret in ["sk-live-123", "a-very-long-admin-key-0001", "hunter2"] {
+        assert!(!stdout.contains(secret), "{secret} printed:\n{stdout}");
+    }
+    let printed: toml::Table = stdout.parse().expect("the output is TOML");
+    assert_eq!(printed["retrieval"]["default_limit"].as_integer(), Some(7));
+    assert_eq!(printed["retrieval"]["max_limit"].as_integer(), Some(55));
+    assert_eq!(
+        printed["database_url"].as_str(),
+        Some("postgres://app:<redacted>@db/memory")
+    );
+    assert_eq!(
+        printed["auth"]["keys"][0]["key"].as_str(),
+        Some("<redacted>")
+    );
+    assert_eq!(printed["auth"]["keys"][0]["name"].as_str(), Some("ops"));
+    // Every documented section is there, with its defaults.
+    assert_eq!(
+        printed["episodes"]["default_ttl_days"].as_float(),
+        Some(7.0)
+    );
+}
+
+#[test]
+fn migrate_says_what_it_applied_then_that_nothing_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\n{}\n[log]\nlevel = 'warn'\n",
+            dir.path().join("data"),
+            butler_memory::testkit::assets_toml()
+        ),
+    )
+    .unwrap();
+    let first = run(&config, &["migrate"], &[]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let stdout = text(&first.stdout);
+    let migrations = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations"))
+        .unwrap()
+        .count();
+    assert!(
+        stdout.starts_with(&format!("Applied {migrations} migration(s):")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("memory schema"), "{stdout}");
+    let second = run(&config, &["migrate"], &[]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert_eq!(
+        text(&second.stdout).trim(),
+        "The database is up to date: no migration to apply."
+    );
+}
