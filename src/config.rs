@@ -74,6 +74,8 @@ pub struct MetricsConfig {
 pub struct LogConfig {
     pub level: String,
     pub format: LogFormat,
+    /// One access log line per HTTP request.
+    pub access: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -1,9 +1,11 @@
 //! The operator endpoints: `/healthz`, `/readyz`, `/actors`, `/metrics`, the one shape of an
-//! HTTP error, and the server every route runs on (`server.rs`).
+//! HTTP error, the server every route runs on (`server.rs`), and every request's id and
+//! access log line (`request_meta.rs`).
 
 pub mod actors;
 pub mod health;
 pub mod metrics;
+pub mod request_meta;
 pub mod server;
 
 use axum::Json;

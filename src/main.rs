@@ -42,6 +42,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    butler_memory_actors::install_tls_provider();
     let cli = Cli::parse();
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,

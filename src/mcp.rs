@@ -13,7 +13,7 @@ pub mod tools;
 use std::sync::Arc;
 use std::time::Instant;
 
-use butler_memory_actors::{Caller, Engine, ErrorClass, ErrorCode, MemoryError};
+use butler_memory_actors::{Caller, Engine, ErrorClass, ErrorCode, Lineage, MemoryError};
 use futures::future::BoxFuture;
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{
@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app_state::AppState;
 use crate::config::McpConfig;
+use crate::http::request_meta::{RequestMeta, ToolNote};
 use direct::Endpoint;
 use params::{
     ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, DeadLettersParams,
@@ -46,7 +47,7 @@ struct ToolSpec {
     /// Parses the arguments into the parameters and runs the handler. Boxed, so a request's
     /// future stays small whichever tool runs: request futures are moved as they are
     /// spawned and polled.
-    run: for<'a> fn(&'a Engine, &'a Caller, JsonObject) -> BoxFuture<'a, Outcome>,
+    run: for<'a> fn(&'a Engine, &'a Caller, JsonObject, Lineage) -> BoxFuture<'a, Outcome>,
 }
 
 /// A [`ToolSpec`] from the parameter struct, the handler and the description.
@@ -56,10 +57,12 @@ macro_rules! tool {
             name: $name,
             description: $description,
             schema: schema_for_type::<$params>,
-            run: |engine, caller, args| {
-                Box::pin(parse_and_run::<$params, _, _>(args, move |p| {
-                    $handler(engine, caller, p)
-                }))
+            run: |engine, caller, args, fallback| {
+                Box::pin(parse_and_run::<$params, _, _>(
+                    args,
+                    fallback,
+                    move |p, fallback| $handler(engine, caller, p, fallback),
+                ))
             },
         }
     };
@@ -246,16 +249,19 @@ impl ServerHandler for MemoryServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = context
-            .extensions
-            .get::<axum::http::request::Parts>()
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let caller = parts
             .and_then(|parts| parts.extensions.get::<Caller>())
             .ok_or_else(|| {
                 ErrorData::internal_error("request reached a tool without a caller", None)
             })?;
+        let meta = parts
+            .and_then(|parts| parts.extensions.get::<RequestMeta>())
+            .cloned()
+            .unwrap_or_else(RequestMeta::generated);
         let name = request.name.as_ref();
         let args = request.arguments.unwrap_or_default();
-        match self.run_tool(name, caller, args).await {
+        match self.run_tool(name, caller, &meta, args).await {
             Some(result) => Ok(result.into()),
             None => Err(ErrorData::invalid_params(
                 format!("unknown tool `{name}`"),
@@ -271,26 +277,28 @@ impl MemoryServer {
         &self,
         name: &str,
         caller: &Caller,
+        meta: &RequestMeta,
         args: JsonObject,
     ) -> Option<CallToolResult> {
         let tool = TOOLS.iter().find(|t| t.name == name)?;
         let started = Instant::now();
-        let outcome = (tool.run)(&self.state.engine, caller, args).await;
-        Some(finish(name, caller, outcome, started))
+        let outcome = (tool.run)(&self.state.engine, caller, args, meta.lineage()).await;
+        Some(finish(name, caller, meta, outcome, started))
     }
 }
 
-/// Parses the arguments into the tool's parameters, then runs it.
-async fn parse_and_run<P, F, Fut>(args: JsonObject, tool: F) -> Outcome
+/// Parses the arguments into the tool's parameters, then runs it; `fallback` is the
+/// lineage of a call that names none (and of arguments that do not parse).
+async fn parse_and_run<P, F, Fut>(args: JsonObject, fallback: Lineage, tool: F) -> Outcome
 where
     P: DeserializeOwned + JsonSchema,
-    F: FnOnce(P) -> Fut,
+    F: FnOnce(P, Lineage) -> Fut,
     Fut: Future<Output = Outcome>,
 {
     match serde_json::from_value::<P>(serde_json::Value::Object(args)) {
-        Ok(params) => tool(params).await,
+        Ok(params) => tool(params, fallback).await,
         Err(e) => Outcome {
-            lineage: None,
+            lineage: fallback,
             result: Err(MemoryError::new(
                 ErrorCode::InvalidArguments,
                 format!("invalid arguments: {e}"),
@@ -299,8 +307,15 @@ where
     }
 }
 
-/// Records metrics and logs for a finished call and shapes its result.
-fn finish(tool: &str, caller: &Caller, outcome: Outcome, started: Instant) -> CallToolResult {
+/// Records metrics, the access log's tool part and error logs for a finished call, and
+/// shapes its result.
+fn finish(
+    tool: &str,
+    caller: &Caller,
+    meta: &RequestMeta,
+    outcome: Outcome,
+    started: Instant,
+) -> CallToolResult {
     let elapsed = started.elapsed().as_secs_f64();
     let class = match &outcome.result {
         Ok(_) => "ok",
@@ -310,22 +325,14 @@ fn finish(tool: &str, caller: &Caller, outcome: Outcome, started: Instant) -> Ca
         .increment(1);
     metrics::histogram!("butler_memory_request_duration_seconds", "tool" => tool.to_owned(), "class" => class)
         .record(elapsed);
-    let request_id = outcome
-        .lineage
-        .as_ref()
-        .map(|l| l.request_id.as_str())
-        .unwrap_or("");
+    meta.note(ToolNote {
+        tool: tool.to_owned(),
+        class,
+        tenant: caller.tenant_id.to_string(),
+    });
+    let request_id = outcome.lineage.request_id.as_str();
     match outcome.result {
-        Ok(body) => {
-            tracing::debug!(tool, tenant = %caller.tenant_id, request_id, ms = elapsed * 1e3, "tool call");
-            reply::success(
-                body,
-                outcome
-                    .lineage
-                    .as_ref()
-                    .expect("lineage resolved on success"),
-            )
-        }
+        Ok(body) => reply::success(body, &outcome.lineage),
         Err(e) => {
             match e.class() {
                 ErrorClass::Integrity | ErrorClass::Internal => {
@@ -338,7 +345,7 @@ fn finish(tool: &str, caller: &Caller, outcome: Outcome, started: Instant) -> Ca
                     tracing::info!(tool, tenant = %caller.tenant_id, request_id, class = %e.class(), code = e.code.as_str(), error = %e, "tool refused")
                 }
             }
-            reply::failure(&e, outcome.lineage.as_ref())
+            reply::failure(&e, &outcome.lineage)
         }
     }
 }

@@ -98,6 +98,7 @@ impl Application {
         factory: EmbedderFactory,
     ) -> Result<Application, StartupError> {
         let started = Instant::now();
+        butler_memory_actors::install_tls_provider();
         let metrics = telemetry::metrics();
         let edge = &config.edge;
         create_data_dir(&edge.data_dir)?;
@@ -191,6 +192,8 @@ impl Application {
         let stop = cancel.clone();
         tokio::spawn(async move {
             shutdown.await;
+            // At once, before the drain: an operator sees the stop was heard.
+            tracing::info!("stop requested: no new connections; finishing requests in flight");
             stop.cancel();
         });
         http::server::serve(listener, router, &state.config.edge.http, cancel.clone()).await;
@@ -229,6 +232,7 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
             state.auth.clone(),
             require_key,
         ));
+    let access_log = state.config.edge.log.access;
     Router::new()
         .route("/healthz", get(http::health::healthz))
         .route("/readyz", get(http::health::readyz))
@@ -236,6 +240,11 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
         .route("/metrics", get(http::metrics::metrics))
         .with_state(state)
         .merge(mcp)
+        // Outermost, so that refusals (401, 413) have an id and a log line too.
+        .layer(axum::middleware::from_fn_with_state(
+            access_log,
+            http::request_meta::track,
+        ))
 }
 
 /// Checks the database and applies migrations, retrying for `database.startup_wait_secs`

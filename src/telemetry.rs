@@ -1,5 +1,6 @@
 //! Logs (tracing) and metrics (the `metrics` facade, rendered in Prometheus text format).
 
+use std::io::IsTerminal;
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -10,17 +11,29 @@ use crate::config::{LogConfig, LogFormat};
 
 /// Installs the log subscriber (once per process; later calls are no-ops).
 pub fn init_logging(config: &LogConfig) {
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&config.level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let level = std::env::var("RUST_LOG").unwrap_or_else(|_| config.level.clone());
+    let filter = EnvFilter::try_new(quiet_rmcp(&level)).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_span_events(FmtSpan::NONE)
+        // Colour codes only for a person at a terminal, never into a file or a collector.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match config.format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
     };
+}
+
+/// `level` with rmcp held to warnings unless it names rmcp itself: rmcp logs every
+/// non-tool request at info (with a made-up client identity), which says nothing an
+/// operator needs and drowns the access log.
+fn quiet_rmcp(level: &str) -> String {
+    if level.contains("rmcp") {
+        level.to_owned()
+    } else {
+        format!("{level},rmcp=warn")
+    }
 }
 
 /// The process-wide Prometheus recorder. The `metrics` facade allows one recorder per
@@ -48,4 +61,15 @@ pub fn metrics() -> PrometheusHandle {
             handle
         })
         .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rmcp_is_held_to_warnings_unless_named() {
+        assert_eq!(quiet_rmcp("info"), "info,rmcp=warn");
+        assert_eq!(quiet_rmcp("debug,rmcp=trace"), "debug,rmcp=trace");
+    }
 }

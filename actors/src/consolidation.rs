@@ -8,3 +8,4 @@ mod llm_client;
 
 pub(crate) use extractor::Extractor;
 pub(crate) use llm_client::ExtractError;
+pub use llm_client::install_tls_provider;

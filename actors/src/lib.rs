@@ -32,6 +32,7 @@ mod write_path;
 // The engine and how it starts.
 pub use actors::EmbedderFactory;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use consolidation::install_tls_provider;
 pub use engine::{Engine, EngineStartError, Readiness};
 pub use services::DatabaseHealth;
 

@@ -28,6 +28,7 @@ impl Endpoint {
     /// `/mcp` at `address`, keeping up to `connections` idle connections open.
     pub fn new(address: SocketAddr, connections: usize) -> anyhow::Result<Endpoint> {
         let url: reqwest::Url = format!("http://{address}/mcp").parse()?;
+        butler_memory_actors::install_tls_provider();
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(connections)
             .build()?;

@@ -28,6 +28,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde::Deserialize;
 
 use super::MemoryServer;
+use crate::http::request_meta::RequestMeta;
 
 /// Protocol versions whose requests need nothing beyond the JSON-RPC body: no standard
 /// `Mcp-Method`/`Mcp-Name` headers and no per-request `_meta` (those arrived in
@@ -88,10 +89,15 @@ impl Endpoint {
     async fn answer(&self, parts: &Parts, body: &Bytes) -> Option<Response> {
         let call = plain_call(body)?;
         let caller = parts.extensions.get::<Caller>()?;
+        let meta = parts
+            .extensions
+            .get::<RequestMeta>()
+            .cloned()
+            .unwrap_or_else(RequestMeta::generated);
         let args = call.params.arguments.unwrap_or_default();
         let result = self
             .server
-            .run_tool(&call.params.name, caller, args)
+            .run_tool(&call.params.name, caller, &meta, args)
             .await?;
         // What rmcp's handler does for a peer older than 2026-07-28.
         let mut result = ServerResult::CallToolResult(result);

@@ -22,7 +22,7 @@ pub fn success(mut body: Value, lineage: &Lineage) -> CallToolResult {
 }
 
 /// A tool error in the service's one error shape.
-pub fn failure(error: &MemoryError, lineage: Option<&Lineage>) -> CallToolResult {
+pub fn failure(error: &MemoryError, lineage: &Lineage) -> CallToolResult {
     let mut body = json!({
         "class": error.class(),
         "code": error.code,
@@ -31,8 +31,6 @@ pub fn failure(error: &MemoryError, lineage: Option<&Lineage>) -> CallToolResult
     if let Some(ms) = error.retry_after_ms {
         body["retry_after_ms"] = json!(ms);
     }
-    if let Some(lineage) = lineage {
-        body["request_context"] = json!(lineage);
-    }
+    body["request_context"] = json!(lineage);
     CallToolResult::structured_error(body)
 }

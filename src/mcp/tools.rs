@@ -16,32 +16,47 @@ use super::params::{
 };
 use super::reply::to_json;
 
-/// What a tool produced: the lineage to echo (once resolved) and its result.
+/// What a tool produced: the lineage to echo and its result.
 pub struct Outcome {
-    pub lineage: Option<Lineage>,
+    pub lineage: Lineage,
     pub result: MemoryResult<Value>,
 }
 
-/// Resolves the lineage, then runs the tool body with it.
-async fn with_lineage<F, Fut>(context: Option<RequestContext>, body: F) -> Outcome
+/// Resolves the lineage (the call's own `request_context`, or else `fallback`, the HTTP
+/// request's), then runs the tool body with it. A context that does not validate is
+/// refused under `fallback`, so that even that error carries a request id.
+async fn with_lineage<F, Fut>(
+    context: Option<RequestContext>,
+    fallback: Lineage,
+    body: F,
+) -> Outcome
 where
     F: FnOnce(Lineage) -> Fut,
     Fut: Future<Output = MemoryResult<Value>>,
 {
-    match Lineage::resolve(context) {
+    let resolved = match context {
+        Some(context) => Lineage::resolve(Some(context)),
+        None => Ok(fallback.clone()),
+    };
+    match resolved {
         Ok(lineage) => Outcome {
             result: body(lineage.clone()).await,
-            lineage: Some(lineage),
+            lineage,
         },
         Err(e) => Outcome {
-            lineage: None,
+            lineage: fallback,
             result: Err(e),
         },
     }
 }
 
-pub async fn store_episode(engine: &Engine, caller: &Caller, p: StoreEpisodeParams) -> Outcome {
-    with_lineage(p.request_context, |lineage| async move {
+pub async fn store_episode(
+    engine: &Engine,
+    caller: &Caller,
+    p: StoreEpisodeParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
         let input = EpisodeInput {
             butler: p.butler,
             session_id: p.session_id,
@@ -59,8 +74,13 @@ pub async fn store_episode(engine: &Engine, caller: &Caller, p: StoreEpisodePara
     .await
 }
 
-pub async fn ingest_batch(engine: &Engine, caller: &Caller, p: IngestBatchParams) -> Outcome {
-    with_lineage(p.request_context, |lineage| async move {
+pub async fn ingest_batch(
+    engine: &Engine,
+    caller: &Caller,
+    p: IngestBatchParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
         let inputs = p
             .episodes
             .into_iter()
@@ -92,8 +112,13 @@ pub async fn ingest_batch(engine: &Engine, caller: &Caller, p: IngestBatchParams
     .await
 }
 
-pub async fn store_fact(engine: &Engine, caller: &Caller, p: StoreFactParams) -> Outcome {
-    with_lineage(p.request_context, |lineage| async move {
+pub async fn store_fact(
+    engine: &Engine,
+    caller: &Caller,
+    p: StoreFactParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
         let input = FactInput {
             subject: p.subject,
             predicate: p.predicate,
@@ -120,8 +145,13 @@ pub async fn store_fact(engine: &Engine, caller: &Caller, p: StoreFactParams) ->
     .await
 }
 
-pub async fn store_rule(engine: &Engine, caller: &Caller, p: StoreRuleParams) -> Outcome {
-    with_lineage(p.request_context, |lineage| async move {
+pub async fn store_rule(
+    engine: &Engine,
+    caller: &Caller,
+    p: StoreRuleParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
         let input = RuleInput {
             content: p.content,
             scope: p.scope,
@@ -139,16 +169,16 @@ pub async fn store_rule(engine: &Engine, caller: &Caller, p: StoreRuleParams) ->
     .await
 }
 
-pub async fn get(engine: &Engine, caller: &Caller, p: GetParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn get(engine: &Engine, caller: &Caller, p: GetParams, fallback: Lineage) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         let found = engine.get(caller, p.memory_type, p.id, p.butler).await?;
         to_json(found)
     })
     .await
 }
 
-pub async fn stats(engine: &Engine, caller: &Caller, p: StatsParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn stats(engine: &Engine, caller: &Caller, p: StatsParams, fallback: Lineage) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         let stats = engine.stats(caller, p.scope, p.butler).await?;
         Ok(json!(stats))
     })
@@ -158,8 +188,13 @@ pub async fn stats(engine: &Engine, caller: &Caller, p: StatsParams) -> Outcome 
 /// Most requests in one `memory_context_batch`.
 pub const MAX_CONTEXT_BATCH: usize = 64;
 
-pub async fn search(engine: &Engine, caller: &Caller, p: SearchParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn search(
+    engine: &Engine,
+    caller: &Caller,
+    p: SearchParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         let input = SearchInput {
             query: p.query,
             types: p.types,
@@ -174,8 +209,13 @@ pub async fn search(engine: &Engine, caller: &Caller, p: SearchParams) -> Outcom
     .await
 }
 
-pub async fn recall(engine: &Engine, caller: &Caller, p: RecallParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn recall(
+    engine: &Engine,
+    caller: &Caller,
+    p: RecallParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         let outcome = engine
             .recall(
                 caller,
@@ -191,8 +231,13 @@ pub async fn recall(engine: &Engine, caller: &Caller, p: RecallParams) -> Outcom
     .await
 }
 
-pub async fn context(engine: &Engine, caller: &Caller, p: ContextParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn context(
+    engine: &Engine,
+    caller: &Caller,
+    p: ContextParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         let butler = p.butler.clone();
         let input = ContextInput {
             trigger_prompt: p.trigger_prompt,
@@ -204,8 +249,13 @@ pub async fn context(engine: &Engine, caller: &Caller, p: ContextParams) -> Outc
     .await
 }
 
-pub async fn context_batch(engine: &Engine, caller: &Caller, p: ContextBatchParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn context_batch(
+    engine: &Engine,
+    caller: &Caller,
+    p: ContextBatchParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         if p.requests.is_empty() || p.requests.len() > MAX_CONTEXT_BATCH {
             return Err(MemoryError::new(
                 ErrorCode::InvalidBatch,
@@ -294,8 +344,13 @@ fn context_json(butler: &str, outcome: ContextOutcome) -> MemoryResult<Value> {
     Ok(body)
 }
 
-pub async fn confirm(engine: &Engine, caller: &Caller, p: ConfirmParams) -> Outcome {
-    with_lineage(p.request_context, |lineage| async move {
+pub async fn confirm(
+    engine: &Engine,
+    caller: &Caller,
+    p: ConfirmParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
         let record = engine
             .confirm(caller, p.memory_type, p.id, p.butler, lineage)
             .await?;
@@ -304,8 +359,13 @@ pub async fn confirm(engine: &Engine, caller: &Caller, p: ConfirmParams) -> Outc
     .await
 }
 
-pub async fn mark_helpful(engine: &Engine, caller: &Caller, p: MarkHelpfulParams) -> Outcome {
-    with_lineage(p.request_context, |lineage| async move {
+pub async fn mark_helpful(
+    engine: &Engine,
+    caller: &Caller,
+    p: MarkHelpfulParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
         let rated = engine
             .rate_rule(caller, p.rule_id, Mark::Helpful, None, p.butler, lineage)
             .await?;
@@ -314,8 +374,13 @@ pub async fn mark_helpful(engine: &Engine, caller: &Caller, p: MarkHelpfulParams
     .await
 }
 
-pub async fn mark_harmful(engine: &Engine, caller: &Caller, p: MarkHarmfulParams) -> Outcome {
-    with_lineage(p.request_context, |lineage| async move {
+pub async fn mark_harmful(
+    engine: &Engine,
+    caller: &Caller,
+    p: MarkHarmfulParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
         let rated = engine
             .rate_rule(
                 caller,
@@ -338,8 +403,13 @@ fn rated_json(rated: Rated) -> MemoryResult<Value> {
     Ok(body)
 }
 
-pub async fn forget(engine: &Engine, caller: &Caller, p: ForgetParams) -> Outcome {
-    with_lineage(p.request_context, |lineage| async move {
+pub async fn forget(
+    engine: &Engine,
+    caller: &Caller,
+    p: ForgetParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
         // Legacy callers may name the state: `forgotten` and `retracted` mean the same.
         let _ = p.validity;
         let done = engine
@@ -352,16 +422,26 @@ pub async fn forget(engine: &Engine, caller: &Caller, p: ForgetParams) -> Outcom
     .await
 }
 
-pub async fn restore(engine: &Engine, caller: &Caller, p: RestoreParams) -> Outcome {
-    with_lineage(p.request_context, |lineage| async move {
+pub async fn restore(
+    engine: &Engine,
+    caller: &Caller,
+    p: RestoreParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
         let done = engine.restore(caller, p.memory_type, p.id, lineage).await?;
         to_json(done.record)
     })
     .await
 }
 
-pub async fn activity_stream(engine: &Engine, caller: &Caller, p: ActivityStreamParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn activity_stream(
+    engine: &Engine,
+    caller: &Caller,
+    p: ActivityStreamParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         let since = match p.since.as_deref().map(str::trim) {
             None | Some("") => Since::Cursor(0),
             Some(s) if s.bytes().all(|b| b.is_ascii_digit()) => {
@@ -397,8 +477,13 @@ pub async fn activity_stream(engine: &Engine, caller: &Caller, p: ActivityStream
     .await
 }
 
-pub async fn run_sweep(engine: &Engine, caller: &Caller, p: RunSweepParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn run_sweep(
+    engine: &Engine,
+    caller: &Caller,
+    p: RunSweepParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         let kinds = p.kinds.unwrap_or_else(|| SweepKind::ALL.to_vec());
         if kinds.is_empty() {
             return Err(MemoryError::new(
@@ -412,16 +497,26 @@ pub async fn run_sweep(engine: &Engine, caller: &Caller, p: RunSweepParams) -> O
     .await
 }
 
-pub async fn dead_letters(engine: &Engine, caller: &Caller, p: DeadLettersParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn dead_letters(
+    engine: &Engine,
+    caller: &Caller,
+    p: DeadLettersParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         let episodes = engine.dead_letters(caller, p.limit).await?;
         Ok(json!({ "episodes": episodes, "count": episodes.len() }))
     })
     .await
 }
 
-pub async fn requeue_dead_letters(engine: &Engine, caller: &Caller, p: RequeueParams) -> Outcome {
-    with_lineage(p.request_context, |_| async move {
+pub async fn requeue_dead_letters(
+    engine: &Engine,
+    caller: &Caller,
+    p: RequeueParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
         let ids = engine.requeue_dead_letters(caller, p.ids).await?;
         Ok(json!({ "requeued": ids, "count": ids.len() }))
     })

@@ -25,6 +25,7 @@ pub struct McpClient {
 impl McpClient {
     /// Connects to `url` (the `/mcp` endpoint) with `key` as its bearer token.
     pub async fn connect(url: &str, key: &str) -> anyhow::Result<McpClient> {
+        butler_memory_actors::install_tls_provider();
         let transport = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(url.to_owned())
                 .auth_header(key.to_owned()),

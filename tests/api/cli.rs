@@ -113,8 +113,22 @@ fn migrate_says_what_it_applied_then_that_nothing_is_left() {
         ),
     )
     .unwrap();
-    let first = run(&config, &["migrate"], &[]);
+    // Text logs into a pipe (not a terminal) carry no colour codes.
+    let first = run(
+        &config,
+        &["migrate"],
+        &[
+            ("BUTLER_MEMORY_LOG__LEVEL", "info"),
+            ("BUTLER_MEMORY_LOG__FORMAT", "text"),
+        ],
+    );
     assert!(first.status.success(), "{}", text(&first.stderr));
+    let log = text(&first.stderr);
+    assert!(log.contains(" INFO "), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a piped log: {log:?}"
+    );
     let stdout = text(&first.stdout);
     let migrations = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations"))
         .unwrap()

@@ -15,6 +15,8 @@ async fn post(app: &TestApp, accept: &str, body: &Value) -> (u16, String, Vec<u8
         .post(app.url("/mcp"))
         .header("Accept", accept)
         .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
+        // One id for both paths: a refusal without request_context is answered under it.
+        .header("X-Request-Id", "mcp-endpoint-test")
         .json(body)
         .send()
         .await

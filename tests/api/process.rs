@@ -27,6 +27,8 @@ impl Service {
 
     /// [`Service::start`] with environment overrides (`BUTLER_MEMORY_*`).
     fn start_with(config: &Path, env: &[(&str, &str)]) -> Service {
+        // This process talks to the child over reqwest, which needs a TLS provider chosen.
+        butler_memory_actors::install_tls_provider();
         let mut child = Command::new(env!("CARGO_BIN_EXE_butler-memory"))
             .arg("serve")
             .arg("--config")
@@ -531,5 +533,58 @@ async fn a_dead_postgres_is_restarted_then_given_up_on_and_calls_fail_fast_meanw
         started.elapsed() < Duration::from_secs(10),
         "stopped in {:?}",
         started.elapsed()
+    );
+}
+
+/// Each request leaves one access log line (ids, tool, outcome class, tenant, status,
+/// latency; never what was stored), and a stop is logged the moment the signal arrives,
+/// before the drain.
+#[tokio::test]
+async fn requests_leave_an_access_line_and_a_stop_is_logged_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = write_config(dir.path(), "");
+    let mut service = Service::start(&config_path);
+    let response = reqwest::Client::new()
+        .post(format!("{}/mcp", service.base))
+        .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("X-Request-Id", "access-1")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "memory_store_episode",
+                                 "arguments": {"content": "a private note about the garden", "butler": "health"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let access = eventually(Duration::from_secs(10), || async {
+        let lines = service.lines.lock().unwrap().clone();
+        lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| {
+                e["target"] == "butler_memory::access" && e["fields"]["request_id"] == "access-1"
+            })
+            .ok_or_else(|| "no access line yet".to_owned())
+    })
+    .await
+    .unwrap();
+    let fields = &access["fields"];
+    assert_eq!(fields["tool"], "memory_store_episode", "{access}");
+    assert_eq!(fields["class"], "ok", "{access}");
+    assert_eq!(fields["tenant"], "tenant-a", "{access}");
+    assert_eq!(fields["status"], 200, "{access}");
+    assert_eq!(fields["path"], "/mcp", "{access}");
+    assert!(fields["ms"].as_f64().is_some(), "{access}");
+    let logged = service.lines.lock().unwrap().join("\n");
+    assert!(!logged.contains("garden"), "content reached the log");
+
+    let before = service.lines.lock().unwrap().len();
+    signal(service.child.id() as i32, "TERM");
+    assert!(service.child.wait().unwrap().success());
+    let after: Vec<String> = service.lines.lock().unwrap()[before..].to_vec();
+    let first = after.first().map(String::as_str).unwrap_or("");
+    assert!(
+        first.contains("stop requested"),
+        "first line after TERM: {first}"
     );
 }

@@ -71,6 +71,14 @@ fn with_causes(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// Makes rustls on ring the process's TLS provider, once; a provider installed before is
+/// kept. reqwest is built without a provider of its own (its default, aws-lc-rs, needs a
+/// heavy C build), so every process that makes an HTTP client calls this first: the
+/// service, its tests and benches.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// An OpenAI-compatible chat-completions client.
 pub struct LlmExtractor {
     http: reqwest::Client,
@@ -201,8 +209,7 @@ fn answer_schema() -> Value {
 impl LlmExtractor {
     /// A client of `config`'s endpoint (the configuration check made sure it names one).
     pub fn new(config: &LlmConfig) -> Result<LlmExtractor, ExtractError> {
-        // rustls on ring, for the whole process; a provider installed before is kept.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_tls_provider();
         let mut builder = reqwest::Client::builder();
         if let Some(path) = &config.ca_file {
             let pem = std::fs::read(path).map_err(|e| {
