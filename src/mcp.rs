@@ -211,6 +211,11 @@ const TOOLS: &[ToolSpec] = &[
     ),
 ];
 
+/// The tools' names, in the table's order.
+pub fn tool_names() -> impl Iterator<Item = &'static str> {
+    TOOLS.iter().map(|t| t.name)
+}
+
 /// The tool definitions as listed to clients.
 pub fn tool_definitions() -> Vec<Tool> {
     TOOLS

@@ -1,4 +1,7 @@
-//! Logs (tracing) and metrics (the `metrics` facade, rendered in Prometheus text format).
+//! Logs (tracing) and metrics (the `metrics` facade, rendered in Prometheus text format;
+//! every family is in `catalogue.rs`).
+
+pub mod catalogue;
 
 use std::io::IsTerminal;
 use std::sync::OnceLock;
@@ -8,6 +11,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::FmtSpan;
 
 use crate::config::{LogConfig, LogFormat};
+use catalogue::Kind;
 
 /// Installs the log subscriber (once per process; later calls are no-ops).
 pub fn init_logging(config: &LogConfig) {
@@ -42,25 +46,66 @@ pub fn metrics() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            // Latency buckets from 0.5 ms to 10 s: the SLOs are 250 and 350 ms, the targets
-            // 20-50 ms, and the store path is single-digit milliseconds.
-            let seconds = [
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0,
-            ];
-            let sizes = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
-            let builder = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
-                .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_size".into()), &sizes))
-                .expect("bucket lists are non-empty");
-            let recorder = builder.build_recorder();
+            // Every histogram with its buckets: one without would be rendered as a summary,
+            // whose quantiles cannot be aggregated across instances.
+            let builder =
+                catalogue::FAMILIES
+                    .iter()
+                    .try_fold(PrometheusBuilder::new(), |builder, family| {
+                        let buckets = match family.kind {
+                            Kind::Seconds => catalogue::SECONDS,
+                            Kind::Sizes => catalogue::SIZES,
+                            Kind::Counter | Kind::Gauge => return Ok(builder),
+                        };
+                        builder.set_buckets_for_metric(Matcher::Full(family.name.into()), buckets)
+                    });
+            let recorder = builder
+                .expect("bucket lists are non-empty")
+                .build_recorder();
             let handle = recorder.handle();
             // Another recorder may already be installed (e.g. by a test harness); then this
             // handle still renders whatever is recorded through it.
-            let _ = metrics::set_global_recorder(recorder);
+            if metrics::set_global_recorder(recorder).is_ok() {
+                describe_metrics();
+            }
             handle
         })
         .clone()
+}
+
+/// The process's own figures (CPU seconds, resident memory, open descriptors, threads,
+/// start time): `process_*`, as every Prometheus client exports them.
+fn process() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// Reads the process figures; called on every scrape.
+pub fn collect_process_metrics() {
+    process().collect();
+}
+
+/// Gives every family its `# HELP` and type, and creates at 0 the series that must exist
+/// before their first event.
+fn describe_metrics() {
+    for family in catalogue::FAMILIES {
+        match family.kind {
+            Kind::Counter => {
+                metrics::describe_counter!(family.name, family.help);
+                for labels in family.zero {
+                    metrics::counter!(family.name, *labels).absolute(0);
+                }
+            }
+            Kind::Gauge => metrics::describe_gauge!(family.name, family.help),
+            Kind::Seconds | Kind::Sizes => metrics::describe_histogram!(family.name, family.help),
+        }
+    }
+    for tool in crate::mcp::tool_names() {
+        metrics::counter!(catalogue::REQUESTS_TOTAL, "tool" => tool, "class" => "ok").absolute(0);
+    }
+    metrics::gauge!("butler_memory_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    process().describe();
+    process().collect();
 }
 
 #[cfg(test)]

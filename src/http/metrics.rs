@@ -20,6 +20,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     metrics::gauge!("butler_memory_db_pool_max_connections")
         .set(f64::from(state.config.edge.database.max_connections));
     metrics::gauge!("butler_memory_shards").set(state.engine.shard_count() as f64);
+    crate::telemetry::collect_process_metrics();
     (
         [(
             header::CONTENT_TYPE,

@@ -17,6 +17,7 @@ mod llm_server;
 mod mcp_endpoint;
 mod operator;
 mod process;
+mod prometheus;
 mod request_ids;
 mod retrieval;
 mod startup;

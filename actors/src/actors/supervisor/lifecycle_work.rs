@@ -65,6 +65,8 @@ impl LifecycleWork for TreeLifecycle {
             Ok(keys) => keys,
             Err(e) => {
                 tracing::warn!(kind = %kind, error = %e, "scheduled sweep skipped: shards unknown");
+                metrics::counter!("butler_memory_sweeps_total", "outcome" => "skipped")
+                    .increment(1);
                 return;
             }
         };

@@ -1,0 +1,330 @@
+//! Every metric family the service exports, in one list: its type, what it means (the
+//! `# HELP` line), the buckets of a histogram, and the series that exist from the start at
+//! 0, so that an alert on a counter sees data before the first event. A test reads the
+//! source tree and fails when a family is recorded that this list does not describe.
+
+/// How a family is recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    /// A histogram of durations, in seconds.
+    Seconds,
+    /// A histogram of counts (texts per batch, episodes per statement).
+    Sizes,
+}
+
+/// One family.
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+    /// Label sets whose series are created at 0 when the service starts.
+    pub zero: &'static [&'static [(&'static str, &'static str)]],
+}
+
+const fn family(name: &'static str, kind: Kind, help: &'static str) -> Family {
+    Family {
+        name,
+        kind,
+        help,
+        zero: &[],
+    }
+}
+
+/// Buckets of duration histograms: from 0.5 ms to 10 s. The SLOs are 250 and 350 ms, the
+/// targets 20-50 ms, and the store path is single-digit milliseconds.
+pub const SECONDS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Buckets of count histograms: powers of two up to 256.
+pub const SIZES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+/// `butler_memory_requests_total` and its duration: one series per tool and class, the
+/// tools' `ok` series created at start (see [`super::describe_metrics`]).
+pub const REQUESTS_TOTAL: &str = "butler_memory_requests_total";
+
+pub const FAMILIES: &[Family] = &[
+    family(
+        REQUESTS_TOTAL,
+        Kind::Counter,
+        "Tool calls by tool and outcome class (ok, invalid_input, forbidden, not_found, conflict, overloaded, unavailable, integrity, internal).",
+    ),
+    family(
+        "butler_memory_request_duration_seconds",
+        Kind::Seconds,
+        "Time to answer a tool call, by tool and outcome class.",
+    ),
+    Family {
+        zero: &[&[("tool", "search")], &[("tool", "context")]],
+        ..family(
+            "butler_memory_degraded_reads_total",
+            Kind::Counter,
+            "Reads answered from full text alone because the query embedding did not come in time.",
+        )
+    },
+    Family {
+        zero: &[&[("reason", "shard_queue")], &[("reason", "in_flight")]],
+        ..family(
+            "butler_memory_writes_refused_total",
+            Kind::Counter,
+            "Episodes refused as overloaded before reaching a shard, by the bound they met.",
+        )
+    },
+    family(
+        "butler_memory_writes_in_flight",
+        Kind::Gauge,
+        "Episodes admitted and not yet answered.",
+    ),
+    family(
+        "butler_memory_group_commit_episodes",
+        Kind::Sizes,
+        "Episodes a shard hands to the commit queue in one group.",
+    ),
+    family(
+        "butler_memory_episode_statement_episodes",
+        Kind::Sizes,
+        "Episodes written by one combined statement.",
+    ),
+    family(
+        "butler_memory_episode_statement_requests",
+        Kind::Sizes,
+        "Requests answered by one combined statement.",
+    ),
+    family(
+        "butler_memory_episode_statement_seconds",
+        Kind::Seconds,
+        "Time one combined episode statement takes in the database.",
+    ),
+    family(
+        "butler_memory_episode_commit_wait_seconds",
+        Kind::Seconds,
+        "Time an episode waits in the commit queue before its statement starts.",
+    ),
+    family(
+        "butler_memory_shards",
+        Kind::Gauge,
+        "Live shard actors, one per tenant and butler.",
+    ),
+    family(
+        "butler_memory_actor_failures_total",
+        Kind::Counter,
+        "Actors that failed and were restarted by their supervisor, by kind.",
+    ),
+    Family {
+        zero: &[
+            &[("outcome", "ok")],
+            &[("outcome", "failed")],
+            &[("outcome", "skipped")],
+        ],
+        ..family(
+            "butler_memory_sweeps_total",
+            Kind::Counter,
+            "Lifecycle sweeps by outcome: ok and failed per shard, skipped when a scheduled run could not start.",
+        )
+    },
+    family(
+        "butler_memory_sweep_duration_seconds",
+        Kind::Seconds,
+        "Time one shard's sweep took, by kind.",
+    ),
+    family(
+        "butler_memory_sweep_changes_total",
+        Kind::Counter,
+        "Records a sweep changed, by sweep kind and change (fading, expired, promoted, inverted, ...).",
+    ),
+    family(
+        "butler_memory_consolidation_backlog",
+        Kind::Gauge,
+        "Episodes waiting for consolidation.",
+    ),
+    family(
+        "butler_memory_consolidation_backlog_age_seconds",
+        Kind::Gauge,
+        "Age of the oldest episode waiting for consolidation.",
+    ),
+    family(
+        "butler_memory_embedding_backlog",
+        Kind::Gauge,
+        "Rows waiting for an embedding (counted when /metrics is scraped).",
+    ),
+    family(
+        "butler_memory_embedding_backlog_age_seconds",
+        Kind::Gauge,
+        "Age of the oldest row waiting for an embedding (counted when /metrics is scraped).",
+    ),
+    family(
+        "butler_memory_indexed_total",
+        Kind::Counter,
+        "Rows the indexer embedded, by memory type.",
+    ),
+    Family {
+        zero: &[&[]],
+        ..family(
+            "butler_memory_indexer_yields_total",
+            Kind::Counter,
+            "Times the indexer paused for a write burst.",
+        )
+    },
+    Family {
+        zero: &[&[]],
+        ..family(
+            "butler_memory_embedder_texts_total",
+            Kind::Counter,
+            "Texts the embedder pool embedded.",
+        )
+    },
+    Family {
+        zero: &[&[]],
+        ..family(
+            "butler_memory_embedder_refused_total",
+            Kind::Counter,
+            "Embedding requests refused because the embedder queue was full.",
+        )
+    },
+    family(
+        "butler_memory_embedder_queue_depth",
+        Kind::Gauge,
+        "Texts waiting for the embedder pool.",
+    ),
+    family(
+        "butler_memory_embedder_batch_size",
+        Kind::Sizes,
+        "Texts per inference batch.",
+    ),
+    family(
+        "butler_memory_embedder_batch_seconds",
+        Kind::Seconds,
+        "Time one inference batch takes.",
+    ),
+    family(
+        "butler_memory_query_cache_total",
+        Kind::Counter,
+        "Query embedding cache lookups, by outcome (hit, miss).",
+    ),
+    family(
+        "butler_memory_result_cache_total",
+        Kind::Counter,
+        "Read result cache lookups, by outcome (hit, miss).",
+    ),
+    family(
+        "butler_memory_result_cache_bytes",
+        Kind::Gauge,
+        "Bytes the read result cache holds (texts, roughly).",
+    ),
+    family(
+        "butler_memory_result_cache_entries",
+        Kind::Gauge,
+        "Answers the read result cache holds.",
+    ),
+    family(
+        "butler_memory_db_pool_connections",
+        Kind::Gauge,
+        "Database connections of the read pool, by state (idle, in_use).",
+    ),
+    family(
+        "butler_memory_db_pool_max_connections",
+        Kind::Gauge,
+        "Database connections the read pool may open.",
+    ),
+    family(
+        "butler_memory_http_connections",
+        Kind::Gauge,
+        "HTTP connections open.",
+    ),
+    Family {
+        zero: &[&[("reason", "total")], &[("reason", "per_peer")]],
+        ..family(
+            "butler_memory_http_connections_refused_total",
+            Kind::Counter,
+            "HTTP connections closed as accepted, by the cap they met.",
+        )
+    },
+    family(
+        "butler_memory_build_info",
+        Kind::Gauge,
+        "Always 1; the labels say which build runs (version).",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use super::*;
+
+    /// Every `counter!`, `gauge!` and `histogram!` with a literal `butler_memory_*` name in
+    /// the source, with its kind.
+    fn recorded() -> BTreeMap<String, &'static str> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut found = BTreeMap::new();
+        let mut dirs = vec![root.join("src"), root.join("actors/src")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") || path.ends_with("catalogue.rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for kind in ["counter", "gauge", "histogram"] {
+                    let call = format!("{kind}!(");
+                    for (at, _) in text.match_indices(&call) {
+                        let rest = text[at + call.len()..].trim_start();
+                        if let Some(name) = rest
+                            .strip_prefix('"')
+                            .and_then(|r| r.split_once('"'))
+                            .map(|(name, _)| name)
+                            .filter(|name| name.starts_with("butler_memory_"))
+                        {
+                            found.insert(name.to_owned(), kind);
+                        }
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn every_recorded_family_is_described_with_its_kind() {
+        let recorded = recorded();
+        assert!(
+            recorded.len() > 20,
+            "the scan found too little: {recorded:?}"
+        );
+        for (name, kind) in &recorded {
+            let family = FAMILIES
+                .iter()
+                .find(|f| f.name == name)
+                .unwrap_or_else(|| panic!("{name} is recorded but not in the catalogue"));
+            let described = match family.kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Seconds | Kind::Sizes => "histogram",
+            };
+            assert_eq!(described, *kind, "{name}");
+            if family.kind == Kind::Seconds {
+                assert!(
+                    name.ends_with("_seconds"),
+                    "{name}: durations are named in seconds"
+                );
+            }
+        }
+        for family in FAMILIES {
+            assert!(
+                recorded.contains_key(family.name),
+                "{} is described but never recorded",
+                family.name
+            );
+            assert!(!family.help.is_empty());
+            let counter = family.kind == Kind::Counter;
+            assert_eq!(counter, family.name.ends_with("_total"), "{}", family.name);
+        }
+    }
+}
