@@ -6,6 +6,7 @@
 //! bad input becomes a classified tool error (`invalid_input`) instead of a protocol error.
 
 pub mod direct;
+pub mod jsonrpc;
 pub mod params;
 pub mod reply;
 pub mod tools;

@@ -10,9 +10,11 @@
 //! bytes rmcp would.
 //!
 //! The check is conservative by construction. Anything this module does not fully
-//! understand (another method, a batch, an `Origin`, a session id, `_meta`, an unknown
-//! tool, a newer protocol version with its standard headers, unusual `Accept` weights) is
-//! handed to rmcp untouched, so rmcp stays the judge of every protocol rule and error.
+//! understand (another method, an `Origin`, a session id, `_meta`, an unknown tool, a newer
+//! protocol version with its standard headers, unusual `Accept` weights) is handed to rmcp
+//! untouched, so rmcp stays the judge of every protocol rule. Before either, the JSON-RPC
+//! envelope of a JSON POST is checked (`jsonrpc.rs`): malformed messages get their JSON-RPC
+//! errors, and a batch is split into its messages where the protocol version has batches.
 
 use std::sync::Arc;
 
@@ -28,6 +30,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde::Deserialize;
 
 use super::MemoryServer;
+use super::jsonrpc::{self, Envelope};
 use crate::http::request_meta::RequestMeta;
 
 /// Protocol versions whose requests need nothing beyond the JSON-RPC body: no standard
@@ -135,6 +138,17 @@ impl PlainRules {
         }
     }
 
+    /// Whether the body is ours to check as JSON-RPC before rmcp sees it: a JSON POST that
+    /// rmcp's header rules (content type, Host) would let through.
+    fn envelope_checked(&self, method: &Method, headers: &HeaderMap) -> bool {
+        method == Method::POST
+            && headers
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| essence(v).eq_ignore_ascii_case("application/json"))
+            && self.host_allowed(headers)
+    }
+
     /// Whether the headers allow a direct answer (the body is checked after).
     fn admit(&self, method: &Method, headers: &HeaderMap) -> bool {
         method == Method::POST
@@ -180,7 +194,11 @@ impl PlainRules {
 
 /// The `/mcp` handler.
 pub async fn handle(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
-    if !endpoint.rules.admit(request.method(), request.headers()) {
+    // rmcp's header rules (method, content type, Host) come first, as rmcp answers them.
+    if !endpoint
+        .rules
+        .envelope_checked(request.method(), request.headers())
+    {
         return endpoint.forward(request).await;
     }
     let (parts, body) = request.into_parts();
@@ -200,13 +218,109 @@ pub async fn handle(State(endpoint): State<Arc<Endpoint>>, request: Request) -> 
             return (status, format!("Failed to read request body: {e}")).into_response();
         }
     };
-    match endpoint.answer(&parts, &body).await {
-        Some(response) => response,
-        None => {
-            endpoint
-                .forward(Request::from_parts(parts, Body::from(body)))
-                .await
+    match jsonrpc::inspect(&body, &parts.headers) {
+        Envelope::Refused(error) => error.into_response(),
+        Envelope::Single { method } => endpoint.one(parts, body, method.is_some()).await,
+        Envelope::Batch(items) => endpoint.batch(parts, items).await,
+    }
+}
+
+impl Endpoint {
+    /// One well-formed message: answered here when it is a plain tool call, else by rmcp.
+    async fn one(&self, parts: Parts, body: Bytes, request: bool) -> Response {
+        if self.rules.admit(&parts.method, &parts.headers)
+            && let Some(response) = self.answer(&parts, &body).await
+        {
+            return response;
         }
+        let response = self
+            .forward(Request::from_parts(parts, Body::from(body)))
+            .await;
+        if request {
+            explained(response).await
+        } else {
+            response
+        }
+    }
+
+    /// A batch (protocol versions that have them): each message answered as if it came
+    /// alone, the answers to requests gathered in one array; 202 when there are none.
+    async fn batch(&self, parts: Parts, items: Vec<Bytes>) -> Response {
+        let mut answers = Vec::new();
+        for item in items {
+            let answer = match jsonrpc::inspect(&item, &parts.headers) {
+                Envelope::Refused(error) => error.body(),
+                // A batch inside a batch is not a message.
+                Envelope::Batch(_) => {
+                    jsonrpc::invalid_request("a batch holds messages, not batches")
+                }
+                Envelope::Single { method } => {
+                    let response = self
+                        .one(copy_for(&parts, item.len()), item, method.is_some())
+                        .await;
+                    if response.status() == StatusCode::ACCEPTED {
+                        continue;
+                    }
+                    match axum::body::to_bytes(response.into_body(), usize::MAX).await {
+                        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                            jsonrpc::internal_error(&String::from_utf8_lossy(&bytes))
+                        }),
+                        Err(e) => jsonrpc::internal_error(&e.to_string()),
+                    }
+                }
+            };
+            answers.push(answer);
+        }
+        if answers.is_empty() {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        (
+            [(CONTENT_TYPE, "application/json")],
+            serde_json::Value::Array(answers).to_string(),
+        )
+            .into_response()
+    }
+}
+
+/// The request's head for one message of its batch (`length` bytes).
+fn copy_for(parts: &Parts, length: usize) -> Parts {
+    let mut builder = Request::builder()
+        .method(parts.method.clone())
+        .uri(parts.uri.clone())
+        .version(parts.version);
+    if let Some(headers) = builder.headers_mut() {
+        *headers = parts.headers.clone();
+        headers.insert(CONTENT_LENGTH, length.into());
+    }
+    if let Some(extensions) = builder.extensions_mut() {
+        *extensions = parts.extensions.clone();
+    }
+    builder
+        .body(())
+        .map(|r| r.into_parts().0)
+        .expect("a head copied from a valid request")
+}
+
+/// rmcp's answer, with a "method not found" error saying what it is.
+async fn explained(response: Response) -> Response {
+    let json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if response.status() != StatusCode::OK || !json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let mut parts = parts;
+    match jsonrpc::explain_unknown_method(&bytes) {
+        Some(rewritten) => {
+            parts.headers.remove(CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(rewritten))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
     }
 }
 

@@ -155,3 +155,121 @@ async fn calls_the_direct_path_declines_still_reach_rmcp_with_their_body() {
     assert_eq!(status, 406);
     app.stop().await;
 }
+
+/// Posts `body` as it is (not necessarily JSON) with `version` as the protocol version.
+async fn post_raw(app: &TestApp, version: Option<&str>, body: &str) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .post(app.url("/mcp"))
+        .header("Accept", PLAIN_ACCEPT)
+        .header("Content-Type", "application/json")
+        .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
+        .body(body.to_owned());
+    if let Some(version) = version {
+        request = request.header("MCP-Protocol-Version", version);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let value = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: not JSON: {text}"))
+    };
+    (status, value)
+}
+
+/// Malformed messages get the JSON-RPC errors the specification names, as JSON.
+#[tokio::test]
+async fn malformed_messages_are_json_rpc_errors() {
+    let app = spawn_app().await;
+    let (status, body) = post_raw(&app, None, "{bad json").await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!(-32700)),
+        "{body}"
+    );
+    assert_eq!(body["id"], Value::Null);
+
+    let (status, body) = post_raw(&app, None, r#"{"id":1,"method":"tools/list"}"#).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!(-32600)),
+        "{body}"
+    );
+
+    let (status, body) = post_raw(
+        &app,
+        Some("2025-06-18"),
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"memory_stats","arguments":"notanobject"}}"#,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["code"], &body["id"]),
+        (200, &json!(-32602), &json!(5)),
+        "{body}"
+    );
+
+    let (status, body) = post_raw(
+        &app,
+        Some("2025-06-18"),
+        r#"{"jsonrpc":"2.0","id":6,"method":"nope/nothing"}"#,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (200, &json!(-32601)),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Method not found: `nope/nothing`"),
+        "{message}"
+    );
+    app.stop().await;
+}
+
+/// A batch is answered message by message under 2025-03-26 (the version a request without
+/// the header speaks), and refused under versions that removed batches.
+#[tokio::test]
+async fn batches_are_answered_where_the_protocol_has_them() {
+    let app = spawn_app().await;
+    let batch = r#"[
+        {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_stats","arguments":{}}},
+        {"jsonrpc":"2.0","method":"notifications/initialized"},
+        {"jsonrpc":"2.0","id":"two","method":"tools/list"},
+        {"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_stats","arguments":7}}
+    ]"#;
+    for version in [None, Some("2025-03-26")] {
+        let (status, body) = post_raw(&app, version, batch).await;
+        assert_eq!(status, 200, "{body}");
+        let answers = body
+            .as_array()
+            .unwrap_or_else(|| panic!("not an array: {body}"));
+        assert_eq!(answers.len(), 3, "the notification has no answer: {body}");
+        assert_eq!(answers[0]["id"], 1);
+        assert!(
+            answers[0]["result"]["structuredContent"].is_object(),
+            "{body}"
+        );
+        assert_eq!(answers[1]["id"], "two");
+        assert!(answers[1]["result"]["tools"].is_array(), "{body}");
+        assert_eq!(
+            (&answers[2]["id"], &answers[2]["error"]["code"]),
+            (&json!(3), &json!(-32602))
+        );
+    }
+    let (status, body) = post_raw(&app, Some("2025-06-18"), batch).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!(-32600)),
+        "{body}"
+    );
+    let (status, body) = post_raw(
+        &app,
+        None,
+        r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#,
+    )
+    .await;
+    assert_eq!((status, body), (202, Value::Null));
+    app.stop().await;
+}
