@@ -14,12 +14,13 @@ pub mod tools;
 use std::sync::Arc;
 use std::time::Instant;
 
-use butler_memory_actors::{Caller, Engine, ErrorClass, ErrorCode, Lineage, MemoryError};
+use butler_memory_actors::{Caller, Engine, ErrorClass, ErrorCode, Lineage, MemoryError, Role};
 use futures::future::BoxFuture;
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -40,10 +41,14 @@ use params::{
 };
 use tools::Outcome;
 
-/// One tool: its name, what it does, the schema of its parameters, and what runs it.
+/// One tool: its name, what it does, who may call it, what it changes, the schema of its
+/// parameters, and what runs it.
 struct ToolSpec {
     name: &'static str,
+    title: &'static str,
     description: &'static str,
+    audience: Audience,
+    effect: Effect,
     schema: fn() -> Arc<JsonObject>,
     /// Parses the arguments into the parameters and runs the handler. Boxed, so a request's
     /// future stays small whichever tool runs: request futures are moved as they are
@@ -51,12 +56,69 @@ struct ToolSpec {
     run: for<'a> fn(&'a Engine, &'a Caller, JsonObject, Lineage) -> BoxFuture<'a, Outcome>,
 }
 
-/// A [`ToolSpec`] from the parameter struct, the handler and the description.
+/// Which keys a tool is listed to. The engine enforces the same rights on every call (a
+/// test calls each tool with each role); a key is shown only what it may call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Memory content: butler and admin keys.
+    Memory,
+    /// Tenant administration: admin keys.
+    Admin,
+    /// Operations: admin and operator keys.
+    AdminOrOperator,
+}
+
+impl Audience {
+    pub fn admits(self, role: Role) -> bool {
+        match self {
+            Audience::Memory => matches!(role, Role::Butler | Role::Admin),
+            Audience::Admin => role == Role::Admin,
+            Audience::AdminOrOperator => matches!(role, Role::Admin | Role::Operator),
+        }
+    }
+}
+
+/// What a call changes, as MCP's tool annotations say it to clients (hints for whether to
+/// ask a person first). No tool reaches outside the memory store (`openWorldHint: false`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effect {
+    /// Reads; a search or context bumps reference counts, which changes nothing a caller
+    /// sees as memory.
+    Reads,
+    /// Adds records or evidence; a repeat adds again (unless an idempotency key says not).
+    Adds,
+    /// Takes something out of retrieval (reversible by an admin); a repeat changes nothing more.
+    Removes,
+    /// Changes state back or again; a repeat changes nothing more.
+    Repeatable,
+}
+
+impl Effect {
+    fn annotations(self, title: &str) -> ToolAnnotations {
+        let (read_only, destructive, idempotent) = match self {
+            Effect::Reads => (true, false, true),
+            Effect::Adds => (false, false, false),
+            Effect::Removes => (false, true, true),
+            Effect::Repeatable => (false, false, true),
+        };
+        ToolAnnotations::with_title(title)
+            .read_only(read_only)
+            .destructive(destructive)
+            .idempotent(idempotent)
+            .open_world(false)
+    }
+}
+
+/// A [`ToolSpec`] from its name, title, audience, effect, parameter struct, handler and
+/// description.
 macro_rules! tool {
-    ($name:literal, $params:ty, $handler:path, $description:expr $(,)?) => {
+    ($name:literal, $title:literal, $audience:expr, $effect:expr, $params:ty, $handler:path, $description:expr $(,)?) => {
         ToolSpec {
             name: $name,
+            title: $title,
             description: $description,
+            audience: $audience,
+            effect: $effect,
             schema: schema_for_type::<$params>,
             run: |engine, caller, args, fallback| {
                 Box::pin(parse_and_run::<$params, _, _>(
@@ -73,6 +135,9 @@ macro_rules! tool {
 const TOOLS: &[ToolSpec] = &[
     tool!(
         "memory_store_episode",
+        "Store an episode",
+        Audience::Memory,
+        Effect::Adds,
         StoreEpisodeParams,
         tools::store_episode,
         "Store what happened in a session (an episode). Acknowledged once durable; \
@@ -80,6 +145,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_ingest_batch",
+        "Store episodes in a batch",
+        Audience::Memory,
+        Effect::Adds,
         IngestBatchParams,
         tools::ingest_batch,
         "Store many episodes in one call (bulk import, load tests): each butler's \
@@ -88,6 +156,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_store_fact",
+        "Store a fact",
+        Audience::Memory,
+        Effect::Adds,
         StoreFactParams,
         tools::store_fact,
         "Store a fact (subject, predicate, content). A fact with the same subject \
@@ -95,18 +166,27 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_store_rule",
+        "Store a rule",
+        Audience::Memory,
+        Effect::Adds,
         StoreRuleParams,
         tools::store_rule,
         "Store a behaviour rule as a candidate; it earns trust through helpful marks.",
     ),
     tool!(
         "memory_get",
+        "Get a memory",
+        Audience::Memory,
+        Effect::Reads,
         GetParams,
         tools::get,
         "Get one memory by type and id, with its provenance links in both directions.",
     ),
     tool!(
         "memory_search",
+        "Search memory",
+        Audience::Memory,
+        Effect::Reads,
         SearchParams,
         tools::search,
         "Search memories: hybrid (default: semantic and keyword lists fused by \
@@ -116,6 +196,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_recall",
+        "Recall about a subject",
+        Audience::Memory,
+        Effect::Reads,
         RecallParams,
         tools::recall,
         "Recall the facts and rules most relevant to a topic, composite-scored. \
@@ -123,6 +206,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_context",
+        "Memory context for a session",
+        Audience::Memory,
+        Effect::Reads,
         ContextParams,
         tools::context,
         "The memory block to put in a butler's system prompt before a session: \
@@ -131,6 +217,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_context_batch",
+        "Memory context for many sessions",
+        Audience::Memory,
+        Effect::Reads,
         ContextBatchParams,
         tools::context_batch,
         "memory_context for many sessions at once: one embedding batch, answers in \
@@ -138,6 +227,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_confirm",
+        "Confirm a fact",
+        Audience::Memory,
+        Effect::Adds,
         ConfirmParams,
         tools::confirm,
         "Confirm that a fact or rule you used is still true: its confidence decay \
@@ -146,6 +238,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_mark_helpful",
+        "Mark a rule helpful",
+        Audience::Memory,
+        Effect::Adds,
         MarkHelpfulParams,
         tools::mark_helpful,
         "Report that applying a rule helped. Counts toward its effectiveness and its \
@@ -153,6 +248,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_mark_harmful",
+        "Mark a rule harmful",
+        Audience::Memory,
+        Effect::Adds,
         MarkHarmfulParams,
         tools::mark_harmful,
         "Report that applying a rule caused a problem, and why. Harm weighs four \
@@ -161,6 +259,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_forget",
+        "Forget a memory",
+        Audience::Memory,
+        Effect::Removes,
         ForgetParams,
         tools::forget,
         "Forget a memory: a fact or rule becomes retracted, an episode is \
@@ -169,6 +270,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_restore",
+        "Restore a forgotten memory",
+        Audience::Admin,
+        Effect::Repeatable,
         RestoreParams,
         tools::restore,
         "Admin: undo a forget, putting the memory back in the state it was \
@@ -176,6 +280,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_activity_stream",
+        "Audit stream",
+        Audience::Admin,
+        Effect::Reads,
         ActivityStreamParams,
         tools::activity_stream,
         "Admin: the audit stream of every change to the tenant's memory, oldest \
@@ -183,6 +290,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_run_sweep",
+        "Run lifecycle sweeps",
+        Audience::AdminOrOperator,
+        Effect::Removes,
         RunSweepParams,
         tools::run_sweep,
         "Admin: run the lifecycle sweeps now (decay: fading, expiry, rule \
@@ -191,6 +301,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_dead_letters",
+        "Dead-lettered episodes",
+        Audience::Admin,
+        Effect::Reads,
         DeadLettersParams,
         tools::dead_letters,
         "Admin: episodes consolidation gave up on (after its retries), with the \
@@ -198,6 +311,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_requeue_dead_letters",
+        "Requeue dead letters",
+        Audience::Admin,
+        Effect::Repeatable,
         RequeueParams,
         tools::requeue_dead_letters,
         "Admin: put dead-lettered episodes (the given ids, or all) back in the \
@@ -205,6 +321,9 @@ const TOOLS: &[ToolSpec] = &[
     ),
     tool!(
         "memory_stats",
+        "Memory statistics",
+        Audience::Memory,
+        Effect::Reads,
         StatsParams,
         tools::stats,
         "Counts and health indicators: memories by type and state, confidence and \
@@ -217,12 +336,24 @@ pub fn tool_names() -> impl Iterator<Item = &'static str> {
     TOOLS.iter().map(|t| t.name)
 }
 
-/// The tool definitions as listed to clients.
+/// Every tool's definition, as listed to an admin key (the snapshot's view).
 pub fn tool_definitions() -> Vec<Tool> {
+    TOOLS.iter().map(definition).collect()
+}
+
+/// The definitions of the tools `role` may call: what `tools/list` answers it.
+pub fn tool_definitions_for(role: Role) -> Vec<Tool> {
     TOOLS
         .iter()
-        .map(|t| Tool::new(t.name, t.description, (t.schema)()))
+        .filter(|t| t.audience.admits(role))
+        .map(definition)
         .collect()
+}
+
+fn definition(tool: &ToolSpec) -> Tool {
+    Tool::new(tool.name, tool.description, (tool.schema)())
+        .with_title(tool.title)
+        .with_annotations(tool.effect.annotations(tool.title))
 }
 
 /// The MCP server: one cheap clone per request (the endpoint is stateless).
@@ -245,9 +376,15 @@ impl ServerHandler for MemoryServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tool_definitions()))
+        let role = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .map(|caller| caller.role)
+            .ok_or_else(|| ErrorData::internal_error("tools/list without a caller", None))?;
+        Ok(ListToolsResult::with_all_items(tool_definitions_for(role)))
     }
 
     async fn call_tool(

@@ -256,6 +256,8 @@ pub async fn context_batch(
     fallback: Lineage,
 ) -> Outcome {
     with_lineage(p.request_context, fallback, |_| async move {
+        // A key that may not read memory at all is refused as a whole, not item by item.
+        caller.require_memory_access()?;
         if p.requests.is_empty() || p.requests.len() > MAX_CONTEXT_BATCH {
             return Err(MemoryError::new(
                 ErrorCode::InvalidBatch,

@@ -24,3 +24,4 @@ mod startup;
 mod store_tools;
 mod supersession;
 mod supervision;
+mod tool_rights;
