@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use butler_memory_actors::{Caller, ErrorCode, MemoryError, Role};
@@ -111,20 +111,22 @@ pub async fn require_key(
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        None => unauthorized(),
+        None => unauthorized(request.headers()),
     }
 }
 
-/// The 401 answer: a JSON body in the service's error shape and a bearer challenge.
-pub fn unauthorized() -> Response {
+/// The 401 answer: a JSON body in the service's error shape and a bearer challenge that
+/// points to the resource's metadata (RFC 9728), as MCP clients expect.
+pub fn unauthorized(headers: &HeaderMap) -> Response {
     let error = MemoryError::new(
         ErrorCode::Unauthenticated,
         "missing or unknown API key: send `Authorization: Bearer <key>`",
     );
     let mut response = crate::http::error_response(&error);
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        crate::http::resource_metadata::challenge(headers),
+    );
     response
 }
 #[cfg(test)]

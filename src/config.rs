@@ -57,6 +57,8 @@ pub struct EdgeConfig {
 #[serde(deny_unknown_fields)]
 pub struct McpConfig {
     pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed besides those on an allowed host (`*` for any).
+    pub allowed_origins: Vec<String>,
     pub max_request_bytes: usize,
 }
 

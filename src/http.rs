@@ -6,6 +6,7 @@ pub mod actors;
 pub mod health;
 pub mod metrics;
 pub mod request_meta;
+pub mod resource_metadata;
 pub mod server;
 
 use axum::Json;

@@ -511,10 +511,5 @@ pub fn endpoint(state: Arc<AppState>, config: &McpConfig, cancel: CancellationTo
     let server = MemoryServer { state };
     let factory = server.clone();
     let rmcp = StreamableHttpService::new(move || Ok(factory.clone()), Default::default(), http);
-    Endpoint::new(
-        server,
-        rmcp,
-        &config.allowed_hosts,
-        config.max_request_bytes,
-    )
+    Endpoint::new(server, rmcp, config)
 }

@@ -228,7 +228,8 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
             &state.config.edge.mcp,
             cancel,
         )))
-        .layer(axum::middleware::from_fn_with_state(
+        // Matched routes only: an unknown path is 404 whether or not it carries a key.
+        .route_layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
             require_key,
         ));
@@ -238,6 +239,14 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
         .route("/readyz", get(http::health::readyz))
         .route("/actors", get(http::actors::actors))
         .route("/metrics", get(http::metrics::metrics))
+        .route(
+            http::resource_metadata::PATH,
+            get(http::resource_metadata::document),
+        )
+        .route(
+            http::resource_metadata::PATH_FOR_MCP,
+            get(http::resource_metadata::document),
+        )
         .with_state(state)
         .merge(mcp)
         // Outermost, so that refusals (401, 413) have an id and a log line too.

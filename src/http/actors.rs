@@ -19,7 +19,7 @@ pub async fn actors(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let Some(caller) = state.auth.caller(authorization) else {
-        return unauthorized();
+        return unauthorized(&headers);
     };
     let own_prefix = format!("{}/", caller.tenant_id);
     let visible = |kind: ActorKind, key: &str| match caller.role {

@@ -31,6 +31,7 @@ use serde::Deserialize;
 
 use super::MemoryServer;
 use super::jsonrpc::{self, Envelope};
+use crate::config::McpConfig;
 use crate::http::request_meta::RequestMeta;
 
 /// Protocol versions whose requests need nothing beyond the JSON-RPC body: no standard
@@ -52,6 +53,8 @@ pub struct Endpoint {
 struct PlainRules {
     /// rmcp's DNS-rebinding allowlist, parsed once: host (lowercase, no brackets), port.
     allowed_hosts: Vec<(String, Option<u16>)>,
+    /// Origins allowed besides those on an allowed host, lowercase, without a trailing `/`.
+    allowed_origins: Vec<String>,
     max_request_bytes: usize,
 }
 
@@ -78,13 +81,13 @@ impl Endpoint {
     pub fn new(
         server: MemoryServer,
         rmcp: StreamableHttpService<MemoryServer, LocalSessionManager>,
-        allowed_hosts: &[String],
-        max_request_bytes: usize,
+        config: &McpConfig,
     ) -> Self {
         Self {
             server,
             rmcp,
-            rules: PlainRules::new(allowed_hosts, max_request_bytes),
+            rules: PlainRules::new(&config.allowed_hosts, config.max_request_bytes)
+                .with_origins(&config.allowed_origins),
         }
     }
 
@@ -134,8 +137,48 @@ impl PlainRules {
             .collect();
         Self {
             allowed_hosts,
+            allowed_origins: Vec::new(),
             max_request_bytes,
         }
+    }
+
+    fn with_origins(mut self, origins: &[String]) -> Self {
+        self.allowed_origins = origins
+            .iter()
+            .map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase())
+            .filter(|o| !o.is_empty())
+            .collect();
+        self
+    }
+
+    /// The MCP rule against DNS rebinding from browsers: a request with an `Origin` comes
+    /// from a page, which may call only if its origin is on an allowed host or listed.
+    /// Requests without one (every client that is not a browser) pass.
+    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(origin) = headers.get(ORIGIN) else {
+            return true;
+        };
+        let Some(origin) = origin.to_str().ok().map(str::to_ascii_lowercase) else {
+            return false;
+        };
+        if self
+            .allowed_origins
+            .iter()
+            .any(|o| o == "*" || *o == origin.trim_end_matches('/'))
+        {
+            return true;
+        }
+        let Some((_, authority)) = origin.split_once("://") else {
+            return false;
+        };
+        let Ok(authority) = authority.parse::<axum::http::uri::Authority>() else {
+            return false;
+        };
+        let host = normalise_host(authority.host());
+        let port = authority.port_u16();
+        self.allowed_hosts
+            .iter()
+            .any(|(h, p)| *h == host && p.is_none_or(|p| port == Some(p)))
     }
 
     /// Whether the body is ours to check as JSON-RPC before rmcp sees it: a JSON POST that
@@ -194,6 +237,9 @@ impl PlainRules {
 
 /// The `/mcp` handler.
 pub async fn handle(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
+    if !endpoint.rules.origin_allowed(request.headers()) {
+        return jsonrpc::forbidden_origin(request.headers().get(ORIGIN)).into_response();
+    }
     // rmcp's header rules (method, content type, Host) come first, as rmcp answers them.
     if !endpoint
         .rules
@@ -431,6 +477,32 @@ mod tests {
         let ported = PlainRules::new(&["localhost:8150".into()], 1000);
         assert!(ported.admit(&Method::POST, &with("host", "localhost:8150")));
         assert!(!ported.admit(&Method::POST, &with("host", "localhost:9000")));
+    }
+
+    #[test]
+    fn pages_call_only_from_allowed_origins() {
+        let rules = rules().with_origins(&["https://Console.Example.com/".into()]);
+        assert!(rules.origin_allowed(&plain()), "no Origin: not a browser");
+        for allowed in [
+            "http://localhost:6274",
+            "http://127.0.0.1",
+            "http://[::1]:3000",
+            "https://console.example.com",
+        ] {
+            assert!(rules.origin_allowed(&with("origin", allowed)), "{allowed}");
+        }
+        for refused in [
+            "https://evil.example",
+            "null",
+            "http://localhost.evil.example",
+            "garbage",
+        ] {
+            assert!(!rules.origin_allowed(&with("origin", refused)), "{refused}");
+        }
+        let any = PlainRules::new(&[], 1000).with_origins(&["*".into()]);
+        assert!(any.origin_allowed(&with("origin", "https://evil.example")));
+        let none = PlainRules::new(&[], 1000);
+        assert!(!none.origin_allowed(&with("origin", "http://localhost")));
     }
 
     #[test]

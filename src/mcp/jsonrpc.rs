@@ -189,6 +189,17 @@ fn check_tool_call(params: Option<&Value>) -> Result<(), &'static str> {
     }
 }
 
+/// The answer to a page whose origin may not call (403).
+pub fn forbidden_origin(origin: Option<&axum::http::HeaderValue>) -> RpcError {
+    let origin = origin.and_then(|o| o.to_str().ok()).unwrap_or("?");
+    RpcError::new(
+        StatusCode::FORBIDDEN,
+        Value::Null,
+        -32000,
+        format!("Forbidden: requests from origin `{origin}` are not allowed (mcp.allowed_origins)"),
+    )
+}
+
 /// An invalid-request error for one message of a batch.
 pub fn invalid_request(why: &str) -> Value {
     RpcError::new(

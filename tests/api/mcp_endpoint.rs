@@ -273,3 +273,63 @@ async fn batches_are_answered_where_the_protocol_has_them() {
     assert_eq!((status, body), (202, Value::Null));
     app.stop().await;
 }
+
+/// What a client that probes sees: unknown paths are 404 with or without a key, a 401 on
+/// `/mcp` points to the resource's metadata (RFC 9728), which says to send a bearer token
+/// and names no authorization server; a page from an origin that is not allowed is refused.
+#[tokio::test]
+async fn probes_get_404s_a_metadata_document_and_origins_are_checked() {
+    let app = spawn_app().await;
+    let client = reqwest::Client::new();
+    for path in ["/nowhere", "/mcp/extra"] {
+        let response = client.get(app.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    let unauthorised = client.post(app.url("/mcp")).send().await.unwrap();
+    assert_eq!(unauthorised.status(), 401);
+    let challenge = unauthorised.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let host = app.url("").trim_end_matches('/').to_owned();
+    let metadata_url = format!("{host}/.well-known/oauth-protected-resource");
+    assert_eq!(
+        challenge,
+        format!("Bearer realm=\"butler-memory\", resource_metadata=\"{metadata_url}\"")
+    );
+    let document: Value = client
+        .get(&metadata_url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(document["resource"], format!("{host}/mcp"));
+    assert_eq!(document["bearer_methods_supported"], json!(["header"]));
+    assert_eq!(document["authorization_servers"], json!([]));
+
+    let call = tool_call(1, "memory_stats", json!({}));
+    let from = |origin: &'static str| {
+        client
+            .post(app.url("/mcp"))
+            .header("Accept", PLAIN_ACCEPT)
+            .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
+            .header("Origin", origin)
+            .json(&call)
+            .send()
+    };
+    let refused = from("https://evil.example").await.unwrap();
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("evil.example"),
+        "{body}"
+    );
+    let allowed = from("http://localhost:6274").await.unwrap();
+    assert_eq!(allowed.status(), 200);
+    app.stop().await;
+}
