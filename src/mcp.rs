@@ -9,6 +9,7 @@ pub mod direct;
 pub mod jsonrpc;
 pub mod params;
 pub mod reply;
+pub mod schema;
 pub mod tools;
 
 use std::sync::Arc;
@@ -30,7 +31,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::app_state::AppState;
-use crate::config::McpConfig;
+use crate::config::{Config, McpConfig};
 use crate::http::request_meta::{RequestMeta, ToolNote};
 use direct::Endpoint;
 use params::{
@@ -336,22 +337,24 @@ pub fn tool_names() -> impl Iterator<Item = &'static str> {
     TOOLS.iter().map(|t| t.name)
 }
 
-/// Every tool's definition, as listed to an admin key (the snapshot's view).
-pub fn tool_definitions() -> Vec<Tool> {
-    TOOLS.iter().map(definition).collect()
+/// Every tool's definition under `config`'s limits, as listed to an admin key.
+pub fn tool_definitions(config: &Config) -> Vec<Tool> {
+    TOOLS.iter().map(|t| definition(t, config)).collect()
 }
 
 /// The definitions of the tools `role` may call: what `tools/list` answers it.
-pub fn tool_definitions_for(role: Role) -> Vec<Tool> {
+pub fn tool_definitions_for(role: Role, config: &Config) -> Vec<Tool> {
     TOOLS
         .iter()
         .filter(|t| t.audience.admits(role))
-        .map(definition)
+        .map(|t| definition(t, config))
         .collect()
 }
 
-fn definition(tool: &ToolSpec) -> Tool {
-    Tool::new(tool.name, tool.description, (tool.schema)())
+fn definition(tool: &ToolSpec, config: &Config) -> Tool {
+    let mut input = (*(tool.schema)()).clone();
+    schema::standardize(tool.name, &mut input, config);
+    Tool::new(tool.name, tool.description, Arc::new(input))
         .with_title(tool.title)
         .with_annotations(tool.effect.annotations(tool.title))
 }
@@ -384,7 +387,10 @@ impl ServerHandler for MemoryServer {
             .and_then(|parts| parts.extensions.get::<Caller>())
             .map(|caller| caller.role)
             .ok_or_else(|| ErrorData::internal_error("tools/list without a caller", None))?;
-        Ok(ListToolsResult::with_all_items(tool_definitions_for(role)))
+        Ok(ListToolsResult::with_all_items(tool_definitions_for(
+            role,
+            &self.state.config,
+        )))
     }
 
     async fn call_tool(

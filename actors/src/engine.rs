@@ -4,6 +4,7 @@
 //! record (`engine/lifecycle.rs`), and stops everything in order.
 
 mod lifecycle;
+pub use lifecycle::MAX_ACTIVITY_PAGE;
 mod reads;
 #[cfg(feature = "testkit")]
 mod testkit;

@@ -33,7 +33,7 @@ mod write_path;
 pub use actors::EmbedderFactory;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use consolidation::install_tls_provider;
-pub use engine::{Engine, EngineStartError, Readiness};
+pub use engine::{Engine, EngineStartError, MAX_ACTIVITY_PAGE, Readiness};
 pub use services::DatabaseHealth;
 
 // Configuration: the engine's sections, reused by the edge's configuration.
@@ -72,7 +72,7 @@ pub use domain::validity::Validity;
 // What the engine answers.
 pub use actors::directory::{ActorKind, ActorSnapshot, ActorStatus};
 pub use domain::context_block::{ContextBlock, ContextOutcome, TokenCounter};
-pub use domain::episode::{DeadLetter, Episode, Inserted};
+pub use domain::episode::{DeadLetter, Episode, Inserted, MAX_TTL_DAYS, MIN_TTL_DAYS};
 pub use domain::event::{Since, StoredEvent};
 pub use domain::fact::{Fact, StoredFact};
 pub use domain::feedback::{Mark, Rated};

@@ -179,8 +179,11 @@ async fn the_embedding_backlog_gauge_follows_the_rows_waiting() {
 /// review. Regenerate with `UPDATE_SNAPSHOTS=1 cargo test`.
 #[test]
 fn tool_schemas_match_the_snapshot() {
-    let tools =
-        serde_json::to_string_pretty(&butler_memory::mcp::tool_definitions()).unwrap() + "\n";
+    let tools = serde_json::to_string_pretty(&butler_memory::mcp::tool_definitions(
+        &butler_memory::config::Config::from_toml("").unwrap(),
+    ))
+    .unwrap()
+        + "\n";
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools.json");
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -89,7 +89,9 @@ async fn each_key_is_listed_what_it_may_call_and_refused_the_rest() {
 
 #[test]
 fn every_tool_has_a_title_and_annotations() {
-    for tool in butler_memory::mcp::tool_definitions() {
+    for tool in
+        butler_memory::mcp::tool_definitions(&butler_memory::config::Config::from_toml("").unwrap())
+    {
         let title = tool.title.as_deref().unwrap_or_default();
         assert!(!title.is_empty(), "{}", tool.name);
         let a = tool
@@ -121,4 +123,40 @@ fn every_tool_has_a_title_and_annotations() {
             assert_eq!(a.destructive_hint, Some(false), "{}", tool.name);
         }
     }
+}
+
+/// The limits a schema states are the service's: at the bound a call passes, past it the
+/// call is refused as `invalid_input`.
+#[tokio::test]
+async fn the_limits_a_schema_states_are_the_services() {
+    let app = spawn_app().await;
+    let tools = listed(&app, TENANT_A_ADMIN).await;
+    let property = |tool: &str, name: &str| -> Value {
+        let tool = tools.iter().find(|t| t.name == tool).unwrap();
+        Value::Object((*tool.input_schema).clone())["properties"][name].clone()
+    };
+    let client = app.client(TENANT_A_HEALTH).await;
+    let max_limit = property("memory_search", "limit")["maximum"]
+        .as_u64()
+        .unwrap();
+    for (limit, passes) in [(max_limit, true), (max_limit + 1, false)] {
+        let result = client
+            .call("memory_search", json!({"query": "tea", "limit": limit}))
+            .await;
+        assert_eq!(result.is_error != Some(true), passes, "limit {limit}");
+    }
+    let max_chars = property("memory_store_fact", "subject")["maxLength"]
+        .as_u64()
+        .unwrap();
+    for (chars, passes) in [(max_chars, true), (max_chars + 1, false)] {
+        let subject = "s".repeat(chars as usize);
+        let result = client
+            .call(
+                "memory_store_fact",
+                json!({"subject": subject, "predicate": "p", "content": "c"}),
+            )
+            .await;
+        assert_eq!(result.is_error != Some(true), passes, "{chars} characters");
+    }
+    app.stop().await;
 }
