@@ -4,6 +4,7 @@
 mod auth_and_tenancy;
 mod bursty_writes;
 mod cli;
+mod conformance;
 mod consolidation;
 mod context;
 mod decay_and_maturity;
