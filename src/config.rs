@@ -218,7 +218,8 @@ fn layered(file: Option<&Path>) -> Result<Figment, ConfigError> {
         }
         figment = figment.merge(Toml::file_exact(file));
     }
-    Ok(figment.merge(Env::prefixed(ENV_PREFIX).split("__")))
+    // BUTLER_MEMORY_KEY is the stdio caller's key (src/stdio.rs), not a configuration key.
+    Ok(figment.merge(Env::prefixed(ENV_PREFIX).ignore(&["key"]).split("__")))
 }
 
 /// The documented defaults' keys and values. A top-level key they do not have is unknown:

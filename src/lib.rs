@@ -8,6 +8,7 @@ pub mod database_watch;
 pub mod http;
 pub mod mcp;
 pub mod startup;
+pub mod stdio;
 pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;

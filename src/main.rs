@@ -39,6 +39,14 @@ enum Command {
     /// Check the configuration: every problem at once (exit 2), or the effective
     /// configuration as TOML, secrets redacted.
     CheckConfig,
+    /// Serve MCP on stdin and stdout, for a client that starts the service as its child
+    /// (logs on stderr; data in the user's data directory unless data_dir is set).
+    Stdio {
+        /// Act as this configured key (default: BUTLER_MEMORY_KEY, else the local user, an
+        /// admin of the bootstrap tenant).
+        #[arg(long)]
+        key: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -81,6 +89,10 @@ fn main() -> ExitCode {
             Command::Serve => {
                 let app = Application::build(config).await?;
                 app.run_until_stopped(shutdown_signal()).await
+            }
+            Command::Stdio { key } => {
+                let key = key.or_else(|| std::env::var("BUTLER_MEMORY_KEY").ok());
+                butler_memory::stdio::serve(config, key, shutdown_signal()).await
             }
             Command::Migrate => {
                 let applied = migrate(&config).await?;

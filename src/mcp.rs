@@ -363,6 +363,28 @@ fn definition(tool: &ToolSpec, config: &Config) -> Tool {
 #[derive(Clone)]
 pub struct MemoryServer {
     state: Arc<AppState>,
+    /// The caller of every request, over a transport without keys (stdio); over HTTP the
+    /// caller comes with each request, from its key.
+    local: Option<Caller>,
+}
+
+impl MemoryServer {
+    /// A server whose every request is `caller`'s (stdio: one local user).
+    pub fn local(state: Arc<AppState>, caller: Caller) -> MemoryServer {
+        MemoryServer {
+            state,
+            local: Some(caller),
+        }
+    }
+
+    /// Who is calling: the HTTP request's key, or the local caller.
+    fn caller<'a>(&'a self, context: &'a RequestContext<RoleServer>) -> Option<&'a Caller> {
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .or(self.local.as_ref())
+    }
 }
 
 impl ServerHandler for MemoryServer {
@@ -381,10 +403,8 @@ impl ServerHandler for MemoryServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let role = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Caller>())
+        let role = self
+            .caller(&context)
             .map(|caller| caller.role)
             .ok_or_else(|| ErrorData::internal_error("tools/list without a caller", None))?;
         Ok(ListToolsResult::with_all_items(tool_definitions_for(
@@ -398,13 +418,12 @@ impl ServerHandler for MemoryServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let parts = context.extensions.get::<axum::http::request::Parts>();
-        let caller = parts
-            .and_then(|parts| parts.extensions.get::<Caller>())
-            .ok_or_else(|| {
-                ErrorData::internal_error("request reached a tool without a caller", None)
-            })?;
-        let meta = parts
+        let caller = self.caller(&context).ok_or_else(|| {
+            ErrorData::internal_error("request reached a tool without a caller", None)
+        })?;
+        let meta = context
+            .extensions
+            .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<RequestMeta>())
             .cloned()
             .unwrap_or_else(RequestMeta::generated);
@@ -514,7 +533,7 @@ pub fn endpoint(state: Arc<AppState>, config: &McpConfig, cancel: CancellationTo
     } else {
         http.with_allowed_hosts(config.allowed_hosts.clone())
     };
-    let server = MemoryServer { state };
+    let server = MemoryServer { state, local: None };
     let factory = server.clone();
     let rmcp = StreamableHttpService::new(move || Ok(factory.clone()), Default::default(), http);
     Endpoint::new(server, rmcp, config)

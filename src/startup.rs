@@ -64,15 +64,25 @@ pub enum StartupError {
     },
     #[error("stopping the embedded PostgreSQL: {0}")]
     StopPostgres(#[source] EmbeddedPostgresError),
+    #[error(
+        "the key given for stdio (--key or BUTLER_MEMORY_KEY) is not one of the configured keys"
+    )]
+    UnknownKey,
+}
+
+/// The service without its listeners: the database (watched), the engine and the keys.
+/// The HTTP [`Application`] and `butler-memory stdio` both run on one.
+pub struct Core {
+    state: Arc<AppState>,
+    /// Watches the database (and holds the embedded PostgreSQL) while the service runs.
+    watch: DatabaseWatch,
 }
 
 /// A built application, listening but not yet serving.
 pub struct Application {
-    state: Arc<AppState>,
+    core: Core,
     listener: TcpListener,
     metrics_listener: Option<TcpListener>,
-    /// Watches the database (and holds the embedded PostgreSQL) while the service runs.
-    watch: DatabaseWatch,
     cancel: CancellationToken,
 }
 
@@ -83,21 +93,14 @@ const ENGINE_STOP: Duration = Duration::from_secs(40);
 /// The longest closing the connection pools may take.
 const POOLS_CLOSE: Duration = Duration::from_secs(5);
 
-impl Application {
-    /// Builds with the real clock and the configured MiniLM embedder.
-    pub async fn build(config: Config) -> Result<Application, StartupError> {
-        let factory =
-            Engine::minilm_factory(&config.engine.embedder).map_err(StartupError::Model)?;
-        Self::build_with(config, Arc::new(SystemClock), factory).await
-    }
-
-    /// Builds with a given clock and embedder (tests pin the clock).
-    pub async fn build_with(
+impl Core {
+    /// Opens the database (starting the embedded one unless `database_url` names another),
+    /// applies migrations, and starts the engine with `clock` and `factory`'s embedder.
+    pub async fn build(
         config: Config,
         clock: SharedClock,
         factory: EmbedderFactory,
-    ) -> Result<Application, StartupError> {
-        let started = Instant::now();
+    ) -> Result<Core, StartupError> {
         butler_memory_actors::install_tls_provider();
         let metrics = telemetry::metrics();
         let edge = &config.edge;
@@ -123,80 +126,23 @@ impl Application {
                 source,
             }
         })?;
-        let listener = listen(&edge.listen.to_string()).await?;
-        let metrics_listener = match edge.metrics.listen.as_str() {
-            "" => None,
-            address => Some(listen(address).await?),
-        };
-        let embedded_postgres = edge.database_url.is_empty();
-        let address = listener
-            .local_addr()
-            .map_err(|source| StartupError::Listen {
-                address: edge.listen.to_string(),
-                source,
-            })?;
         let state = Arc::new(AppState {
             engine,
             auth: Authenticator::new(&keys),
             config,
             metrics,
         });
-        tracing::info!(
-            %address,
-            embedded_postgres = embedded_postgres,
-            ms = started.elapsed().as_millis() as u64,
-            "butler-memory ready"
-        );
-        Ok(Application {
-            state,
-            listener,
-            metrics_listener,
-            watch,
-            cancel: CancellationToken::new(),
-        })
-    }
-
-    pub fn address(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .expect("a bound listener has an address")
+        Ok(Core { state, watch })
     }
 
     pub fn state(&self) -> Arc<AppState> {
         self.state.clone()
     }
 
-    /// Serves until `shutdown` completes, then stops everything in order.
-    pub async fn run_until_stopped(
-        self,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<(), StartupError> {
-        let Application {
-            state,
-            listener,
-            metrics_listener,
-            watch,
-            cancel,
-        } = self;
-        let router = router(state.clone(), cancel.clone());
-        if let Some(listener) = metrics_listener {
-            let metrics_only = Router::new()
-                .route("/metrics", get(http::metrics::metrics))
-                .with_state(state.clone());
-            let cancel = cancel.clone();
-            let http = state.config.edge.http.clone();
-            tokio::spawn(async move {
-                http::server::serve(listener, metrics_only, &http, cancel).await
-            });
-        }
-        let stop = cancel.clone();
-        tokio::spawn(async move {
-            shutdown.await;
-            // At once, before the drain: an operator sees the stop was heard.
-            tracing::info!("stop requested: no new connections; finishing requests in flight");
-            stop.cancel();
-        });
-        http::server::serve(listener, router, &state.config.edge.http, cancel.clone()).await;
+    /// Stops everything in order, each step bounded: the watch, the engine (its shards
+    /// drained), the pools, the embedded PostgreSQL.
+    pub async fn stop(self) -> Result<(), StartupError> {
+        let Core { state, watch } = self;
         tracing::info!("stopping: draining shards");
         let embedded = watch.stop().await;
         if tokio::time::timeout(ENGINE_STOP, state.engine.shutdown())
@@ -216,6 +162,96 @@ impl Application {
         }
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+impl Application {
+    /// Builds with the real clock and the configured MiniLM embedder.
+    pub async fn build(config: Config) -> Result<Application, StartupError> {
+        let factory =
+            Engine::minilm_factory(&config.engine.embedder).map_err(StartupError::Model)?;
+        Self::build_with(config, Arc::new(SystemClock), factory).await
+    }
+
+    /// Builds with a given clock and embedder (tests pin the clock).
+    pub async fn build_with(
+        config: Config,
+        clock: SharedClock,
+        factory: EmbedderFactory,
+    ) -> Result<Application, StartupError> {
+        let started = Instant::now();
+        let listen_on = config.edge.listen.to_string();
+        let metrics_on = config.edge.metrics.listen.clone();
+        let embedded_postgres = config.edge.database_url.is_empty();
+        let core = Core::build(config, clock, factory).await?;
+        let listener = listen(&listen_on).await?;
+        let metrics_listener = match metrics_on.as_str() {
+            "" => None,
+            address => Some(listen(address).await?),
+        };
+        let address = listener
+            .local_addr()
+            .map_err(|source| StartupError::Listen {
+                address: listen_on,
+                source,
+            })?;
+        tracing::info!(
+            %address,
+            embedded_postgres = embedded_postgres,
+            ms = started.elapsed().as_millis() as u64,
+            "butler-memory ready"
+        );
+        Ok(Application {
+            core,
+            listener,
+            metrics_listener,
+            cancel: CancellationToken::new(),
+        })
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    pub fn state(&self) -> Arc<AppState> {
+        self.core.state()
+    }
+
+    /// Serves until `shutdown` completes, then stops everything in order.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartupError> {
+        let Application {
+            core,
+            listener,
+            metrics_listener,
+            cancel,
+        } = self;
+        let state = core.state();
+        let router = router(state.clone(), cancel.clone());
+        if let Some(listener) = metrics_listener {
+            let metrics_only = Router::new()
+                .route("/metrics", get(http::metrics::metrics))
+                .with_state(state.clone());
+            let cancel = cancel.clone();
+            let http = state.config.edge.http.clone();
+            tokio::spawn(async move {
+                http::server::serve(listener, metrics_only, &http, cancel).await
+            });
+        }
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            // At once, before the drain: an operator sees the stop was heard.
+            tracing::info!("stop requested: no new connections; finishing requests in flight");
+            stop.cancel();
+        });
+        http::server::serve(listener, router, &state.config.edge.http, cancel.clone()).await;
+        drop(state);
+        core.stop().await
     }
 }
 

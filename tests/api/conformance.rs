@@ -130,3 +130,57 @@ async fn the_inspector_cli_lists_and_calls_with_a_key() {
     );
     app.stop().await;
 }
+
+/// `butler-memory stdio` started by the Python SDK's stdio client, as a desktop client
+/// starts it: once as the local user (an admin: every tool listed), once with a butler key
+/// from the environment (its tools only). The data lands in the user's data directory.
+#[tokio::test]
+async fn the_python_sdk_starts_the_service_on_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("stdio.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[log]\nlevel = \"warn\"\n[[auth.keys]]\nkey = \"{TENANT_A_HEALTH}\"\ntenant = \"tenant-a\"\nrole = \"butler\"\nbutler = \"health\"\n",
+            butler_memory::testkit::assets_toml()
+        ),
+    )
+    .unwrap();
+    let python = butler_memory::testkit::deps_dir().join("python/bin/python");
+    let script = conformance_dir().join("python_stdio.py");
+    for key in [None, Some(TENANT_A_HEALTH)] {
+        let (python, script, config, home) = (
+            python.clone(),
+            script.clone(),
+            config.clone(),
+            dir.path().to_owned(),
+        );
+        let out = tokio::task::spawn_blocking(move || {
+            let mut command = Command::new(python);
+            command
+                .arg(script)
+                .arg(env!("CARGO_BIN_EXE_butler-memory"))
+                .arg(config)
+                .arg(home);
+            if let Some(key) = key {
+                command.arg(key);
+            }
+            command.output().unwrap()
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(report["ok"], true, "{report}");
+        assert_eq!(report["admin_tools"], key.is_none(), "{report}");
+    }
+    assert!(
+        dir.path().join("butler-memory/postgres").is_dir(),
+        "the data is in $XDG_DATA_HOME/butler-memory"
+    );
+}
