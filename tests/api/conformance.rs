@@ -1,7 +1,7 @@
-//! Official MCP clients against the real service, as a user wires them: the Python SDK
-//! (pinned in tests/conformance/requirements.txt), the TypeScript SDK and the MCP Inspector
-//! CLI (pinned by tests/conformance/package-lock.json, with the Node.js 22 the Inspector
-//! needs), all installed by scripts/setup. Each connects with a bearer key, lists the tools a
+//! MCP clients against the real service, as a user wires them: the Python SDK and
+//! LangChain's adapters (pinned in tests/conformance/requirements*.txt), the TypeScript SDK,
+//! the MCP Inspector CLI and mcp-remote (pinned by tests/conformance/package-lock.json, with
+//! the Node.js 22 the Inspector needs), all installed by scripts/setup. Each connects with a bearer key, lists the tools a
 //! butler key may call and stores an episode; the SDKs also read it back and get a
 //! classified tool error.
 
@@ -37,7 +37,6 @@ async fn report(app: &TestApp, program: PathBuf, script: PathBuf) -> Value {
     );
     let report: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(report["ok"], true, "{report}");
-    assert_eq!(report["refused"], "empty_content");
     report
 }
 
@@ -45,7 +44,8 @@ async fn report(app: &TestApp, program: PathBuf, script: PathBuf) -> Value {
 async fn the_python_sdk_connects_lists_stores_reads_and_is_refused() {
     let app = spawn_app().await;
     let python = butler_memory::testkit::deps_dir().join("python/bin/python");
-    report(&app, python, conformance_dir().join("python_sdk.py")).await;
+    let found = report(&app, python, conformance_dir().join("python_sdk.py")).await;
+    assert_eq!(found["refused"], "empty_content");
     app.stop().await;
 }
 
@@ -59,6 +59,7 @@ async fn the_typescript_sdk_connects_lists_stores_reads_and_is_refused() {
     let found = report(&app, PathBuf::from("node"), script.clone()).await;
     let _ = std::fs::remove_file(&script);
     assert!(found["tools"].as_u64().unwrap() > 10, "{found}");
+    assert_eq!(found["refused"], "empty_content");
     app.stop().await;
 }
 
@@ -221,5 +222,21 @@ async fn mcp_remote_bridges_a_stdio_client_to_the_http_service() {
     let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
     assert_eq!(report["ok"], true, "{report}");
     assert_eq!(report["admin_tools"], false, "a butler key: {report}");
+    app.stop().await;
+}
+
+/// LangChain's MCP adapters (pinned in tests/conformance/requirements-langchain.txt) turn the
+/// tools into LangChain tools that store and search.
+#[tokio::test]
+async fn langchains_adapters_use_the_tools() {
+    let app = spawn_app().await;
+    let python = butler_memory::testkit::deps_dir().join("python-langchain/bin/python");
+    let found = report(
+        &app,
+        python,
+        conformance_dir().join("langchain_adapters.py"),
+    )
+    .await;
+    assert!(found["tools"].as_u64().unwrap() > 10, "{found}");
     app.stop().await;
 }
