@@ -3,6 +3,7 @@
 
 mod auth_and_tenancy;
 mod bursty_writes;
+mod butler_client;
 mod cli;
 mod conformance;
 mod consolidation;
