@@ -7,6 +7,7 @@
 
 pub mod direct;
 pub mod jsonrpc;
+pub mod output_schema;
 pub mod params;
 pub mod reply;
 pub mod schema;
@@ -354,9 +355,14 @@ pub fn tool_definitions_for(role: Role, config: &Config) -> Vec<Tool> {
 fn definition(tool: &ToolSpec, config: &Config) -> Tool {
     let mut input = (*(tool.schema)()).clone();
     schema::standardize(tool.name, &mut input, config);
-    Tool::new(tool.name, tool.description, Arc::new(input))
+    let definition = Tool::new(tool.name, tool.description, Arc::new(input))
         .with_title(tool.title)
-        .with_annotations(tool.effect.annotations(tool.title))
+        .with_annotations(tool.effect.annotations(tool.title));
+    // Every tool has one (a unit test says so); a tool without would be listed without.
+    match output_schema::for_tool(tool.name) {
+        Some(output) => definition.with_raw_output_schema(output),
+        None => definition,
+    }
 }
 
 /// The MCP server: one cheap clone per request (the endpoint is stateless).

@@ -86,6 +86,12 @@ pub fn standardize(tool: &str, schema: &mut Map<String, Value>, config: &Config)
     walk(schema, &keywords);
 }
 
+/// Drops every `format` JSON Schema does not define, at any depth (for output schemas,
+/// which have no input limits to add).
+pub fn strip_nonstandard_formats(object: &mut Map<String, Value>) {
+    walk(object, &|_| vec![]);
+}
+
 fn walk(object: &mut Map<String, Value>, keywords: &dyn Fn(&str) -> Vec<(&'static str, Value)>) {
     if object
         .get("format")

@@ -16,14 +16,19 @@ fn conformance_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
 }
 
-/// Runs `program script URL KEY` and returns the script's JSON report.
+/// Runs `program script URL KEY` with a butler key and returns the script's JSON report.
 async fn report(app: &TestApp, program: PathBuf, script: PathBuf) -> Value {
+    report_as(app, program, script, TENANT_A_HEALTH).await
+}
+
+/// Runs `program script URL KEY` with `key` and returns the script's JSON report.
+async fn report_as(app: &TestApp, program: PathBuf, script: PathBuf, key: &'static str) -> Value {
     let url = app.url("/mcp");
     let out = tokio::task::spawn_blocking(move || {
         Command::new(&program)
             .arg(&script)
             .arg(url)
-            .arg(TENANT_A_HEALTH)
+            .arg(key)
             .output()
             .unwrap_or_else(|e| panic!("{} (installed by scripts/setup): {e}", program.display()))
     })
@@ -52,14 +57,33 @@ async fn the_python_sdk_connects_lists_stores_reads_and_is_refused() {
 #[tokio::test]
 async fn the_typescript_sdk_connects_lists_stores_reads_and_is_refused() {
     let app = spawn_app().await;
-    // Node resolves the SDK next to the script: run a copy beside .deps/node/node_modules.
-    let node_dir = butler_memory::testkit::deps_dir().join("node");
-    let script = node_dir.join(format!("typescript_sdk-{}.mjs", std::process::id()));
-    std::fs::copy(conformance_dir().join("typescript_sdk.mjs"), &script).unwrap();
+    let script = beside_node_modules("typescript_sdk.mjs");
     let found = report(&app, PathBuf::from("node"), script.clone()).await;
     let _ = std::fs::remove_file(&script);
     assert!(found["tools"].as_u64().unwrap() > 10, "{found}");
     assert_eq!(found["refused"], "empty_content");
+    app.stop().await;
+}
+
+/// A copy of `script` beside .deps/node/node_modules, where Node resolves the SDK from.
+fn beside_node_modules(script: &str) -> PathBuf {
+    let node_dir = butler_memory::testkit::deps_dir().join("node");
+    let copy = node_dir.join(format!("{}-{script}", std::process::id()));
+    std::fs::copy(conformance_dir().join(script), &copy).unwrap();
+    copy
+}
+
+/// Every tool called to succeed and to fail through the TypeScript SDK, which validates each
+/// answer (errors too) against the tool's `outputSchema`.
+#[tokio::test]
+async fn every_answer_conforms_to_its_tools_output_schema() {
+    let app = spawn_app().await;
+    let script = beside_node_modules("every_tool.mjs");
+    let found = report_as(&app, PathBuf::from("node"), script.clone(), TENANT_A_ADMIN).await;
+    let _ = std::fs::remove_file(&script);
+    let listed = butler_memory::mcp::tool_names().count() as u64;
+    assert_eq!(found["tools"], listed, "{found}");
+    assert_eq!(found["calls"], 2 * listed, "{found}");
     app.stop().await;
 }
 

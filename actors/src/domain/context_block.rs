@@ -95,7 +95,7 @@ impl Quotas {
 }
 
 /// The assembled block and what went into it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ContextBlock {
     pub text: String,
     pub sections: IncludedIds,
@@ -115,7 +115,7 @@ pub struct ContextOutcome {
 }
 
 /// The ids included, per section, in output order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct IncludedIds {
     pub facts: Vec<Uuid>,
     pub rules: Vec<Uuid>,

@@ -14,7 +14,7 @@ use super::text::{
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// A stored episode, by its schema names.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 pub struct Episode {
     pub id: Uuid,
     pub tenant_id: String,
@@ -171,7 +171,7 @@ pub struct Inserted {
 }
 
 /// A dead-lettered episode, for the admin who decides its fate.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 pub struct DeadLetter {
     pub id: Uuid,
     pub butler: String,

@@ -72,7 +72,7 @@ pub struct NewEvent {
 }
 
 /// An event as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 pub struct StoredEvent {
     pub id: i64,
     pub tenant_id: String,

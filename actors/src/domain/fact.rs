@@ -18,7 +18,7 @@ use super::validity::Validity;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// A stored fact, by its schema names.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 pub struct Fact {
     pub id: Uuid,
     pub tenant_id: String,
@@ -105,7 +105,7 @@ pub struct NewFact {
 }
 
 /// What storing a fact did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FactOutcome {
     /// No live fact had this subject and predicate in this scope.

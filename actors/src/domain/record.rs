@@ -9,7 +9,7 @@ use super::relation::Link;
 use super::rule::Rule;
 
 /// A memory of any type. Serialises with `"type": "episode" | "fact" | "rule"` first.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum MemoryRecord {
     Episode(Episode),
@@ -28,7 +28,7 @@ impl MemoryRecord {
 }
 
 /// A record with the provenance links that point out of it and into it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RecordWithLinks {
     #[serde(flatten)]
     pub record: MemoryRecord,
@@ -36,7 +36,7 @@ pub struct RecordWithLinks {
 }
 
 /// Both directions of a record's links.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct Links {
     pub outbound: Vec<Link>,
     pub inbound: Vec<Link>,

@@ -41,7 +41,7 @@ pub struct LinkTarget {
 }
 
 /// An edge of the provenance graph, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Link {
     pub source_type: MemoryType,
     pub source_id: Uuid,

@@ -22,7 +22,7 @@ pub struct RequestContext {
 }
 
 /// Lineage that always has a request id: the caller's, or one the service generated.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Lineage {
     pub request_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]

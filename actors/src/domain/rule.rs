@@ -23,7 +23,7 @@ use crate::error::{ErrorCode, MemoryError, MemoryResult};
 pub const NEW_RULE_CONFIDENCE: f64 = 0.5;
 
 /// A stored rule, by its schema names.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 pub struct Rule {
     pub id: Uuid,
     pub tenant_id: String,

@@ -116,7 +116,7 @@ impl Candidate {
 
 /// Why a hit ranked where it did: the components of its score (`relevance`, `importance`,
 /// `recency`, `confidence` in [0, 1]) and the raw signals behind relevance.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ComponentScores {
     pub relevance: f64,
     pub importance: f64,

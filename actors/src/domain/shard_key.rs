@@ -12,7 +12,7 @@ use serde::Serialize;
 pub const TENANT_SHARD_BUTLER: &str = "_tenant";
 
 /// Identifies one shard actor.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 pub struct ShardKey {
     pub tenant_id: String,
     pub butler: String,

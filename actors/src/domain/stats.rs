@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 /// The answer of `memory_stats`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MemoryStats {
     pub tenant_id: String,
     /// The fact and rule scopes counted (`null`: all of the tenant's).
@@ -26,7 +26,7 @@ pub struct MemoryStats {
 pub type Breakdown = BTreeMap<String, BTreeMap<String, i64>>;
 
 /// Episode counts and the consolidation backlog.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct EpisodeStats {
     pub total: i64,
     pub breakdown: Breakdown,
@@ -39,7 +39,7 @@ pub struct EpisodeStats {
 }
 
 /// Unconsolidated episodes waiting for consolidation.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Backlog {
     pub size: i64,
     pub oldest_created_at: Option<DateTime<Utc>>,
@@ -47,7 +47,7 @@ pub struct Backlog {
 }
 
 /// Fact or rule counts, by state and by band.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct KnowledgeStats {
     pub total: i64,
     pub breakdown: Breakdown,

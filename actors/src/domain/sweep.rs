@@ -31,7 +31,7 @@ impl SweepKind {
 }
 
 /// What one sweep of one shard did.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct SweepReport {
     pub kind: SweepKind,
     pub shard: ShardKey,
