@@ -162,6 +162,26 @@ pub const FAMILIES: &[Family] = &[
     Family {
         zero: &[&[]],
         ..family(
+            "butler_memory_embeddings_stale",
+            Kind::Gauge,
+            "Rows still holding another model's embedding after a model change, as counted at start and re-embedded since (0 when none).",
+        )
+    },
+    Family {
+        zero: &[
+            &[("type", "episode")],
+            &[("type", "fact")],
+            &[("type", "rule")],
+        ],
+        ..family(
+            "butler_memory_reembedded_total",
+            Kind::Counter,
+            "Rows re-embedded with the running model after a model change, by memory type.",
+        )
+    },
+    Family {
+        zero: &[&[]],
+        ..family(
             "butler_memory_indexer_yields_total",
             Kind::Counter,
             "Times the indexer paused for a write burst.",

@@ -137,6 +137,11 @@ impl TestApp {
         self.service.client(key).await
     }
 
+    /// The database's URL and options, to start another service on it.
+    pub fn database(&self) -> (String, PgConnectOptions) {
+        (self.db_url.clone(), self.db.clone())
+    }
+
     /// A direct database connection.
     pub async fn sql(&self) -> PgConnection {
         PgConnection::connect_with(&self.db)
@@ -168,6 +173,24 @@ async fn spawn(extra: &str, clock: Option<Arc<ManualClock>>) -> TestApp {
 /// Starts another service on `app`'s database: the same data, none of `app`'s state.
 pub async fn spawn_beside(app: &TestApp, extra: &str, clock: Arc<ManualClock>) -> TestApp {
     spawn_on(app.db_url.clone(), app.db.clone(), extra, Some(clock)).await
+}
+
+/// Starts a service on a database an earlier service used (stopped or not), with the
+/// system clock and the test configuration changed by `adjust`: a restart with another
+/// configuration.
+pub async fn spawn_on_database(
+    database: (String, PgConnectOptions),
+    adjust: impl FnOnce(&mut Config),
+) -> TestApp {
+    let (url, db) = database;
+    let mut config = base_config("");
+    adjust(&mut config);
+    config.edge.database_url = butler_memory::config::Secret::new(url.clone());
+    TestApp {
+        service: TestService::start(config, None).await,
+        db,
+        db_url: url,
+    }
 }
 
 async fn spawn_on(

@@ -9,11 +9,18 @@
 //! again.
 //! `Flush` answers once the backlog is empty: tests and shutdown use it instead of sleeping.
 //!
+//! After a model change (`embedder.model_name`/`model_sha256`), rows embedded by the old
+//! model are re-embedded the same way, when no row waits for a first embedding: a walk
+//! through each table in id order, in bounded windows, yielding to bursts like the rest.
+//! Until a row is re-embedded, semantic search leaves it out (it compares vectors of the
+//! running model only) and keyword search finds it.
+//!
 //! Background work yields to foreground work: while episodes are being admitted faster than
 //! `indexer.yield_above_writes_per_sec`, the indexer leaves the CPU to the writes and
 //! catches up when the burst is over — unless its oldest row has waited longer than
 //! `indexer.max_defer_secs`, so that semantic search is never stale without bound.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -26,9 +33,14 @@ use super::embedder_pool::EmbedderHandle;
 use crate::domain::memory_type::MemoryType;
 use crate::error::MemoryResult;
 use crate::services::{CommitNotices, Services};
+use crate::store::embedding_backlog::{Replacing, Unembedded};
 
 /// How long one embedding batch may take before the indexer gives up on it for now.
 const EMBED_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Rows looked at per step of a re-embedding walk, in indexer batches: bounded, so that a
+/// table of mostly current rows is walked in short statements.
+const WALK_WINDOW_BATCHES: i64 = 8;
 
 /// How long the write rate is watched when the last look at it is stale.
 const FRESH_WINDOW: Duration = Duration::from_millis(100);
@@ -70,6 +82,23 @@ pub struct IndexerState {
     writes_seen: (Instant, u64),
     /// Whether writes were hot when last measured.
     hot: bool,
+    /// Re-embedding rows another model embedded.
+    walk: Walk,
+}
+
+/// Where re-embedding stands.
+#[derive(Debug)]
+enum Walk {
+    /// Not looked at yet (the first drain does).
+    Unknown,
+    /// Re-embedding: the tables left, the first one's position, and the rows left in all.
+    Walking {
+        tables: VecDeque<MemoryType>,
+        after: Option<Uuid>,
+        stale: i64,
+    },
+    /// Every row has the running model's embedding or none.
+    Done,
 }
 
 impl Actor for Indexer {
@@ -100,6 +129,7 @@ impl Actor for Indexer {
             kick_pending,
             writes_seen: (Instant::now(), 0),
             hot: false,
+            walk: Walk::Unknown,
         })
     }
 
@@ -134,8 +164,8 @@ impl Actor for Indexer {
 }
 
 impl IndexerState {
-    /// Embeds batches until no row is left without an embedding, or (when `yielding`)
-    /// until a write burst asks for the CPU. Returns how many it embedded.
+    /// Embeds batches until no row is left without an embedding of the running model, or
+    /// (when `yielding`) until a write burst asks for the CPU. Returns how many it embedded.
     async fn drain(&mut self, yielding: bool) -> MemoryResult<u64> {
         let mut total = 0;
         loop {
@@ -148,10 +178,79 @@ impl IndexerState {
                 round += self.embed_batch(memory_type).await?;
             }
             total += round;
-            if round == 0 {
+            // New rows first: re-embedding old ones waits until none is unembedded.
+            if round == 0 && !self.reembed_step().await? {
                 return Ok(total);
             }
         }
+    }
+
+    /// One bounded step of re-embedding; `false` when there is nothing (left) to do.
+    async fn reembed_step(&mut self) -> MemoryResult<bool> {
+        let store = &self.services.store;
+        if matches!(self.walk, Walk::Unknown) {
+            // A database that only ever had this model has nothing to re-embed: no scan.
+            let stale = if store.other_embedding_versions(self.version_id).await? {
+                store.stale_embeddings(self.version_id).await?
+            } else {
+                0
+            };
+            metrics::gauge!("butler_memory_embeddings_stale").set(stale as f64);
+            self.walk = if stale == 0 {
+                Walk::Done
+            } else {
+                tracing::info!(
+                    rows = stale,
+                    "rows embedded by another model; re-embedding them in the background"
+                );
+                Walk::Walking {
+                    tables: VecDeque::from([
+                        MemoryType::Fact,
+                        MemoryType::Rule,
+                        MemoryType::Episode,
+                    ]),
+                    after: None,
+                    stale,
+                }
+            };
+        }
+        let Walk::Walking { tables, after, .. } = &mut self.walk else {
+            return Ok(false);
+        };
+        let Some(&memory_type) = tables.front() else {
+            self.walk = Walk::Done;
+            return Ok(false);
+        };
+        let window = WALK_WINDOW_BATCHES * i64::from(self.services.config.indexer.batch_size.get());
+        let (rows, last) = store
+            .stale_window(memory_type, self.version_id, *after, window)
+            .await?;
+        match last {
+            Some(id) => *after = Some(id),
+            None => {
+                tables.pop_front();
+                *after = None;
+            }
+        }
+        if !rows.is_empty() {
+            let done = self
+                .embed_rows(memory_type, rows, Replacing::OtherModel)
+                .await?;
+            metrics::counter!("butler_memory_reembedded_total", "type" => memory_type.as_str())
+                .increment(done);
+            if let Walk::Walking { stale, .. } = &mut self.walk {
+                *stale = (*stale - done as i64).max(0);
+                metrics::gauge!("butler_memory_embeddings_stale").set(*stale as f64);
+            }
+        }
+        if let Walk::Walking { tables, .. } = &self.walk
+            && tables.is_empty()
+        {
+            tracing::info!("re-embedding done: every row has the running model's embedding");
+            metrics::gauge!("butler_memory_embeddings_stale").set(0.0);
+            self.walk = Walk::Done;
+        }
+        Ok(true)
     }
 
     /// Whether episodes are being admitted faster than the yield threshold and the backlog
@@ -204,6 +303,25 @@ impl IndexerState {
         if rows.is_empty() {
             return Ok(0);
         }
+        let count = rows.len() as u64;
+        let indexed = self
+            .embed_rows(memory_type, rows, Replacing::Nothing)
+            .await?;
+        metrics::counter!("butler_memory_indexed_total", "type" => memory_type.as_str())
+            .increment(indexed);
+        // A row whose embedding was set by someone else still counts as done.
+        Ok(count)
+    }
+
+    /// Embeds `rows` and stores their vectors where `replacing` still holds; returns how
+    /// many rows were updated.
+    async fn embed_rows(
+        &mut self,
+        memory_type: MemoryType,
+        rows: Vec<Unembedded>,
+        replacing: Replacing,
+    ) -> MemoryResult<u64> {
+        let store = &self.services.store;
         let weight = self.services.config.indexer.session_context_weight;
         let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
         // Own texts first, then the in-context texts of the rows that have a context.
@@ -236,18 +354,16 @@ impl IndexerState {
         }
         let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
         let mut tenants = store
-            .set_embeddings(memory_type, self.version_id, &ids, vectors)
+            .set_embeddings(memory_type, self.version_id, replacing, &ids, vectors)
             .await?;
-        metrics::counter!("butler_memory_indexed_total", "type" => memory_type.as_str())
-            .increment(tenants.len() as u64);
+        let updated = tenants.len() as u64;
         // Newly embedded rows change what semantic search finds.
         tenants.sort();
         tenants.dedup();
         for tenant in &tenants {
             self.services.generations.bump_type(tenant, memory_type);
         }
-        // A row whose embedding was set by someone else still counts as done.
-        Ok(ids.len() as u64)
+        Ok(updated)
     }
 }
 

@@ -51,6 +51,8 @@ pub struct ReaderKit {
 pub struct ReaderArgs {
     pub services: Arc<Services>,
     pub kit: ReaderKit,
+    /// The model's `embedding_versions` id: semantic search compares its vectors only.
+    pub embedding_version: i16,
     pub info: Arc<ActorInfo>,
 }
 
@@ -89,6 +91,7 @@ pub enum ReaderMsg {
 pub struct ReaderState {
     services: Arc<Services>,
     kit: ReaderKit,
+    embedding_version: i16,
     info: Arc<ActorInfo>,
 }
 
@@ -106,6 +109,7 @@ impl Actor for Reader {
         Ok(ReaderState {
             services: args.services,
             kit: args.kit,
+            embedding_version: args.embedding_version,
             info: args.info,
         })
     }
@@ -249,9 +253,9 @@ impl ReaderState {
         let store = &self.kit.store;
         let now = self.services.clock.now();
         let (episodes, facts, rules, last_runs) = futures::try_join!(
-            store.episode_stats(&filter, now),
-            store.fact_stats(&filter, now),
-            store.rule_stats(&filter, now),
+            store.episode_stats(&filter, now, self.embedding_version),
+            store.fact_stats(&filter, now, self.embedding_version),
+            store.rule_stats(&filter, now, self.embedding_version),
             store.last_runs(&filter),
         )?;
         Ok(MemoryStats {

@@ -411,6 +411,7 @@ impl SupervisorState {
                 let args = ReaderArgs {
                     services,
                     kit: self.reader_kit.clone(),
+                    embedding_version: self.version_id,
                     info: info.clone(),
                 };
                 // On the readers' runtime: the actor's task is spawned where this runs.

@@ -1,6 +1,6 @@
-//! The embedding backlog: rows committed without an embedding. It is durable by
-//! construction (it is the rows themselves), so a crash loses nothing: the indexer simply
-//! finds the same rows again.
+//! The embedding backlog: rows committed without an embedding, and after a model change
+//! rows embedded by another model. It is durable by construction (it is the rows
+//! themselves), so a crash loses nothing: the indexer simply finds the same rows again.
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -19,6 +19,39 @@ pub struct Unembedded {
     pub context: Option<String>,
 }
 
+/// The text each type is embedded from, as `id, text, context` over its table: a fact is
+/// embedded with its subject and predicate, so that a question about "diet" finds
+/// `user / dietary_restriction: lactose intolerant`; an episode in a session carries the
+/// episode before it as context.
+macro_rules! embedding_text {
+    (episode) => {
+        "SELECT e.id, e.content AS text,
+                (SELECT p.content FROM episodes p
+                 WHERE p.tenant_id = e.tenant_id AND p.butler = e.butler
+                   AND p.session_id = e.session_id AND p.forgotten_at IS NULL
+                   AND (p.created_at, p.id) < (e.created_at, e.id)
+                 ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS context
+         FROM episodes e"
+    };
+    (fact) => {
+        "SELECT e.id, e.subject || ' ' || replace(e.predicate, '_', ' ') || ': ' || e.content AS text,
+                NULL::text AS context
+         FROM facts e"
+    };
+    (rule) => {
+        "SELECT e.id, e.content AS text, NULL::text AS context FROM rules e"
+    };
+}
+
+/// Which rows an embedding may be stored for: "still none" for new rows, "still another
+/// model's" for a re-embedding (a row whose embedding was cleared meanwhile, because its
+/// content changed, waits for the indexer instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replacing {
+    Nothing,
+    OtherModel,
+}
+
 impl Store {
     /// The oldest rows of `memory_type` without an embedding, with the text to embed.
     pub async fn unembedded(
@@ -27,27 +60,18 @@ impl Store {
         limit: i64,
     ) -> MemoryResult<Vec<Unembedded>> {
         let sql = match memory_type {
-            MemoryType::Episode => {
-                "SELECT e.id, e.content AS text,
-                        (SELECT p.content FROM episodes p
-                         WHERE p.tenant_id = e.tenant_id AND p.butler = e.butler
-                           AND p.session_id = e.session_id AND p.forgotten_at IS NULL
-                           AND (p.created_at, p.id) < (e.created_at, e.id)
-                         ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS context
-                 FROM episodes e WHERE e.embedding IS NULL
-                 ORDER BY e.created_at, e.id LIMIT $1"
-            }
-            // A fact is embedded with its subject and predicate, so that a question about
-            // "diet" finds `user / dietary_restriction: lactose intolerant`.
-            MemoryType::Fact => {
-                "SELECT id, subject || ' ' || replace(predicate, '_', ' ') || ': ' || content AS text,
-                        NULL::text AS context
-                 FROM facts WHERE embedding IS NULL ORDER BY created_at, id LIMIT $1"
-            }
-            MemoryType::Rule => {
-                "SELECT id, content AS text, NULL::text AS context FROM rules WHERE embedding IS NULL
-                 ORDER BY created_at, id LIMIT $1"
-            }
+            MemoryType::Episode => concat!(
+                embedding_text!(episode),
+                " WHERE e.embedding IS NULL ORDER BY e.created_at, e.id LIMIT $1"
+            ),
+            MemoryType::Fact => concat!(
+                embedding_text!(fact),
+                " WHERE e.embedding IS NULL ORDER BY e.created_at, e.id LIMIT $1"
+            ),
+            MemoryType::Rule => concat!(
+                embedding_text!(rule),
+                " WHERE e.embedding IS NULL ORDER BY e.created_at, e.id LIMIT $1"
+            ),
         };
         Ok(sqlx::query_as(sql)
             .bind(limit)
@@ -55,21 +79,93 @@ impl Store {
             .await?)
     }
 
-    /// Stores embeddings for rows that still have none, in one statement. Returns the
-    /// tenant of each row updated. "Still none" is asked of `embedding_version_id` (set and
-    /// cleared with the embedding, a CHECK says so), which no index covers: asked of
-    /// `embedding`, it let the planner scan the whole backlog through its partial index.
+    /// Rows embedded by a model other than `version`, over all three tables: what a model
+    /// change leaves to re-embed. One scan of each table, asked once at start.
+    pub async fn stale_embeddings(&self, version: i16) -> MemoryResult<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT (SELECT count(*) FROM episodes WHERE embedding_version_id <> $1)
+                  + (SELECT count(*) FROM facts WHERE embedding_version_id <> $1)
+                  + (SELECT count(*) FROM rules WHERE embedding_version_id <> $1)",
+        )
+        .bind(version)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// The next `window` rows of `memory_type` in id order after `after`, and which of them
+    /// another model than `version` embedded, with their text: one bounded step of a walk
+    /// that re-embeds a table. Returns the stale rows and the last id looked at (`None` at
+    /// the end of the table).
+    pub async fn stale_window(
+        &self,
+        memory_type: MemoryType,
+        version: i16,
+        after: Option<Uuid>,
+        window: i64,
+    ) -> MemoryResult<(Vec<Unembedded>, Option<Uuid>)> {
+        let scan = format!(
+            "SELECT id, embedding_version_id <> $1 AS stale FROM {}
+             WHERE $2::uuid IS NULL OR id > $2 ORDER BY id LIMIT $3",
+            memory_type.table()
+        );
+        let seen: Vec<(Uuid, Option<bool>)> = sqlx::query_as(sqlx::AssertSqlSafe(scan))
+            .bind(version)
+            .bind(after)
+            .bind(window)
+            .fetch_all(self.pool())
+            .await?;
+        let last = seen.last().map(|(id, _)| *id);
+        let stale: Vec<Uuid> = seen
+            .into_iter()
+            .filter(|(_, stale)| *stale == Some(true))
+            .map(|(id, _)| id)
+            .collect();
+        if stale.is_empty() {
+            return Ok((Vec::new(), last));
+        }
+        let sql = match memory_type {
+            MemoryType::Episode => concat!(
+                embedding_text!(episode),
+                " WHERE e.id = ANY($1) AND e.embedding_version_id <> $2 ORDER BY e.id"
+            ),
+            MemoryType::Fact => concat!(
+                embedding_text!(fact),
+                " WHERE e.id = ANY($1) AND e.embedding_version_id <> $2 ORDER BY e.id"
+            ),
+            MemoryType::Rule => concat!(
+                embedding_text!(rule),
+                " WHERE e.id = ANY($1) AND e.embedding_version_id <> $2 ORDER BY e.id"
+            ),
+        };
+        let rows = sqlx::query_as(sql)
+            .bind(&stale)
+            .bind(version)
+            .fetch_all(self.pool())
+            .await?;
+        Ok((rows, last))
+    }
+
+    /// Stores embeddings for rows that still have none (`Replacing::Nothing`) or still have
+    /// another model's (`Replacing::OtherModel`), in one statement. Returns the tenant of
+    /// each row updated. Both are asked of `embedding_version_id` (set and cleared with the
+    /// embedding, a CHECK says so), which no index covers: asked of `embedding`, it let the
+    /// planner scan the whole backlog through its partial index.
     pub async fn set_embeddings(
         &self,
         memory_type: MemoryType,
         version_id: i16,
+        replacing: Replacing,
         ids: &[Uuid],
         vectors: Vec<pgvector::Vector>,
     ) -> MemoryResult<Vec<String>> {
+        let still = match replacing {
+            Replacing::Nothing => "t.embedding_version_id IS NULL",
+            Replacing::OtherModel => "t.embedding_version_id <> $1",
+        };
         let sql = format!(
             "UPDATE {} AS t SET embedding = v.embedding, embedding_version_id = $1
              FROM unnest($2::uuid[], $3::vector[]) AS v(id, embedding)
-             WHERE t.id = v.id AND t.embedding_version_id IS NULL
+             WHERE t.id = v.id AND {still}
              RETURNING t.tenant_id",
             memory_type.table()
         );

@@ -32,4 +32,15 @@ impl Store {
         .await?;
         Ok(id)
     }
+
+    /// Whether any model other than `version` was ever registered: if not, no row can
+    /// hold another model's embedding.
+    pub async fn other_embedding_versions(&self, version: i16) -> MemoryResult<bool> {
+        Ok(
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM embedding_versions WHERE id <> $1)")
+                .bind(version)
+                .fetch_one(self.pool())
+                .await?,
+        )
+    }
 }

@@ -157,6 +157,9 @@ pub struct Filter<'a> {
     pub scope: &'a SearchScope,
     pub now: DateTime<Utc>,
     pub min_confidence: f64,
+    /// The model whose vectors a semantic search compares with (its `embedding_versions`
+    /// id): after a model change, rows not yet re-embedded are found by keywords only.
+    pub embedding_version: i16,
 }
 
 impl Filter<'_> {
@@ -207,7 +210,7 @@ impl Store {
                 ", 1 - (e.embedding <=> $5) AS signal
                  FROM episodes e WHERE ",
                 episode_filter!(),
-                " AND e.embedding IS NOT NULL
+                " AND e.embedding IS NOT NULL AND e.embedding_version_id = $7
                  ORDER BY e.embedding <=> $5 LIMIT $6"
             ),
             MemoryType::Fact => concat!(
@@ -216,7 +219,7 @@ impl Store {
                 ", 1 - (f.embedding <=> $5) AS signal
                  FROM facts f WHERE ",
                 fact_filter!(),
-                " AND f.embedding IS NOT NULL
+                " AND f.embedding IS NOT NULL AND f.embedding_version_id = $7
                  ORDER BY f.embedding <=> $5 LIMIT $6"
             ),
             MemoryType::Rule => concat!(
@@ -225,7 +228,7 @@ impl Store {
                 ", 1 - (r.embedding <=> $5) AS signal
                  FROM rules r WHERE ",
                 rule_filter!(),
-                " AND r.embedding IS NOT NULL
+                " AND r.embedding IS NOT NULL AND r.embedding_version_id = $7
                  ORDER BY r.embedding <=> $5 LIMIT $6"
             ),
         };
@@ -236,6 +239,7 @@ impl Store {
             .bind(filter.min_confidence)
             .bind(embedding)
             .bind(depth)
+            .bind(filter.embedding_version)
             .fetch_all(self.pool())
             .await?;
         Ok(typed(rows, memory_type))

@@ -41,6 +41,16 @@ fn fold(rows: Vec<Count>) -> (i64, Breakdown) {
     (total, breakdown)
 }
 
+/// Which model's vectors a row has: `current` (the running model's), `stale` (another
+/// model's, waiting to be re-embedded) or `pending` (none yet). `$4` is the current model's
+/// `embedding_versions` id.
+macro_rules! embedding_state_sql {
+    () => {
+        "CASE WHEN embedding_version_id IS NULL THEN 'pending'
+              WHEN embedding_version_id = $4 THEN 'current' ELSE 'stale' END"
+    };
+}
+
 /// Bands of effective confidence, named by their bounds (dashboard colours: `>= 0.8`
 /// green, `0.5-0.8` yellow, below red; `< 0.2` fades, `< 0.05` expires).
 macro_rules! confidence_band_sql {
@@ -51,25 +61,31 @@ macro_rules! confidence_band_sql {
 }
 
 impl Store {
+    /// `embedding_version`: the running model's, to tell current vectors from stale ones.
     pub async fn episode_stats(
         &self,
         filter: &StatsFilter,
         now: DateTime<Utc>,
+        embedding_version: i16,
     ) -> MemoryResult<EpisodeStats> {
-        let rows: Vec<Count> = sqlx::query_as(
+        let rows: Vec<Count> = sqlx::query_as(concat!(
             "WITH e AS (
-                 SELECT consolidation_status, forgotten_at, expires_at, embedding IS NULL AS unembedded, created_at
+                 SELECT consolidation_status, forgotten_at, expires_at, embedding IS NULL AS unembedded, created_at, ",
+            embedding_state_sql!(),
+            " AS embedding
                  FROM episodes
                  WHERE tenant_id = $1 AND ($3::text[] IS NULL OR butler = ANY($3)))
              SELECT 'total' AS dim, '' AS key, count(*) AS n FROM e
              UNION ALL SELECT 'consolidation_status', consolidation_status, count(*) FROM e GROUP BY 2
+             UNION ALL SELECT 'embedding', embedding, count(*) FROM e GROUP BY 2
              UNION ALL SELECT 'flag', 'forgotten', count(*) FROM e WHERE forgotten_at IS NOT NULL
              UNION ALL SELECT 'flag', 'expired', count(*) FROM e WHERE expires_at <= $2
-             UNION ALL SELECT 'flag', 'unembedded', count(*) FROM e WHERE unembedded",
-        )
+             UNION ALL SELECT 'flag', 'unembedded', count(*) FROM e WHERE unembedded"
+        ))
         .bind(&filter.tenant_id)
         .bind(now)
         .bind(&filter.butlers)
+        .bind(embedding_version)
         .fetch_all(self.pool())
         .await?;
         let (total, mut breakdown) = fold(rows);
@@ -107,10 +123,13 @@ impl Store {
         &self,
         filter: &StatsFilter,
         now: DateTime<Utc>,
+        embedding_version: i16,
     ) -> MemoryResult<KnowledgeStats> {
         let rows: Vec<Count> = sqlx::query_as(concat!(
             "WITH f AS (
-                 SELECT validity, permanence,
+                 SELECT validity, permanence, ",
+            embedding_state_sql!(),
+            " AS embedding,
                         CASE WHEN validity IN ('active', 'fading') THEN ",
             effective_confidence!("", "$2::timestamptz"),
             " END AS eff
@@ -118,6 +137,7 @@ impl Store {
                  WHERE tenant_id = $1 AND ($3::text[] IS NULL OR scope = ANY($3)))
              SELECT 'total' AS dim, '' AS key, count(*) AS n FROM f
              UNION ALL SELECT 'validity', validity, count(*) FROM f GROUP BY 2
+             UNION ALL SELECT 'embedding', embedding, count(*) FROM f GROUP BY 2
              UNION ALL SELECT 'permanence', permanence, count(*) FROM f WHERE eff IS NOT NULL GROUP BY 2
              UNION ALL SELECT 'effective_confidence', ",
             confidence_band_sql!(),
@@ -126,6 +146,7 @@ impl Store {
         .bind(&filter.tenant_id)
         .bind(now)
         .bind(&filter.scopes)
+        .bind(embedding_version)
         .fetch_all(self.pool())
         .await?;
         let (total, breakdown) = fold(rows);
@@ -136,10 +157,13 @@ impl Store {
         &self,
         filter: &StatsFilter,
         now: DateTime<Utc>,
+        embedding_version: i16,
     ) -> MemoryResult<KnowledgeStats> {
         let rows: Vec<Count> = sqlx::query_as(concat!(
             "WITH r AS (
-                 SELECT validity, maturity, effectiveness_score, applied_count,
+                 SELECT validity, maturity, effectiveness_score, applied_count, ",
+            embedding_state_sql!(),
+            " AS embedding,
                         CASE WHEN validity IN ('active', 'fading') THEN ",
             effective_confidence!("", "$2::timestamptz"),
             " END AS eff
@@ -147,6 +171,7 @@ impl Store {
                  WHERE tenant_id = $1 AND ($3::text[] IS NULL OR scope = ANY($3)))
              SELECT 'total' AS dim, '' AS key, count(*) AS n FROM r
              UNION ALL SELECT 'validity', validity, count(*) FROM r GROUP BY 2
+             UNION ALL SELECT 'embedding', embedding, count(*) FROM r GROUP BY 2
              UNION ALL SELECT 'maturity', maturity, count(*) FROM r WHERE eff IS NOT NULL GROUP BY 2
              UNION ALL SELECT 'effective_confidence', ",
             confidence_band_sql!(),
@@ -160,6 +185,7 @@ impl Store {
         .bind(&filter.tenant_id)
         .bind(now)
         .bind(&filter.scopes)
+        .bind(embedding_version)
         .fetch_all(self.pool())
         .await?;
         let (total, breakdown) = fold(rows);
