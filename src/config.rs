@@ -50,6 +50,25 @@ pub struct EdgeConfig {
     pub auth: AuthConfig,
     pub metrics: MetricsConfig,
     pub log: LogConfig,
+    pub traces: TracesConfig,
+}
+
+/// `[traces]`: OpenTelemetry trace export over OTLP/HTTP, off unless `endpoint` is set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TracesConfig {
+    /// The collector's traces URL, e.g. `http://127.0.0.1:4318/v1/traces`; empty: no export.
+    pub endpoint: String,
+    /// `service.name` of the exported resource.
+    pub service_name: String,
+    /// Share of traces kept when the caller's `traceparent` does not decide (0 to 1).
+    pub sample_ratio: f64,
+    /// How long spans wait to be sent in one batch, in milliseconds.
+    pub batch_delay_ms: u64,
+    /// How long one export may take, in milliseconds.
+    pub timeout_ms: u64,
+    /// Headers sent with every export (a hosted collector's API key); redacted in output.
+    pub headers: std::collections::BTreeMap<String, Secret>,
 }
 
 /// `[mcp]`
@@ -200,6 +219,18 @@ impl Config {
                 "log.level: `{}` is not a valid filter",
                 edge.log.level
             ));
+        }
+        let traces = &edge.traces;
+        let endpoint = &traces.endpoint;
+        let http = endpoint.starts_with("http://") || endpoint.starts_with("https://");
+        if !(endpoint.is_empty() || http) {
+            out.push("traces.endpoint: must be empty or an http:// or https:// URL".into());
+        }
+        if !(0.0..=1.0).contains(&traces.sample_ratio) {
+            out.push("traces.sample_ratio: must be between 0 and 1".into());
+        }
+        if traces.timeout_ms == 0 || traces.batch_delay_ms == 0 {
+            out.push("traces.timeout_ms and traces.batch_delay_ms: must be at least 1".into());
         }
         out.extend(edge.auth.problems());
         out

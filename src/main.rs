@@ -73,7 +73,13 @@ fn main() -> ExitCode {
             }
         };
     }
-    telemetry::init_logging(&config.edge.log);
+    let exporter = match telemetry::init(&config.edge.log, &config.edge.traces) {
+        Ok(exporter) => exporter,
+        Err(e) => {
+            eprintln!("butler-memory: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -110,6 +116,11 @@ fn main() -> ExitCode {
             Command::CheckConfig => Ok(()),
         }
     });
+    // After the runtime: the exporter's blocking client must not be dropped inside it.
+    drop(runtime);
+    if let Some(exporter) = exporter {
+        exporter.shutdown();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

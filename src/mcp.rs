@@ -30,6 +30,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::app_state::AppState;
 use crate::config::{Config, McpConfig};
@@ -456,9 +457,41 @@ impl MemoryServer {
     ) -> Option<CallToolResult> {
         let tool = TOOLS.iter().find(|t| t.name == name)?;
         let started = Instant::now();
-        let outcome = (tool.run)(&self.state.engine, caller, args, meta.lineage()).await;
+        let span = tool_span(name, caller, meta);
+        let outcome = (tool.run)(&self.state.engine, caller, args, meta.lineage())
+            .instrument(span.clone())
+            .await;
+        let class = match &outcome.result {
+            Ok(_) => "ok",
+            Err(e) => e.class().as_str(),
+        };
+        span.record("mcp.outcome", class);
+        if matches!(class, "internal" | "integrity" | "unavailable") {
+            span.record("otel.status_code", "ERROR");
+        }
         Some(finish(name, caller, meta, outcome, started))
     }
+}
+
+/// A tool call's span (OpenTelemetry's MCP conventions: `tools/call {tool}`), in the
+/// caller's trace when it sent a `traceparent`. Never arguments or content.
+fn tool_span(tool: &str, caller: &Caller, meta: &RequestMeta) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: butler_memory_actors::TRACE_SPANS,
+        "tools/call",
+        otel.name = %format!("tools/call {tool}"),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        mcp.method.name = "tools/call",
+        gen_ai.tool.name = tool,
+        mcp.outcome = tracing::field::Empty,
+        tenant = %caller.tenant_id,
+        request_id = %meta.id,
+    );
+    if let Some(trace) = &meta.trace {
+        crate::telemetry::traces::continue_trace(&span, &trace.header);
+    }
+    span
 }
 
 /// Parses the arguments into the tool's parameters, then runs it; `fallback` is the

@@ -1,43 +1,65 @@
-//! Logs (tracing) and metrics (the `metrics` facade, rendered in Prometheus text format;
-//! every family is in `catalogue.rs`).
+//! Logs (tracing), traces (OpenTelemetry, optional: `traces.rs`) and metrics (the
+//! `metrics` facade, rendered in Prometheus text format; every family is in `catalogue.rs`).
 
 pub mod catalogue;
+pub mod traces;
 
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tracing_subscriber::EnvFilter;
+use tracing::level_filters::LevelFilter;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::format::FmtSpan;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::config::{LogConfig, LogFormat};
+use crate::config::{LogConfig, LogFormat, TracesConfig};
 use catalogue::Kind;
+use traces::Exporter;
 
-/// Installs the log subscriber (once per process; later calls are no-ops).
-pub fn init_logging(config: &LogConfig) {
-    let level = std::env::var("RUST_LOG").unwrap_or_else(|_| config.level.clone());
-    let filter = EnvFilter::try_new(quiet_rmcp(&level)).unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+/// Installs the log subscriber and, when `traces` has an endpoint, the trace exporter
+/// (once per process; later calls install nothing). Keep the exporter until the end and
+/// shut it down then, so that the last spans are sent.
+pub fn init(log: &LogConfig, traces: &TracesConfig) -> Result<Option<Exporter>, String> {
+    let level = std::env::var("RUST_LOG").unwrap_or_else(|_| log.level.clone());
+    let filter = EnvFilter::try_new(log_filter(&level))
+        .unwrap_or_else(|_| EnvFilter::new(log_filter("info")));
+    let fmt = tracing_subscriber::fmt::layer()
         .with_span_events(FmtSpan::NONE)
         // Colour codes only for a person at a terminal, never into a file or a collector.
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let _ = match config.format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
+    let fmt = match log.format {
+        LogFormat::Json => fmt.json().with_filter(filter).boxed(),
+        LogFormat::Text => fmt.with_filter(filter).boxed(),
     };
+    let exporter = Exporter::start(traces)?;
+    let spans = exporter.as_ref().map(|exporter| {
+        exporter
+            .layer()
+            .with_filter(Targets::new().with_target(traces::SPANS, LevelFilter::TRACE))
+    });
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(spans)
+        .try_init();
+    Ok(exporter)
 }
 
-/// `level` with rmcp held to warnings unless it names rmcp itself: rmcp logs every
-/// non-tool request at info (with a made-up client identity), which says nothing an
-/// operator needs and drowns the access log.
-fn quiet_rmcp(level: &str) -> String {
-    if level.contains("rmcp") {
-        level.to_owned()
-    } else {
-        format!("{level},rmcp=warn")
+/// `level` with rmcp held to warnings unless it names rmcp itself (rmcp logs every non-tool
+/// request at info, with a made-up client identity, which says nothing an operator needs
+/// and drowns the access log), and without the spans meant for trace export.
+fn log_filter(level: &str) -> String {
+    let mut filter = level.to_owned();
+    if !level.contains("rmcp") {
+        filter.push_str(",rmcp=warn");
     }
+    if !level.contains(traces::SPANS) {
+        filter.push_str(&format!(",{}=off", traces::SPANS));
+    }
+    filter
 }
 
 /// The process-wide Prometheus recorder. The `metrics` facade allows one recorder per
@@ -114,7 +136,7 @@ mod tests {
 
     #[test]
     fn rmcp_is_held_to_warnings_unless_named() {
-        assert_eq!(quiet_rmcp("info"), "info,rmcp=warn");
-        assert_eq!(quiet_rmcp("debug,rmcp=trace"), "debug,rmcp=trace");
+        assert_eq!(log_filter("info"), "info,rmcp=warn,otel=off");
+        assert_eq!(log_filter("debug,rmcp=trace"), "debug,rmcp=trace,otel=off");
     }
 }

@@ -29,6 +29,12 @@ mod services;
 mod store;
 mod write_path;
 
+/// The `tracing` target of the spans meant for trace export (the edge exports them with
+/// OpenTelemetry when configured; otherwise they are disabled and cost a branch). The
+/// `#[instrument]` attributes of `store/` (one span per SQL statement family, `db.*`) spell
+/// it out, as the attribute takes only a literal.
+pub const TRACE_SPANS: &str = "otel";
+
 // The engine and how it starts.
 pub use actors::EmbedderFactory;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};

@@ -59,6 +59,8 @@ pub struct Service {
     pub address: SocketAddr,
     pub state: Arc<AppState>,
     service: TestService,
+    /// The trace exporter, when `--config` sets `traces.endpoint`.
+    _traces: Option<butler_memory::telemetry::traces::Exporter>,
 }
 
 impl Service {
@@ -79,12 +81,14 @@ bootstrap_admin_key = false
         );
         let config = Config::from_toml_layers(&[&assets_toml(), &toml, extra])
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        butler_memory::telemetry::init_logging(&config.edge.log);
+        let traces = butler_memory::telemetry::init(&config.edge.log, &config.edge.traces)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let service = TestService::start_apart(config).await?;
         Ok(Service {
             address: service.address,
             state: service.state.clone(),
             service,
+            _traces: traces,
         })
     }
 

@@ -24,6 +24,14 @@ fn redact(dict: &mut Dict) {
             {
                 *value = Value::String(*tag, "<redacted>".into());
             }
+        } else if key == "headers" {
+            if let Value::Dict(_, headers) = value {
+                for header in headers.values_mut() {
+                    if let Value::String(tag, _) = header {
+                        *header = Value::String(*tag, "<redacted>".into());
+                    }
+                }
+            }
         } else if key == "database_url" {
             if let Value::String(_, url) = value {
                 *url = without_password(url);

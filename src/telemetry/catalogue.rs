@@ -159,14 +159,11 @@ pub const FAMILIES: &[Family] = &[
         Kind::Counter,
         "Rows the indexer embedded, by memory type.",
     ),
-    Family {
-        zero: &[&[]],
-        ..family(
-            "butler_memory_embeddings_stale",
-            Kind::Gauge,
-            "Rows still holding another model's embedding after a model change, as counted at start and re-embedded since (0 when none).",
-        )
-    },
+    family(
+        "butler_memory_embeddings_stale",
+        Kind::Gauge,
+        "Rows still holding another model's embedding after a model change, as counted at start and re-embedded since (0 when none).",
+    ),
     Family {
         zero: &[
             &[("type", "episode")],

@@ -28,3 +28,4 @@ mod store_tools;
 mod supersession;
 mod supervision;
 mod tool_rights;
+mod traces;

@@ -12,21 +12,21 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-struct Service {
-    child: Child,
-    base: String,
+pub(crate) struct Service {
+    pub(crate) child: Child,
+    pub(crate) base: String,
     /// Every log line so far.
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Service {
     /// Starts `butler-memory serve` and waits for its "ready" log line.
-    fn start(config: &Path) -> Service {
+    pub(crate) fn start(config: &Path) -> Service {
         Service::start_with(config, &[])
     }
 
     /// [`Service::start`] with environment overrides (`BUTLER_MEMORY_*`).
-    fn start_with(config: &Path, env: &[(&str, &str)]) -> Service {
+    pub(crate) fn start_with(config: &Path, env: &[(&str, &str)]) -> Service {
         // This process talks to the child over reqwest, which needs a TLS provider chosen.
         butler_memory_actors::install_tls_provider();
         let mut child = Command::new(env!("CARGO_BIN_EXE_butler-memory"))
@@ -127,7 +127,7 @@ fn parent_of(pid: i32) -> i32 {
         .unwrap()
 }
 
-fn signal(pid: i32, sig: &str) {
+pub(crate) fn signal(pid: i32, sig: &str) {
     let ok = Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(pid.to_string())
@@ -150,7 +150,7 @@ async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 
 /// Writes a configuration for the real binary: the embedded default under `dir/data`, the
 /// test assets, one butler key of tenant-a. Returns its path.
-fn write_config(dir: &Path, extra: &str) -> std::path::PathBuf {
+pub(crate) fn write_config(dir: &Path, extra: &str) -> std::path::PathBuf {
     let data_dir = dir.join("data");
     let config_path = dir.join("config.toml");
     std::fs::write(

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::directory::ActorInfo;
@@ -233,8 +234,15 @@ impl IndexerState {
             }
         }
         if !rows.is_empty() {
+            let span = tracing::info_span!(
+                target: crate::TRACE_SPANS,
+                "indexer.reembed",
+                memory.type = memory_type.as_str(),
+                rows = rows.len(),
+            );
             let done = self
                 .embed_rows(memory_type, rows, Replacing::OtherModel)
+                .instrument(span)
                 .await?;
             metrics::counter!("butler_memory_reembedded_total", "type" => memory_type.as_str())
                 .increment(done);
@@ -304,8 +312,15 @@ impl IndexerState {
             return Ok(0);
         }
         let count = rows.len() as u64;
+        let span = tracing::info_span!(
+            target: crate::TRACE_SPANS,
+            "indexer.embed",
+            memory.type = memory_type.as_str(),
+            rows = count,
+        );
         let indexed = self
             .embed_rows(memory_type, rows, Replacing::Nothing)
+            .instrument(span)
             .await?;
         metrics::counter!("butler_memory_indexed_total", "type" => memory_type.as_str())
             .increment(indexed);

@@ -18,6 +18,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::directory::ActorInfo;
@@ -62,25 +63,30 @@ pub enum ReaderMsg {
         butler: Option<String>,
         memory_type: MemoryType,
         id: Uuid,
+        span: tracing::Span,
         reply: RpcReplyPort<MemoryResult<RecordWithLinks>>,
     },
     Stats {
         filter: StatsFilter,
+        span: tracing::Span,
         reply: RpcReplyPort<MemoryResult<MemoryStats>>,
     },
     Search {
         query: Box<SearchQuery>,
         embedding: QueryEmbedding,
+        span: tracing::Span,
         reply: RpcReplyPort<MemoryResult<SearchOutcome>>,
     },
     Context {
         request: Box<ContextRequest>,
         embedding: QueryEmbedding,
+        span: tracing::Span,
         reply: RpcReplyPort<MemoryResult<ContextOutcome>>,
     },
     /// One page of the audit stream.
     Activity {
         filter: ActivityFilter,
+        span: tracing::Span,
         reply: RpcReplyPort<MemoryResult<Vec<StoredEvent>>>,
     },
     /// Fail on purpose, as a crash would (an error, or a panic): exercises supervision.
@@ -127,29 +133,45 @@ impl Actor for Reader {
                 butler,
                 memory_type,
                 id,
+                span,
                 reply,
             } => {
-                let _ = reply.send(state.get(&caller, butler.as_deref(), memory_type, id).await);
+                let found = state.get(&caller, butler.as_deref(), memory_type, id);
+                let _ = reply.send(found.instrument(read_span(&span, "get")).await);
             }
-            ReaderMsg::Activity { filter, reply } => {
-                let _ = reply.send(state.kit.store.activity(&filter).await);
+            ReaderMsg::Activity {
+                filter,
+                span,
+                reply,
+            } => {
+                let page = state.kit.store.activity(&filter);
+                let _ = reply.send(page.instrument(read_span(&span, "activity")).await);
             }
-            ReaderMsg::Stats { filter, reply } => {
-                let _ = reply.send(state.stats(filter).await);
+            ReaderMsg::Stats {
+                filter,
+                span,
+                reply,
+            } => {
+                let stats = state.stats(filter);
+                let _ = reply.send(stats.instrument(read_span(&span, "stats")).await);
             }
             ReaderMsg::Search {
                 query,
                 embedding,
+                span,
                 reply,
             } => {
-                let _ = reply.send(search::run(state, &query, &embedding).await);
+                let found = search::run(state, &query, &embedding);
+                let _ = reply.send(found.instrument(read_span(&span, "search")).await);
             }
             ReaderMsg::Context {
                 request,
                 embedding,
+                span,
                 reply,
             } => {
-                let _ = reply.send(context_assembly::run(state, &request, &embedding).await);
+                let block = context_assembly::run(state, &request, &embedding);
+                let _ = reply.send(block.instrument(read_span(&span, "context")).await);
             }
             #[cfg(feature = "testkit")]
             ReaderMsg::InjectFailure { panic } => {
@@ -270,4 +292,14 @@ impl ReaderState {
             computed_at: now,
         })
     }
+}
+
+/// A read's span in the retrieval actor, in the trace of the call that asked (`caller`).
+fn read_span(caller: &tracing::Span, read: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        target: crate::TRACE_SPANS,
+        parent: caller,
+        "retrieval",
+        otel.name = %format!("retrieval.{read}"),
+    )
 }

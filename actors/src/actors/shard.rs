@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::directory::ActorInfo;
@@ -43,6 +44,19 @@ use crate::write_path::CommitQueue;
 
 mod group_commit;
 mod sweep_run;
+
+/// The span of a shard's write, in the trace of the call that asked for it.
+fn shard_span(author: &Author, write: &'static str, shard: &ShardKey) -> tracing::Span {
+    tracing::info_span!(
+        target: crate::TRACE_SPANS,
+        parent: &author.span,
+        "shard.write",
+        otel.name = %format!("shard.{write}"),
+        shard.tenant = %shard.tenant_id,
+        shard.butler = %shard.butler,
+    )
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -241,7 +255,8 @@ impl Actor for Shard {
                 author,
                 reply,
             } => {
-                let result = state.store_fact(&fact, &author).await;
+                let span = shard_span(&author, "store_fact", &state.key);
+                let result = state.store_fact(&fact, &author).instrument(span).await;
                 let _ = reply.send(result);
             }
             ShardMsg::StoreRule {
@@ -249,7 +264,8 @@ impl Actor for Shard {
                 author,
                 reply,
             } => {
-                let result = state.store_rule(&rule, &author).await;
+                let span = shard_span(&author, "store_rule", &state.key);
+                let result = state.store_rule(&rule, &author).instrument(span).await;
                 let _ = reply.send(result);
             }
             ShardMsg::Confirm {
@@ -258,7 +274,11 @@ impl Actor for Shard {
                 author,
                 reply,
             } => {
-                let result = state.confirm(memory_type, id, &author).await;
+                let span = shard_span(&author, "confirm", &state.key);
+                let result = state
+                    .confirm(memory_type, id, &author)
+                    .instrument(span)
+                    .await;
                 let _ = reply.send(result);
             }
             ShardMsg::Rate {
@@ -266,7 +286,8 @@ impl Actor for Shard {
                 author,
                 reply,
             } => {
-                let result = state.rate(&application, &author).await;
+                let span = shard_span(&author, "rate", &state.key);
+                let result = state.rate(&application, &author).instrument(span).await;
                 let _ = reply.send(result);
             }
             ShardMsg::Forget {
@@ -276,8 +297,10 @@ impl Actor for Shard {
                 author,
                 reply,
             } => {
+                let span = shard_span(&author, "forget", &state.key);
                 let result = state
                     .forget(memory_type, id, reason.as_deref(), &author)
+                    .instrument(span)
                     .await;
                 let _ = reply.send(result);
             }
@@ -287,7 +310,11 @@ impl Actor for Shard {
                 author,
                 reply,
             } => {
-                let result = state.restore(memory_type, id, &author).await;
+                let span = shard_span(&author, "restore", &state.key);
+                let result = state
+                    .restore(memory_type, id, &author)
+                    .instrument(span)
+                    .await;
                 let _ = reply.send(result);
             }
             ShardMsg::Sweep { kind, reply } => {

@@ -251,8 +251,12 @@ impl Engine {
             butlers: butler.map(|b| vec![b]),
             limit: i64::from(limit),
         };
-        self.read(|reply| ReaderMsg::Activity { filter, reply })
-            .await
+        self.read(|reply| ReaderMsg::Activity {
+            filter,
+            span: tracing::Span::current(),
+            reply,
+        })
+        .await
     }
 
     /// `memory_dead_letters` (admin): the tenant's dead-lettered episodes, oldest first.
@@ -320,6 +324,7 @@ impl Engine {
                 butler: acting.clone(),
                 memory_type,
                 id,
+                span: tracing::Span::current(),
                 reply,
             })
             .await?;

@@ -44,6 +44,7 @@ impl Engine {
                 butler,
                 memory_type,
                 id,
+                span: tracing::Span::current(),
                 reply,
             })
             .await?;
@@ -70,7 +71,12 @@ impl Engine {
             scopes: scope.scopes,
             butlers: scope.butlers,
         };
-        self.read(|reply| ReaderMsg::Stats { filter, reply }).await
+        self.read(|reply| ReaderMsg::Stats {
+            filter,
+            span: tracing::Span::current(),
+            reply,
+        })
+        .await
     }
 
     /// Hybrid, semantic or keyword search over what the caller may see. Bumps the reference
@@ -142,6 +148,7 @@ impl Engine {
             .read(|reply| ReaderMsg::Search {
                 query,
                 embedding,
+                span: tracing::Span::current(),
                 reply,
             })
             .await?;
@@ -246,6 +253,7 @@ impl Engine {
                     .read(|reply| ReaderMsg::Context {
                         request,
                         embedding,
+                        span: tracing::Span::current(),
                         reply,
                     })
                     .await?;

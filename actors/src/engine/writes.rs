@@ -12,6 +12,7 @@ use crate::domain::request_context::Lineage;
 use crate::domain::rule::{Rule, RuleInput};
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use tracing::Instrument;
 use uuid::Uuid;
 
 impl Engine {
@@ -32,12 +33,12 @@ impl Engine {
             self.services.config.episodes.default_ttl_days,
             self.services.clock.now(),
         )?;
-        let shard = self
-            .shards
-            .get(&ShardKey::new(&caller.tenant_id, &episode.butler))
-            .await?;
+        let key = ShardKey::new(&caller.tenant_id, &episode.butler);
+        let shard = self.shards.get(&key).await?;
         let _room = self.services.admission.admit(1, shard.info.queue_depth())?;
-        let author = Author::new(caller.actor(), lineage);
+        let span = episode_write_span(&key, 1);
+        let mut author = Author::new(caller.actor(), lineage);
+        author.span = span.clone();
         shard
             .ask(
                 |reply| ShardMsg::StoreEpisode {
@@ -48,6 +49,7 @@ impl Engine {
                 self.write_timeout(),
                 "the shard",
             )
+            .instrument(span)
             .await?
     }
 
@@ -108,8 +110,10 @@ impl Engine {
         let sends = by_shard
             .into_iter()
             .zip(&shards)
-            .map(|((_, positions, episodes), shard)| {
-                let author = author.clone();
+            .map(|((key, positions, episodes), shard)| {
+                let span = episode_write_span(&key, episodes.len());
+                let mut author = author.clone();
+                author.span = span.clone();
                 async move {
                     let stored = shard
                         .ask(
@@ -124,6 +128,7 @@ impl Engine {
                         .await??;
                     Ok::<_, MemoryError>((positions, stored))
                 }
+                .instrument(span)
             });
         let mut out: Vec<Option<Inserted>> = (0..total).map(|_| None).collect();
         for result in futures::future::join_all(sends).await {
@@ -232,4 +237,17 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The span of episodes handed to a shard, from the hand-over until they are committed (the
+/// statement that commits them is its child or, shared with other calls, linked to it).
+fn episode_write_span(shard: &ShardKey, episodes: usize) -> tracing::Span {
+    tracing::info_span!(
+        target: crate::TRACE_SPANS,
+        "shard.write",
+        otel.name = "shard.store_episodes",
+        shard.tenant = %shard.tenant_id,
+        shard.butler = %shard.butler,
+        episodes,
+    )
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
+use tracing::Instrument;
 
 use super::query_cache::QueryCache;
 use crate::actors::EmbedderHandle;
@@ -84,7 +85,13 @@ impl QueryEmbedder {
     pub fn embed(self: &Arc<Self>, texts: &[String]) -> Vec<QueryEmbedding> {
         let (slots, missing) = slots(texts, |text| self.cache.get(text));
         let batch = (!missing.is_empty()).then(|| {
-            let task = tokio::spawn(self.clone().embed_batch(missing));
+            // In the trace of the call that asked (its span is current here).
+            let span = tracing::info_span!(
+                target: crate::TRACE_SPANS,
+                "embed.query",
+                texts = missing.len(),
+            );
+            let task = tokio::spawn(self.clone().embed_batch(missing).instrument(span));
             // A batch task that panicked leaves every read it serves on the keyword path.
             async move { Arc::new(task.await.unwrap_or_default()) }
                 .boxed()

@@ -22,6 +22,7 @@ pub struct ActivityFilter {
 
 impl Store {
     /// One page of events, oldest first.
+    #[tracing::instrument(target = "otel", name = "db.activity", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn activity(&self, filter: &ActivityFilter) -> MemoryResult<Vec<StoredEvent>> {
         Ok(sqlx::query_as(
             "SELECT id, tenant_id, event_type, entity_type, entity_id, occurred_at, actor,

@@ -20,6 +20,7 @@ const QUOTED_REASON_CHARS: i32 = 256;
 
 /// Inverts the given rules of the tenant that are not anti-patterns yet. Returns the ids
 /// inverted.
+#[tracing::instrument(target = "otel", name = "db.invert_rule", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
 pub async fn invert(
     conn: &mut PgConnection,
     tenant_id: &str,

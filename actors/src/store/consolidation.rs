@@ -40,6 +40,7 @@ pub struct JobOutcome {
 impl Store {
     /// The shard's live facts (most recently confirmed first) and rules, as reference for
     /// an extractor.
+    #[tracing::instrument(target = "otel", name = "db.known_for_consolidation", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn known_for_consolidation(
         &self,
         shard: &ShardKey,
@@ -71,6 +72,7 @@ impl Store {
     }
 
     /// Persists one batch's extraction and marks the batch consolidated, atomically.
+    #[tracing::instrument(target = "otel", name = "db.persist_consolidation", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
     pub async fn persist_consolidation(
         &self,
         shard: &ShardKey,

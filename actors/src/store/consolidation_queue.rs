@@ -54,6 +54,7 @@ pub struct ShardBacklog {
 
 impl Store {
     /// The tenant's dead-lettered episodes, oldest first.
+    #[tracing::instrument(target = "otel", name = "db.dead_letters", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn dead_letters(&self, tenant_id: &str, limit: i64) -> MemoryResult<Vec<DeadLetter>> {
         Ok(sqlx::query_as(
             "SELECT id, butler, content, consolidation_attempts, last_consolidation_error,
@@ -69,6 +70,7 @@ impl Store {
 
     /// Puts dead letters back in the queue (all of the tenant's, or the given ids) with
     /// their attempts reset; one `episode_requeued` event each. Returns the ids requeued.
+    #[tracing::instrument(target = "otel", name = "db.requeue_dead_letters", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
     pub async fn requeue_dead_letters(
         &self,
         tenant_id: &str,
@@ -114,6 +116,7 @@ impl Store {
 
     /// Shards whose backlog of episodes due for consolidation at `now` is at least `size`
     /// or has one older than `since`.
+    #[tracing::instrument(target = "otel", name = "db.backlogged_shards", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn backlogged_shards(
         &self,
         size: i64,
@@ -154,6 +157,7 @@ impl Store {
     /// kept, and the failure decides the rest (`AttemptFailure::next_status`): retried after
     /// `backoff(attempts)`, or dead-lettered, or failed, each terminal state with its event.
     /// The job row records the failure.
+    #[tracing::instrument(target = "otel", name = "db.record_failed_attempt", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
     pub async fn record_failed_attempt(
         &self,
         shard: &ShardKey,
@@ -252,6 +256,7 @@ impl Store {
 
     /// The shard's next batch: pending, not forgotten, not expired, due for (re)trying, in
     /// `created_at, id` order.
+    #[tracing::instrument(target = "otel", name = "db.pending_episodes", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn pending_episodes(
         &self,
         shard: &ShardKey,

@@ -104,6 +104,7 @@ impl Store {
     /// Decays one page of a shard's live facts or rules at `now`: up to `page_size` rows
     /// with ids after `after`.
     #[allow(clippy::too_many_arguments)]
+    #[tracing::instrument(target = "otel", name = "db.decay_page", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
     pub async fn decay_page(
         &self,
         shard: &ShardKey,
@@ -133,6 +134,7 @@ impl Store {
 
     /// Promotes rules whose evidence now supports more (age counts for `proven`) and
     /// inverts those whose harm calls for it under the current thresholds.
+    #[tracing::instrument(target = "otel", name = "db.reevaluate_rules", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
     pub async fn reevaluate_rules(
         &self,
         shard: &ShardKey,

@@ -54,6 +54,7 @@ pub enum Replacing {
 
 impl Store {
     /// The oldest rows of `memory_type` without an embedding, with the text to embed.
+    #[tracing::instrument(target = "otel", name = "db.unembedded", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn unembedded(
         &self,
         memory_type: MemoryType,
@@ -96,6 +97,7 @@ impl Store {
     /// another model than `version` embedded, with their text: one bounded step of a walk
     /// that re-embeds a table. Returns the stale rows and the last id looked at (`None` at
     /// the end of the table).
+    #[tracing::instrument(target = "otel", name = "db.stale_window", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn stale_window(
         &self,
         memory_type: MemoryType,
@@ -150,6 +152,7 @@ impl Store {
     /// each row updated. Both are asked of `embedding_version_id` (set and cleared with the
     /// embedding, a CHECK says so), which no index covers: asked of `embedding`, it let the
     /// planner scan the whole backlog through its partial index.
+    #[tracing::instrument(target = "otel", name = "db.set_embeddings", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
     pub async fn set_embeddings(
         &self,
         memory_type: MemoryType,

@@ -66,6 +66,7 @@ impl Cleanup {
 
 impl Store {
     /// Deletes up to one batch of the shard's expired episodes; returns how many.
+    #[tracing::instrument(target = "otel", name = "db.delete_expired_episodes", skip_all, fields(db.system.name = "postgresql", db.operation.name = "DELETE"))]
     pub async fn delete_expired_episodes(
         &self,
         shard: &ShardKey,
@@ -98,6 +99,7 @@ impl Store {
 
     /// Deletes up to one batch (at most `excess`) of the shard's oldest terminal episodes;
     /// returns how many.
+    #[tracing::instrument(target = "otel", name = "db.delete_over_capacity_episodes", skip_all, fields(db.system.name = "postgresql", db.operation.name = "DELETE"))]
     pub async fn delete_over_capacity_episodes(
         &self,
         shard: &ShardKey,

@@ -35,6 +35,7 @@ struct StoredEvent<'a> {
 /// decided by the database but its defaults. An episode whose idempotency key its butler
 /// already used is not stored again (nor is its event written): the stored one is
 /// returned, marked duplicate.
+#[tracing::instrument(target = "otel", name = "db.insert_episodes", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
 pub async fn insert_batch(
     conn: &mut PgConnection,
     batch: &[Submission],

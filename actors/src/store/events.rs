@@ -10,6 +10,7 @@ use crate::error::MemoryResult;
 use super::Store;
 
 /// Appends one event.
+#[tracing::instrument(target = "otel", name = "db.append_event", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
 pub async fn append(
     conn: &mut PgConnection,
     event: &NewEvent,
@@ -40,6 +41,7 @@ pub async fn append(
 
 impl Store {
     /// The events of one entity, oldest first.
+    #[tracing::instrument(target = "otel", name = "db.events_for", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn events_for(
         &self,
         tenant_id: &str,

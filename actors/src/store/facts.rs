@@ -21,6 +21,7 @@ use super::{events, links};
 
 /// Serialises, until the transaction ends, every writer of one fact key (supersession,
 /// restore), whichever shard it runs in.
+#[tracing::instrument(target = "otel", name = "db.lock_fact_key", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
 pub async fn lock_fact_key(
     conn: &mut PgConnection,
     tenant_id: &str,
@@ -38,6 +39,7 @@ pub async fn lock_fact_key(
 
 /// Stores a fact: supersedes the live fact with the same key, or confirms it when it
 /// already says exactly the same thing.
+#[tracing::instrument(target = "otel", name = "db.insert_fact", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
 pub async fn insert_superseding(
     conn: &mut PgConnection,
     fact: &NewFact,

@@ -38,6 +38,7 @@ fn require_live(memory_type: MemoryType, id: Uuid, validity: Validity) -> Memory
 }
 
 /// Resets a fact's decay clock; a fading fact becomes active again.
+#[tracing::instrument(target = "otel", name = "db.confirm_fact", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
 pub async fn confirm_fact(
     conn: &mut PgConnection,
     tenant_id: &str,
@@ -75,6 +76,7 @@ pub async fn confirm_fact(
 }
 
 /// Resets a rule's decay clock; a fading rule becomes active again.
+#[tracing::instrument(target = "otel", name = "db.confirm_rule", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
 pub async fn confirm_rule(
     conn: &mut PgConnection,
     tenant_id: &str,
@@ -114,6 +116,7 @@ pub async fn confirm_rule(
 /// Records an application and re-evaluates the rule: counts, effectiveness, maturity
 /// (promotion on help, demotion on harm) and, past the harm threshold, inversion into an
 /// anti-pattern.
+#[tracing::instrument(target = "otel", name = "db.rate_rule", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
 pub async fn rate_rule(
     conn: &mut PgConnection,
     tenant_id: &str,

@@ -50,6 +50,7 @@ fn event(
 }
 
 /// Forgets one memory of the tenant.
+#[tracing::instrument(target = "otel", name = "db.forget_record", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
 pub async fn forget(
     conn: &mut PgConnection,
     tenant_id: &str,
@@ -137,6 +138,7 @@ pub async fn forget(
 }
 
 /// Restores one forgotten memory of the tenant to the state it was forgotten from.
+#[tracing::instrument(target = "otel", name = "db.restore_record", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
 pub async fn restore(
     conn: &mut PgConnection,
     tenant_id: &str,

@@ -36,6 +36,7 @@ impl From<LinkRow> for Link {
 }
 
 /// Writes one link (idempotent).
+#[tracing::instrument(target = "otel", name = "db.insert_links", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
 pub async fn insert(
     conn: &mut PgConnection,
     tenant_id: &str,
@@ -70,6 +71,7 @@ pub async fn insert(
 
 /// Writes the links a caller asked for from a new memory, after checking that every
 /// target exists in the caller's tenant.
+#[tracing::instrument(target = "otel", name = "db.insert_requested_links", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
 pub async fn insert_requested(
     conn: &mut PgConnection,
     tenant_id: &str,
@@ -116,6 +118,7 @@ pub async fn insert_requested(
 }
 
 /// Every link out of and into one memory, oldest first.
+#[tracing::instrument(target = "otel", name = "db.links_of", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
 pub async fn of(
     conn: &mut PgConnection,
     tenant_id: &str,

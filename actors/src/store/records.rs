@@ -15,6 +15,7 @@ use super::{Store, links};
 
 impl Store {
     /// One record of the tenant, with its time-dependent fields computed at `now`.
+    #[tracing::instrument(target = "otel", name = "db.get_record", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn record(
         &self,
         tenant_id: &str,
@@ -58,6 +59,7 @@ impl Store {
     }
 
     /// The links out of and into one record of the tenant.
+    #[tracing::instrument(target = "otel", name = "db.record_links", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn links(
         &self,
         tenant_id: &str,
@@ -70,6 +72,7 @@ impl Store {
 
     /// Whether a record with this id exists in some other tenant. Only asked after a miss,
     /// so that cross-tenant probing can be logged.
+    #[tracing::instrument(target = "otel", name = "db.exists_elsewhere", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn exists_elsewhere(
         &self,
         tenant_id: &str,

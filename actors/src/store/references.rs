@@ -12,6 +12,7 @@ use crate::domain::memory_type::MemoryType;
 use crate::error::MemoryResult;
 
 /// Adds each id's count of reads, in one statement per memory type.
+#[tracing::instrument(target = "otel", name = "db.bump_references", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
 pub async fn bump(
     conn: &mut PgConnection,
     memory_type: MemoryType,

@@ -14,6 +14,7 @@ use super::episodes::Embedded;
 use super::{events, links};
 
 /// Inserts a rule, its requested links and its `rule_created` event.
+#[tracing::instrument(target = "otel", name = "db.insert_rule", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
 pub async fn insert(
     conn: &mut PgConnection,
     rule: &NewRule,

@@ -196,6 +196,7 @@ impl Store {
     /// the cosine similarity. Ordered by distance alone so that the HNSW index can produce
     /// the order (a tie-breaker would force a sort of every row); ties are broken when the
     /// lists are merged.
+    #[tracing::instrument(target = "otel", name = "db.semantic_candidates", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn semantic_candidates(
         &self,
         memory_type: MemoryType,
@@ -246,6 +247,7 @@ impl Store {
     }
 
     /// The `depth` best full-text matches of one type, best first; `signal` is the BM25 score.
+    #[tracing::instrument(target = "otel", name = "db.keyword_candidates", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn keyword_candidates(
         &self,
         memory_type: MemoryType,
@@ -306,6 +308,7 @@ impl Store {
     /// `text`'s distinct words as the full-text index holds them (English stemming). Words
     /// with a quote or backslash are left out: they never come from ordinary text, and
     /// leaving them out keeps every tsquery built from the words a plain list of literals.
+    #[tracing::instrument(target = "otel", name = "db.query_lexemes", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn query_lexemes(&self, text: &str) -> MemoryResult<Vec<String>> {
         Ok(sqlx::query_scalar(
             "SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS lexeme
@@ -319,6 +322,7 @@ impl Store {
     /// How many of a tenant's memories of one type contain each of `lexemes`, in order;
     /// with `cap`, counting stops at `cap` rows per word (so a common word costs no more
     /// than a rare one).
+    #[tracing::instrument(target = "otel", name = "db.document_frequencies", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn document_frequencies(
         &self,
         memory_type: MemoryType,
@@ -343,6 +347,7 @@ impl Store {
     }
 
     /// A tenant's BM25 collection statistics for one memory type (a scan of its rows).
+    #[tracing::instrument(target = "otel", name = "db.corpus_stats", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn corpus_stats(
         &self,
         memory_type: MemoryType,
@@ -360,6 +365,7 @@ impl Store {
     }
 
     /// Facts worth knowing whatever the prompt: the most important, most confident ones.
+    #[tracing::instrument(target = "otel", name = "db.standing_facts", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn standing_facts(
         &self,
         filter: &Filter<'_>,
@@ -386,6 +392,7 @@ impl Store {
     }
 
     /// Rules worth following whatever the prompt: the most mature and effective ones.
+    #[tracing::instrument(target = "otel", name = "db.standing_rules", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn standing_rules(
         &self,
         filter: &Filter<'_>,
@@ -414,6 +421,7 @@ impl Store {
     }
 
     /// The most recent episodes: the "recent context" of a session.
+    #[tracing::instrument(target = "otel", name = "db.recent_episodes", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn recent_episodes(
         &self,
         filter: &Filter<'_>,
@@ -472,6 +480,7 @@ impl Store {
     /// among the episodes `filter` lets the caller see: their ids, and the neighbours
     /// themselves as candidates (`signal` 0) unless `known` has them already. One statement,
     /// so that session context costs a read one round trip, not two.
+    #[tracing::instrument(target = "otel", name = "db.session_neighbours", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn session_neighbours(
         &self,
         filter: &Filter<'_>,

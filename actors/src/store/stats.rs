@@ -62,6 +62,7 @@ macro_rules! confidence_band_sql {
 
 impl Store {
     /// `embedding_version`: the running model's, to tell current vectors from stale ones.
+    #[tracing::instrument(target = "otel", name = "db.episode_stats", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn episode_stats(
         &self,
         filter: &StatsFilter,
@@ -119,6 +120,7 @@ impl Store {
         })
     }
 
+    #[tracing::instrument(target = "otel", name = "db.fact_stats", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn fact_stats(
         &self,
         filter: &StatsFilter,
@@ -153,6 +155,7 @@ impl Store {
         Ok(KnowledgeStats { total, breakdown })
     }
 
+    #[tracing::instrument(target = "otel", name = "db.rule_stats", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn rule_stats(
         &self,
         filter: &StatsFilter,
@@ -193,6 +196,7 @@ impl Store {
     }
 
     /// When each lifecycle job last finished for the filtered shards.
+    #[tracing::instrument(target = "otel", name = "db.last_runs", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn last_runs(
         &self,
         filter: &StatsFilter,

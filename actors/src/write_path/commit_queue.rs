@@ -33,6 +33,7 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
+use tracing::Instrument;
 
 use crate::domain::episode::{Inserted, Submission};
 use crate::domain::shard_key::ShardKey;
@@ -309,7 +310,38 @@ fn abandoned() -> MemoryError {
 /// Writes the requests in one statement and answers each; if that fails, writes each request
 /// on its own, in order. Holds its turn (and the small lane, if it took it) and its shards
 /// until every request is answered.
-async fn write(insert: InsertEpisodes, taken: Vec<Waiting>, _statement: Statement) {
+async fn write(insert: InsertEpisodes, taken: Vec<Waiting>, statement: Statement) {
+    let span = statement_span(&taken);
+    write_traced(insert, taken, statement)
+        .instrument(span)
+        .await
+}
+
+/// The span of one episode statement: in the trace of the first request it carries, linked
+/// to the traces of the others (a group commit serves several calls at once).
+fn statement_span(taken: &[Waiting]) -> tracing::Span {
+    let mut authors = taken
+        .iter()
+        .flat_map(|w| w.group.first())
+        .map(|submission| &submission.author.span);
+    let Some(first) = authors.next() else {
+        return tracing::Span::none();
+    };
+    let episodes: usize = taken.iter().map(|w| w.group.len()).sum();
+    let span = tracing::info_span!(
+        target: crate::TRACE_SPANS,
+        parent: first,
+        "write.group_commit",
+        episodes,
+        requests = taken.len(),
+    );
+    for other in authors {
+        span.follows_from(other);
+    }
+    span
+}
+
+async fn write_traced(insert: InsertEpisodes, taken: Vec<Waiting>, _statement: Statement) {
     let sizes: Vec<usize> = taken.iter().map(|w| w.group.len()).collect();
     let total: usize = sizes.iter().sum();
     metrics::histogram!("butler_memory_episode_statement_episodes").record(total as f64);
