@@ -2,6 +2,7 @@
 //! `metrics` facade, rendered in Prometheus text format; every family is in `catalogue.rs`).
 
 pub mod catalogue;
+pub mod statement_latency;
 pub mod traces;
 
 use std::io::IsTerminal;
@@ -41,9 +42,14 @@ pub fn init(log: &LogConfig, traces: &TracesConfig) -> Result<Option<Exporter>, 
             .layer()
             .with_filter(Targets::new().with_target(traces::SPANS, LevelFilter::TRACE))
     });
+    // The statement families' spans are always timed, for their latency histogram.
+    let statements = statement_latency::StatementLatency.with_filter(
+        tracing_subscriber::filter::filter_fn(statement_latency::StatementLatency::is_statement),
+    );
     let _ = tracing_subscriber::registry()
         .with(fmt)
         .with(spans)
+        .with(statements)
         .try_init();
     Ok(exporter)
 }
@@ -76,6 +82,7 @@ pub fn metrics() -> PrometheusHandle {
                     .try_fold(PrometheusBuilder::new(), |builder, family| {
                         let buckets = match family.kind {
                             Kind::Seconds => catalogue::SECONDS,
+                            Kind::Ratios => catalogue::RATIOS,
                             Kind::Sizes => catalogue::SIZES,
                             Kind::Counter | Kind::Gauge => return Ok(builder),
                         };
@@ -119,7 +126,9 @@ fn describe_metrics() {
                 }
             }
             Kind::Gauge => metrics::describe_gauge!(family.name, family.help),
-            Kind::Seconds | Kind::Sizes => metrics::describe_histogram!(family.name, family.help),
+            Kind::Seconds | Kind::Sizes | Kind::Ratios => {
+                metrics::describe_histogram!(family.name, family.help)
+            }
         }
     }
     for tool in crate::mcp::tool_names() {

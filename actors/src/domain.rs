@@ -22,6 +22,7 @@ pub mod permanence;
 pub mod record;
 pub mod relation;
 pub mod request_context;
+pub mod result_quality;
 pub mod rule;
 pub mod rule_evidence;
 pub mod scoring;

@@ -245,9 +245,11 @@ impl Engine {
     }
 
     /// Sets the gauges that are read from the database when `/metrics` is scraped: the
-    /// embedding backlog (rows waiting for an embedding) and the age of its oldest row. Read
-    /// then, they are current during a long drain too, when the indexer is too busy to say.
+    /// embedding backlog (rows waiting for an embedding) and the age of its oldest row (read
+    /// then, they are current during a long drain too, when the indexer is too busy to say),
+    /// and the size of every table and index with each table's live and dead rows.
     pub async fn refresh_scraped_gauges(&self) {
+        self.refresh_relation_gauges().await;
         let backlog = tokio::time::timeout(
             Duration::from_secs(1),
             self.services.store.embedding_backlog(),
@@ -262,6 +264,29 @@ impl Engine {
             }
             Ok(Err(error)) => tracing::debug!(%error, "embedding backlog unknown at scrape"),
             Err(_) => tracing::debug!("embedding backlog not counted within 1 s at scrape"),
+        }
+    }
+
+    async fn refresh_relation_gauges(&self) {
+        let store = &self.services.store;
+        let read = tokio::time::timeout(Duration::from_secs(1), async {
+            futures::try_join!(store.relation_sizes(), store.table_rows())
+        })
+        .await;
+        let (sizes, rows) = match read {
+            Ok(Ok(both)) => both,
+            Ok(Err(error)) => return tracing::debug!(%error, "relation sizes unknown at scrape"),
+            Err(_) => return tracing::debug!("relation sizes not read within 1 s at scrape"),
+        };
+        for size in sizes {
+            metrics::gauge!("butler_memory_db_relation_bytes", "relation" => size.relation, "kind" => size.kind)
+                .set(size.bytes as f64);
+        }
+        for table in rows {
+            metrics::gauge!("butler_memory_db_rows", "table" => table.table.clone(), "state" => "live")
+                .set(table.live as f64);
+            metrics::gauge!("butler_memory_db_rows", "table" => table.table, "state" => "dead")
+                .set(table.dead as f64);
         }
     }
 

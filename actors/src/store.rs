@@ -21,6 +21,7 @@ pub mod lifecycle_runs;
 pub mod links;
 pub mod records;
 pub mod references;
+pub mod relation_sizes;
 pub mod rules;
 pub mod search;
 pub mod stats;

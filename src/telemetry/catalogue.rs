@@ -12,6 +12,8 @@ pub enum Kind {
     Seconds,
     /// A histogram of counts (texts per batch, episodes per statement).
     Sizes,
+    /// A histogram of shares and scores between 0 and 1.
+    Ratios,
 }
 
 /// One family.
@@ -38,8 +40,12 @@ pub const SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Buckets of count histograms: powers of two up to 256.
-pub const SIZES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+/// Buckets of count histograms: 0, then powers of two up to 256.
+pub const SIZES: &[f64] = &[0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+/// Buckets of ratio histograms (confidence, diversity): tenths, with the expiry and fading
+/// thresholds of confidence (0.05, 0.2) as bounds.
+pub const RATIOS: &[f64] = &[0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
 
 /// `butler_memory_requests_total` and its duration: one series per tool and class, the
 /// tools' `ok` series created at start (see [`super::describe_metrics`]).
@@ -158,6 +164,60 @@ pub const FAMILIES: &[Family] = &[
         "butler_memory_indexed_total",
         Kind::Counter,
         "Rows the indexer embedded, by memory type.",
+    ),
+    family(
+        "butler_memory_read_results",
+        Kind::Sizes,
+        "Results per search and records per context block, by tool: a hit-rate proxy.",
+    ),
+    Family {
+        zero: &[&[("tool", "search")], &[("tool", "context")]],
+        ..family(
+            "butler_memory_empty_reads_total",
+            Kind::Counter,
+            "Searches that found nothing and context blocks with no record, by tool.",
+        )
+    },
+    family(
+        "butler_memory_result_confidence",
+        Kind::Ratios,
+        "Effective confidence of each fact and rule a search returned.",
+    ),
+    family(
+        "butler_memory_result_diversity",
+        Kind::Ratios,
+        "Top-k diversity of each search: distinct sources (an episode's session, a fact's subject, a rule) over results.",
+    ),
+    Family {
+        zero: &[&[("path", "store_fact")], &[("path", "consolidation")]],
+        ..family(
+            "butler_memory_supersessions_total",
+            Kind::Counter,
+            "Facts superseded by a newer fact with the same subject and predicate, by path.",
+        )
+    },
+    Family {
+        zero: &[&[("path", "feedback")], &[("path", "sweep")]],
+        ..family(
+            "butler_memory_rule_inversions_total",
+            Kind::Counter,
+            "Rules turned into anti-patterns, by path (harmful feedback, the decay sweep).",
+        )
+    },
+    family(
+        "butler_memory_db_statement_seconds",
+        Kind::Seconds,
+        "Time of each SQL statement family (db.* spans: the statements of one store function), by family.",
+    ),
+    family(
+        "butler_memory_db_relation_bytes",
+        Kind::Gauge,
+        "Size on disk of each table and index of the service, read at scrape: index bloat shows as bytes growing faster than live rows.",
+    ),
+    family(
+        "butler_memory_db_rows",
+        Kind::Gauge,
+        "Live and dead rows of each table (PostgreSQL's statistics), read at scrape: dead rows are what vacuum has yet to reclaim.",
     ),
     family(
         "butler_memory_embeddings_stale",
@@ -323,7 +383,7 @@ mod tests {
             let described = match family.kind {
                 Kind::Counter => "counter",
                 Kind::Gauge => "gauge",
-                Kind::Seconds | Kind::Sizes => "histogram",
+                Kind::Seconds | Kind::Sizes | Kind::Ratios => "histogram",
             };
             assert_eq!(described, *kind, "{name}");
             if family.kind == Kind::Seconds {

@@ -42,8 +42,10 @@ async fn promtool_finds_nothing_to_say_about_the_metrics() {
         json!({"content": "Checked the smoke alarm.", "butler": "health"}),
     )
     .await;
-    mcp.ok("memory_search", json!({"query": "smoke alarm"}))
+    let found = mcp
+        .ok("memory_search", json!({"query": "smoke alarm"}))
         .await;
+    assert!(found["count"].as_u64().unwrap() > 0, "{found}");
     let body = reqwest::get(app.url("/metrics"))
         .await
         .unwrap()
@@ -70,11 +72,24 @@ async fn promtool_finds_nothing_to_say_about_the_metrics() {
         "butler_memory_writes_refused_total{reason=\"in_flight\"}",
         "butler_memory_sweeps_total{outcome=\"failed\"}",
         "butler_memory_requests_total{tool=\"memory_forget\",class=\"ok\"}",
+        "butler_memory_supersessions_total{path=\"store_fact\"}",
+        "butler_memory_rule_inversions_total{path=\"feedback\"}",
+        "butler_memory_empty_reads_total{tool=\"context\"}",
     ] {
         assert!(
             body.contains(series),
             "{series} missing before its first event"
         );
+    }
+    // §9.2: retrieval quality of the search above, and the tables and indexes for bloat.
+    for series in [
+        "butler_memory_read_results_bucket{tool=\"search\"",
+        "butler_memory_result_diversity_bucket{tool=\"search\"",
+        "butler_memory_db_relation_bytes{relation=\"episodes\",kind=\"table\"}",
+        "butler_memory_db_relation_bytes{relation=\"episodes_embedding\",kind=\"index\"}",
+        "butler_memory_db_rows{table=\"episodes\",state=\"dead\"}",
+    ] {
+        assert!(body.contains(series), "{series} missing:\n{body}");
     }
     let version = env!("CARGO_PKG_VERSION");
     assert!(body.contains(&format!(

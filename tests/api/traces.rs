@@ -152,6 +152,18 @@ async fn spans_join_the_callers_trace_and_reach_an_otlp_receiver() {
     })
     .await
     .unwrap();
+    // The statement families' latency, timed from the same spans.
+    let metrics = reqwest::get(format!("{}/metrics", service.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for family in ["db.insert_episodes", "db.semantic_candidates"] {
+        let series = format!("butler_memory_db_statement_seconds_bucket{{family=\"{family}\"");
+        assert!(metrics.contains(&series), "{series} missing:\n{metrics}");
+    }
+
     // Stopped as a signal would: it sends what is still batched (the receiver runs on this
     // runtime, so the wait must not block it).
     signal(service.child.id() as i32, "TERM");

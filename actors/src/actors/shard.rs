@@ -30,8 +30,9 @@ use super::supervisor::SupervisorMsg;
 use crate::consolidation::Extractor;
 use crate::domain::author::Author;
 use crate::domain::episode::{Inserted, NewEpisode};
-use crate::domain::fact::{NewFact, StoredFact};
+use crate::domain::fact::{FactOutcome, NewFact, StoredFact};
 use crate::domain::feedback::{Rated, RuleApplication};
+use crate::domain::maturity::Maturity;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{Forgetting, MemoryRecord};
 use crate::domain::rule::{NewRule, Rule};
@@ -394,6 +395,10 @@ impl ShardState {
         let stored = facts::insert_superseding(&mut tx, fact, None, author).await?;
         tx.commit().await?;
         self.committed();
+        if stored.outcome == FactOutcome::Superseded {
+            metrics::counter!("butler_memory_supersessions_total", "path" => "store_fact")
+                .increment(1);
+        }
         Ok(stored)
     }
 
@@ -457,6 +462,12 @@ impl ShardState {
         .await?;
         tx.commit().await?;
         self.committed();
+        if rated.rule.maturity == Maturity::AntiPattern
+            && rated.maturity_before != Maturity::AntiPattern
+        {
+            metrics::counter!("butler_memory_rule_inversions_total", "path" => "feedback")
+                .increment(1);
+        }
         Ok(rated)
     }
 

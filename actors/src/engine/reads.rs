@@ -13,6 +13,7 @@ use crate::domain::caller::{Caller, GLOBAL_SCOPE, Role};
 use crate::domain::context_block::ContextOutcome;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{MemoryRecord, RecordWithLinks};
+use crate::domain::result_quality;
 use crate::domain::search::{
     ContextInput, ContextRequest, SearchInput, SearchMode, SearchOutcome, SearchQuery, SearchScope,
 };
@@ -124,6 +125,7 @@ impl Engine {
         if let Some(Cached::Search(hit)) = self.results.get(&key, generation, now) {
             let outcome = hit.as_ref().clone();
             self.touch_hits(&caller.tenant_id, &outcome).await;
+            record_search_quality(&outcome);
             return Ok(outcome);
         }
         let query = SearchQuery {
@@ -153,6 +155,7 @@ impl Engine {
             })
             .await?;
         self.touch_hits(&caller.tenant_id, &outcome).await;
+        record_search_quality(&outcome);
         if outcome.degraded {
             metrics::counter!("butler_memory_degraded_reads_total", "tool" => "search")
                 .increment(1);
@@ -257,6 +260,7 @@ impl Engine {
                         reply,
                     })
                     .await?;
+                record_context_quality(&outcome);
                 if outcome.degraded {
                     metrics::counter!("butler_memory_degraded_reads_total", "tool" => "context")
                         .increment(1);
@@ -374,4 +378,31 @@ fn context_key(r: &ContextRequest) -> String {
         "context|{}|{}|{}|{}|{}",
         r.scope.tenant_id, r.butler, r.token_budget, r.min_confidence, r.trigger_prompt
     )
+}
+
+/// A search's answer in the retrieval quality metrics (§9.2): how many results, none at
+/// all, the effective confidence of the knowledge returned, the diversity of the results.
+fn record_search_quality(outcome: &SearchOutcome) {
+    let hits = &outcome.hits;
+    metrics::histogram!("butler_memory_read_results", "tool" => "search").record(hits.len() as f64);
+    if hits.is_empty() {
+        metrics::counter!("butler_memory_empty_reads_total", "tool" => "search").increment(1);
+    }
+    let confidence = metrics::histogram!("butler_memory_result_confidence", "tool" => "search");
+    for c in result_quality::confidences(hits) {
+        confidence.record(c);
+    }
+    if let Some(d) = result_quality::diversity(hits) {
+        metrics::histogram!("butler_memory_result_diversity", "tool" => "search").record(d);
+    }
+}
+
+/// A context block in the retrieval quality metrics: how many records it holds, or none.
+fn record_context_quality(outcome: &ContextOutcome) {
+    let ids = &outcome.block.sections;
+    let included = ids.facts.len() + ids.rules.len() + ids.episodes.len();
+    metrics::histogram!("butler_memory_read_results", "tool" => "context").record(included as f64);
+    if included == 0 {
+        metrics::counter!("butler_memory_empty_reads_total", "tool" => "context").increment(1);
+    }
 }

@@ -129,6 +129,8 @@ impl SweepRun {
                     .await?;
                 self.report.add("rule_promoted", promoted);
                 self.report.add("rule_inverted", inverted);
+                metrics::counter!("butler_memory_rule_inversions_total", "path" => "sweep")
+                    .increment(inverted);
                 Stage::Done
             }
             Stage::Expired => {
@@ -219,6 +221,8 @@ impl SweepRun {
                 self.report.add("facts_created", outcome.facts_created);
                 self.report
                     .add("facts_superseded", outcome.facts_superseded);
+                metrics::counter!("butler_memory_supersessions_total", "path" => "consolidation")
+                    .increment(outcome.facts_superseded);
                 self.report.add("facts_confirmed", outcome.facts_confirmed);
                 self.report.add("rules_created", outcome.rules_created);
                 self.report.add("rules_confirmed", outcome.rules_confirmed);
