@@ -10,10 +10,13 @@
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 use crate::domain::cron::CronSchedule;
 use crate::domain::episode::{MAX_TTL_DAYS, MIN_TTL_DAYS};
+use crate::domain::redaction::{CustomDetector, PolicySettings, RedactionAction, Redactor};
 use crate::domain::rule_evidence::RuleThresholds;
 use crate::domain::scoring::{MaturityWeights, ScoreWeights};
 use crate::domain::search::{Fusion, SearchMode};
@@ -36,6 +39,37 @@ pub struct EngineConfig {
     pub lifecycle: LifecycleConfig,
     pub writes: WritesConfig,
     pub consolidation: ConsolidationConfig,
+    pub redaction: RedactionConfig,
+}
+
+/// `[redaction]`: what is redacted before it is stored (`domain/redaction.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionConfig {
+    /// Off: every text is stored as given.
+    pub enabled: bool,
+    /// Keys the `hash` action (at least 16 characters when one is configured).
+    pub hash_key: String,
+    /// Actions per built-in detector, for every tenant (those not named keep their default).
+    pub detectors: BTreeMap<String, RedactionAction>,
+    /// Detectors of the operator's own, for every tenant.
+    pub custom: Vec<CustomDetector>,
+    /// A tenant's changes to that policy.
+    pub tenants: BTreeMap<String, PolicySettings>,
+}
+
+impl RedactionConfig {
+    /// The compiled policies, or what is wrong with them.
+    pub fn redactor(&self) -> Result<Redactor, String> {
+        if !self.enabled {
+            return Ok(Redactor::disabled());
+        }
+        let global = PolicySettings {
+            detectors: self.detectors.clone(),
+            custom: self.custom.clone(),
+        };
+        Redactor::new(&global, &self.tenants, &self.hash_key)
+    }
 }
 
 /// `[episodes]`
@@ -275,6 +309,13 @@ impl EngineConfig {
     /// Every value that makes no sense beyond what its type says, as `key: problem` lines.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Err(why) = self.redaction.redactor() {
+            out.push(if why.starts_with("redaction") {
+                why
+            } else {
+                format!("redaction: {why}")
+            });
+        }
         let mut check = |ok: bool, key: &str, why: &str| {
             if !ok {
                 out.push(format!("{key}: {why}"));

@@ -20,6 +20,7 @@ pub mod maturity;
 pub mod memory_type;
 pub mod permanence;
 pub mod record;
+pub mod redaction;
 pub mod relation;
 pub mod request_context;
 pub mod result_quality;

@@ -52,6 +52,8 @@ pub enum EngineStartError {
     Extractor(#[source] ExtractError),
     #[error("starting the actor tree: {0}")]
     Tree(#[source] ractor::SpawnErr),
+    #[error("{0}")]
+    Redaction(String),
 }
 
 /// Readiness of the engine's parts, for `/readyz`.
@@ -143,7 +145,11 @@ impl Engine {
             extractor: Arc::new(extractor),
             notices: Arc::default(),
         };
-        let services = Arc::new(Services::new(store, clock, config));
+        let redactor = config
+            .redaction
+            .redactor()
+            .map_err(EngineStartError::Redaction)?;
+        let services = Arc::new(Services::new(store, clock, config, redactor));
         let directory = Arc::new(ActorDirectory::default());
         let args = SupervisorArgs {
             services: services.clone(),

@@ -9,6 +9,7 @@ use ractor::OutputPort;
 
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
+use crate::domain::redaction::Redactor;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::read_path::Generations;
 use crate::store::Store;
@@ -27,6 +28,16 @@ pub(crate) struct Services {
     pub admission: Admission,
     /// Whether the database is known to be down (said by whoever watches it).
     pub database: Arc<DatabaseHealth>,
+    /// What every write's texts go through before they are stored.
+    pub redactor: Redactor,
+}
+
+/// What redaction did to one write, in `butler_memory_redactions_total{detector}` (spans).
+pub(crate) fn count_redactions(findings: &crate::domain::redaction::Findings) {
+    for (detector, spans) in findings {
+        metrics::counter!("butler_memory_redactions_total", "detector" => detector.clone())
+            .increment(u64::from(*spans));
+    }
 }
 
 /// Whether the database is known to be down, and why. Whoever watches the database (the
@@ -65,8 +76,9 @@ impl DatabaseHealth {
 }
 
 impl Services {
-    pub fn new(store: Store, clock: SharedClock, config: EngineConfig) -> Self {
+    pub fn new(store: Store, clock: SharedClock, config: EngineConfig, redactor: Redactor) -> Self {
         Services {
+            redactor,
             admission: Admission::new(&config.writes),
             generations: Generations::default(),
             database: Arc::default(),
@@ -93,7 +105,11 @@ impl Services {
             statement_timeout_ms: 1000,
             startup_wait_secs: 0,
         };
-        Services::new(Store::open(nowhere, &database), clock, config)
+        let redactor = config
+            .redaction
+            .redactor()
+            .expect("the documented policy compiles");
+        Services::new(Store::open(nowhere, &database), clock, config, redactor)
     }
 }
 

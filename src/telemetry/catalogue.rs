@@ -166,6 +166,19 @@ pub const FAMILIES: &[Family] = &[
         "Rows the indexer embedded, by memory type.",
     ),
     family(
+        "butler_memory_redactions_total",
+        Kind::Counter,
+        "Spans redacted before persistence (masked, hashed or dropped), by detector; never the spans.",
+    ),
+    Family {
+        zero: &[&[]],
+        ..family(
+            "butler_memory_redaction_refusals_total",
+            Kind::Counter,
+            "Writes refused because a redaction detector with the refuse action fired.",
+        )
+    },
+    family(
         "butler_memory_read_results",
         Kind::Sizes,
         "Results per search and records per context block, by tool: a hit-rate proxy.",

@@ -529,3 +529,45 @@ async fn an_https_endpoint_whose_certificate_is_not_trusted_is_refused() {
     assert!(server.requests.lock().unwrap().is_empty());
     app.stop().await;
 }
+
+/// An extractor can echo a secret back: its facts and rules are redacted like a butler's
+/// writes, and their events say which detectors fired.
+#[tokio::test]
+async fn an_extractors_echoed_secrets_are_redacted() {
+    let server = llm_server(vec![Script::LeakSecrets]).await;
+    let app = spawn_app_with(&llm_config(&server)).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "Talked about cloud accounts and the gym membership.", "butler": "health"}),
+    )
+    .await;
+    let report = consolidate(&admin).await;
+    let changes = &report["reports"][0]["changes"];
+    assert_eq!(changes["facts_created"], 1, "{report}");
+    assert_eq!(changes["rules_created"], 1, "{report}");
+    let mut db = app.sql().await;
+    let fact: String = sqlx::query_scalar("SELECT content FROM facts WHERE predicate = 'aws_key'")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(fact, "Their key is [api_key]");
+    let rule: String = sqlx::query_scalar("SELECT content FROM rules")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(rule, "Charge card [payment_card] every month");
+    let redacted: Vec<serde_json::Value> = sqlx::query_scalar(
+        "SELECT payload->'redacted' FROM memory_events
+         WHERE event_type IN ('fact_created', 'rule_created') ORDER BY id",
+    )
+    .fetch_all(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(
+        redacted,
+        vec![json!({"api_key": 1}), json!({"payment_card": 1})]
+    );
+    app.stop().await;
+}

@@ -27,6 +27,8 @@ pub enum Script {
     RefusePoison,
     /// An answer streamed without a length, 1 MiB and more.
     Flood,
+    /// A fact and a rule that echo secrets back (an AWS key, a card number).
+    LeakSecrets,
 }
 
 /// The requests a server received, in order.
@@ -91,6 +93,16 @@ fn llm_app(script: Vec<Script>) -> (axum::Router, Requests) {
                 })
                 .to_string()
             }
+            Script::LeakSecrets => json!({
+                "new_facts": [{"subject": "user", "predicate": "aws_key",
+                               "content": "Their key is AKIAIOSFODNN7EXAMPLE", "permanence": "stable",
+                               "importance": 6, "source_episode_id": episode, "links": []}],
+                "updated_facts": [],
+                "new_rules": [{"content": "Charge card 4111 1111 1111 1111 every month",
+                               "source_episode_id": episode}],
+                "confirmations": [],
+            })
+            .to_string(),
             Script::Malformed => "{not json".to_owned(),
             Script::SchemaInvalid => json!({"new_facts": [], "updated_facts": [], "new_rules": [],
                                             "confirmations": [], "mood": "happy"})

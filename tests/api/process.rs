@@ -16,7 +16,7 @@ pub(crate) struct Service {
     pub(crate) child: Child,
     pub(crate) base: String,
     /// Every log line so far.
-    lines: Arc<Mutex<Vec<String>>>,
+    pub(crate) lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Service {
@@ -73,11 +73,11 @@ impl Service {
         }
     }
 
-    async fn call(&self, tool: &str, args: Value) -> (bool, Value) {
+    pub(crate) async fn call(&self, tool: &str, args: Value) -> (bool, Value) {
         self.call_as(TENANT_A_HEALTH, tool, args).await
     }
 
-    async fn call_as(&self, key: &str, tool: &str, args: Value) -> (bool, Value) {
+    pub(crate) async fn call_as(&self, key: &str, tool: &str, args: Value) -> (bool, Value) {
         let response: Value = reqwest::Client::new()
             .post(format!("{}/mcp", self.base))
             .header("Authorization", format!("Bearer {key}"))

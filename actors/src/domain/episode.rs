@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::author::Author;
 use super::caller::Caller;
 use super::consolidation_status::ConsolidationStatus;
+use super::redaction::Findings;
 use super::text::{
     Limits, check_content, check_identifier_text, check_importance, check_metadata, check_name,
 };
@@ -68,6 +69,8 @@ pub struct NewEpisode {
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub idempotency_key: Option<String>,
+    /// What redaction found in it (detector: spans), for its event.
+    pub redacted: Findings,
 }
 
 impl NewEpisode {
@@ -149,6 +152,7 @@ impl EpisodeInput {
             created_at: now,
             expires_at: now + Duration::milliseconds((ttl_days * 86_400_000.0) as i64),
             idempotency_key: self.idempotency_key,
+            redacted: Findings::new(),
         })
     }
 }

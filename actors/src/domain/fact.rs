@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::caller::{Caller, GLOBAL_SCOPE};
 use super::decay::effective_confidence;
 use super::permanence::Permanence;
+use super::redaction::Findings;
 use super::relation::LinkTarget;
 use super::text::{
     Limits, check_confidence, check_content, check_importance, check_metadata, check_name,
@@ -102,6 +103,8 @@ pub struct NewFact {
     pub metadata: Value,
     pub links: Vec<LinkTarget>,
     pub created_at: DateTime<Utc>,
+    /// What redaction found in it (detector: spans), for its event.
+    pub redacted: Findings,
 }
 
 /// What storing a fact did.
@@ -164,6 +167,7 @@ impl FactInput {
             metadata: check_metadata(self.metadata, limits)?,
             links: self.links,
             created_at: now,
+            redacted: Findings::new(),
         })
     }
 }

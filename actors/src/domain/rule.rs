@@ -11,6 +11,7 @@ use super::caller::{Caller, GLOBAL_SCOPE};
 use super::decay::effective_confidence;
 use super::maturity::Maturity;
 use super::permanence::Permanence;
+use super::redaction::Findings;
 use super::relation::LinkTarget;
 use super::text::{
     Limits, check_confidence, check_content, check_importance, check_metadata, check_name,
@@ -108,6 +109,8 @@ pub struct NewRule {
     pub metadata: Value,
     pub links: Vec<LinkTarget>,
     pub created_at: DateTime<Utc>,
+    /// What redaction found in it (detector: spans), for its event.
+    pub redacted: Findings,
 }
 
 impl RuleInput {
@@ -147,6 +150,7 @@ impl RuleInput {
             metadata: check_metadata(self.metadata, limits)?,
             links: self.links,
             created_at: now,
+            redacted: Findings::new(),
         })
     }
 }

@@ -7,11 +7,13 @@ use crate::domain::caller::Caller;
 use crate::domain::episode::{EpisodeInput, Inserted, NewEpisode};
 use crate::domain::fact::{FactInput, StoredFact};
 use crate::domain::memory_type::MemoryType;
+use crate::domain::redaction::Redactor;
 use crate::domain::relation::LinkTarget;
 use crate::domain::request_context::Lineage;
 use crate::domain::rule::{Rule, RuleInput};
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::services::count_redactions;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -27,12 +29,14 @@ impl Engine {
     ) -> MemoryResult<Inserted> {
         // While the database is down, every call fails at once, as `unavailable`.
         self.services.database.check()?;
-        let episode = input.validate(
+        let mut episode = input.validate(
             caller,
             &self.services.config.limits,
             self.services.config.episodes.default_ttl_days,
             self.services.clock.now(),
         )?;
+        self.redact(|r| r.episode(&mut episode))?;
+        count_redactions(&episode.redacted);
         let key = ShardKey::new(&caller.tenant_id, &episode.butler);
         let shard = self.shards.get(&key).await?;
         let _room = self.services.admission.admit(1, shard.info.queue_depth())?;
@@ -75,17 +79,20 @@ impl Engine {
         let now = self.services.clock.now();
         let mut by_shard: Vec<(ShardKey, Vec<usize>, Vec<NewEpisode>)> = Vec::new();
         for (i, input) in inputs.into_iter().enumerate() {
-            let episode = input
+            let at = |e: MemoryError| MemoryError {
+                message: format!("episodes[{i}]: {}", e.message),
+                ..e
+            };
+            let mut episode = input
                 .validate(
                     caller,
                     &config.limits,
                     config.episodes.default_ttl_days,
                     now,
                 )
-                .map_err(|e| MemoryError {
-                    message: format!("episodes[{i}]: {}", e.message),
-                    ..e
-                })?;
+                .map_err(at)?;
+            self.redact(|r| r.episode(&mut episode)).map_err(at)?;
+            count_redactions(&episode.redacted);
             let key = ShardKey::new(&caller.tenant_id, &episode.butler);
             match by_shard.iter_mut().find(|(k, _, _)| *k == key) {
                 Some((_, positions, episodes)) => {
@@ -153,7 +160,9 @@ impl Engine {
         // One instant for the record and for the answer's effective confidence: the answer
         // describes the fact as written, however long the checks before the write took.
         let now = self.services.clock.now();
-        let fact = input.validate(caller, &self.services.config.limits, now)?;
+        let mut fact = input.validate(caller, &self.services.config.limits, now)?;
+        self.redact(|r| r.fact(&mut fact))?;
+        count_redactions(&fact.redacted);
         self.check_references(
             caller,
             fact.source_butler.clone(),
@@ -191,7 +200,9 @@ impl Engine {
     ) -> MemoryResult<Rule> {
         self.services.database.check()?;
         let now = self.services.clock.now();
-        let rule = input.validate(caller, &self.services.config.limits, now)?;
+        let mut rule = input.validate(caller, &self.services.config.limits, now)?;
+        self.redact(|r| r.rule(&mut rule))?;
+        count_redactions(&rule.redacted);
         self.check_references(
             caller,
             rule.source_butler.clone(),
@@ -216,6 +227,17 @@ impl Engine {
             )
             .await??
             .at(now))
+    }
+
+    /// Runs a write's redaction (before anything reaches a shard) and counts what it did.
+    fn redact(&self, apply: impl FnOnce(&Redactor) -> MemoryResult<()>) -> MemoryResult<()> {
+        let result = apply(&self.services.redactor);
+        if let Err(e) = &result
+            && e.code == ErrorCode::RedactionRefused
+        {
+            metrics::counter!("butler_memory_redaction_refusals_total").increment(1);
+        }
+        result
     }
 
     /// Checks that the caller, acting as `butler`, may read every memory a write refers to

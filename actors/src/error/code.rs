@@ -50,6 +50,7 @@ error_codes! {
     InvalidArguments => ("invalid_arguments", InvalidInput, "the arguments do not match the tool's schema: a missing field, a wrong type, an unknown field"),
     UnknownValue => ("unknown_value", InvalidInput, "a value outside its closed set (a permanence, a validity, a type)"),
     EmptyContent => ("empty_content", InvalidInput, "a text that must say something is empty or only whitespace"),
+    RedactionRefused => ("redaction_refused", InvalidInput, "the text holds what a redaction detector with the `refuse` action finds (the detector is named, the text is not stored)"),
     ContentTooLarge => ("content_too_large", InvalidInput, "a text is longer than its limit (`limits.max_content_bytes`, `limits.max_reason_bytes`)"),
     EmptyValue => ("empty_value", InvalidInput, "an identifier or name is empty"),
     ValueTooLong => ("value_too_long", InvalidInput, "an identifier or name is longer than its limit"),

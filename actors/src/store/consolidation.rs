@@ -6,6 +6,7 @@
 //! `consolidated`. A crash anywhere before the commit leaves nothing behind; the batch is
 //! simply pending again.
 
+use crate::domain::redaction::Redactor;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
@@ -32,6 +33,8 @@ pub struct JobOutcome {
     pub episodes: u64,
     pub facts_created: u64,
     pub facts_superseded: u64,
+    /// What redaction found in the extractor's output.
+    pub redacted: crate::domain::redaction::Findings,
     pub facts_confirmed: u64,
     pub rules_created: u64,
     pub rules_confirmed: u64,
@@ -79,6 +82,7 @@ impl Store {
         batch: &[SourceEpisode],
         extraction: &Extraction,
         extractor: &str,
+        redactor: &Redactor,
         now: DateTime<Utc>,
     ) -> MemoryResult<JobOutcome> {
         let ids: Vec<Uuid> = batch.iter().map(|e| e.id).collect();
@@ -140,7 +144,7 @@ impl Store {
             {
                 continue;
             }
-            let fact = NewFact {
+            let mut fact = NewFact {
                 id: Uuid::now_v7(),
                 tenant_id: shard.tenant_id.clone(),
                 subject: f.subject.clone(),
@@ -163,7 +167,16 @@ impl Store {
                     }))
                     .collect(),
                 created_at: now,
+                redacted: Default::default(),
             };
+            // An extractor can echo a secret back: its facts are redacted like any other.
+            if let Err(e) = redactor.fact(&mut fact) {
+                tracing::info!(shard = %shard, code = e.code.as_str(), "an extracted fact was refused by redaction");
+                continue;
+            }
+            for (detector, spans) in &fact.redacted {
+                *outcome.redacted.entry(detector.clone()).or_default() += spans;
+            }
             let stored = facts::insert_superseding(&mut tx, &fact, None, &author).await?;
             item_entity(&mut tx, shard, &format!("{key}:fact:{i}"), stored.fact.id).await?;
             // The fact it updates, when that one had another subject or predicate.
@@ -223,6 +236,14 @@ impl Store {
             {
                 continue;
             }
+            let mut redacted = Default::default();
+            let content = match redactor.content(&shard.tenant_id, &r.content, &mut redacted) {
+                Ok(content) => content,
+                Err(e) => {
+                    tracing::info!(shard = %shard, code = e.code.as_str(), "an extracted rule was refused by redaction");
+                    continue;
+                }
+            };
             // The same advice again confirms the live rule instead of duplicating it.
             let confirmed: Option<Uuid> = sqlx::query_scalar(
                 "UPDATE rules SET last_confirmed_at = $4, validity = 'active'
@@ -234,7 +255,7 @@ impl Store {
             )
             .bind(&shard.tenant_id)
             .bind(&scope)
-            .bind(&r.content)
+            .bind(&content)
             .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
@@ -263,7 +284,7 @@ impl Store {
             let rule = NewRule {
                 id: Uuid::now_v7(),
                 tenant_id: shard.tenant_id.clone(),
-                content: r.content.clone(),
+                content,
                 scope: scope.clone(),
                 confidence: NEW_RULE_CONFIDENCE,
                 decay_rate: permanence.decay_rate(),
@@ -275,7 +296,11 @@ impl Store {
                 metadata: json!({"extracted_by": extractor, "consolidation_job_id": job_id}),
                 links: vec![derived_from(r.source_episode_id)],
                 created_at: now,
+                redacted,
             };
+            for (detector, spans) in &rule.redacted {
+                *outcome.redacted.entry(detector.clone()).or_default() += spans;
+            }
             let stored = rules::insert(&mut tx, &rule, None, &author).await?;
             item_entity(&mut tx, shard, &format!("{key}:rule:{i}"), stored.id).await?;
             outcome.rules_created += 1;

@@ -7,6 +7,7 @@ use sqlx::types::Json;
 use crate::domain::episode::{Episode, Inserted, Submission};
 use crate::domain::event::EventType;
 use crate::domain::memory_type::MemoryType;
+use crate::domain::redaction::Findings;
 use crate::domain::request_context::Lineage;
 use crate::error::{MemoryError, MemoryResult};
 
@@ -25,6 +26,9 @@ pub struct Embedded {
 struct StoredEvent<'a> {
     before: Option<()>,
     after: &'a Episode,
+    /// Which redaction detectors fired and how many spans (never the spans).
+    #[serde(skip_serializing_if = "Findings::is_empty")]
+    redacted: &'a Findings,
 }
 
 /// Inserts episodes and appends their `episode_stored` events in submission order (event
@@ -195,10 +199,12 @@ async fn insert_rows(
     .bind(
         stored
             .iter()
-            .map(|e| {
+            .zip(batch)
+            .map(|(e, s)| {
                 Json(StoredEvent {
                     before: None,
                     after: e,
+                    redacted: &s.episode.redacted,
                 })
             })
             .collect::<Vec<_>>(),

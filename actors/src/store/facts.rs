@@ -200,7 +200,10 @@ pub async fn insert_superseding(
         &event(
             EventType::FactCreated,
             stored.id,
-            json!({ "before": null, "after": stored, "links": written }),
+            with_redactions(
+                json!({ "before": null, "after": stored, "links": written }),
+                &fact.redacted,
+            ),
         ),
         fact.created_at,
     )
@@ -215,4 +218,16 @@ pub async fn insert_superseding(
         },
         superseded,
     })
+}
+
+/// An event payload with what redaction found in the write (detectors and span counts,
+/// never the spans), when it found anything.
+pub(crate) fn with_redactions(
+    mut payload: serde_json::Value,
+    findings: &crate::domain::redaction::Findings,
+) -> serde_json::Value {
+    if !findings.is_empty() {
+        payload["redacted"] = json!(findings);
+    }
+    payload
 }

@@ -67,7 +67,10 @@ pub async fn insert(
             author: author.clone(),
             scope: Some(stored.scope.clone()),
             butler: stored.source_butler.clone(),
-            payload: json!({ "before": null, "after": stored, "links": written }),
+            payload: super::facts::with_redactions(
+                json!({ "before": null, "after": stored, "links": written }),
+                &rule.redacted,
+            ),
         },
         rule.created_at,
     )

@@ -214,7 +214,14 @@ impl SweepRun {
         match extracted {
             Ok(extraction) => {
                 let outcome = store
-                    .persist_consolidation(shard, batch, &extraction, extractor.name(), as_of)
+                    .persist_consolidation(
+                        shard,
+                        batch,
+                        &extraction,
+                        extractor.name(),
+                        &services.redactor,
+                        as_of,
+                    )
                     .await?;
                 self.report.scanned += outcome.episodes;
                 self.report.add("episodes_consolidated", outcome.episodes);
@@ -223,6 +230,7 @@ impl SweepRun {
                     .add("facts_superseded", outcome.facts_superseded);
                 metrics::counter!("butler_memory_supersessions_total", "path" => "consolidation")
                     .increment(outcome.facts_superseded);
+                crate::services::count_redactions(&outcome.redacted);
                 self.report.add("facts_confirmed", outcome.facts_confirmed);
                 self.report.add("rules_created", outcome.rules_created);
                 self.report.add("rules_confirmed", outcome.rules_confirmed);

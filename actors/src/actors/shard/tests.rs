@@ -123,6 +123,7 @@ fn episode(content: &str) -> Box<NewEpisode> {
         created_at: at,
         expires_at: at + chrono::Duration::days(7),
         idempotency_key: None,
+        redacted: Default::default(),
     })
 }
 

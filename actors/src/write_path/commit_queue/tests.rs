@@ -40,6 +40,7 @@ fn submission(butler: &str, content: &str) -> Submission {
             created_at: at,
             expires_at: at + chrono::Duration::days(7),
             idempotency_key: None,
+            redacted: Default::default(),
         },
         author: Author::new(
             format!("butler:{butler}"),
