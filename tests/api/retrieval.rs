@@ -60,7 +60,12 @@ async fn episode(mcp: &McpClient, content: &str) -> String {
 async fn each_mode_finds_what_it_should() {
     let app = spawn_app().await;
     let mcp = app.client(TENANT_A_ADMIN).await;
-    let code = fact(&mcp, "wifi_network", "The wifi network is called Plover-7731").await;
+    let code = fact(
+        &mcp,
+        "wifi_network",
+        "The wifi network is called Plover-7731",
+    )
+    .await;
     let hiking = fact(
         &mcp,
         "weekend_activity",
