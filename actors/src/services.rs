@@ -3,6 +3,7 @@
 //! count of admitted episodes tells background work that a burst is on. No mailbox lives
 //! here: an actor gets the handles of the neighbours it talks to in its own `Args`.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 
 use ractor::OutputPort;
@@ -30,6 +31,10 @@ pub(crate) struct Services {
     pub database: Arc<DatabaseHealth>,
     /// What every write's texts go through before they are stored.
     pub redactor: Redactor,
+    /// Whether vectors of another model than the running one may be stored (after a model
+    /// change, until the indexer has re-embedded them): semantic search then names the
+    /// running model's version. True until the indexer has looked.
+    pub other_model_vectors: AtomicBool,
 }
 
 /// What redaction did to one write, in `butler_memory_redactions_total{detector}` (spans).
@@ -79,6 +84,7 @@ impl Services {
     pub fn new(store: Store, clock: SharedClock, config: EngineConfig, redactor: Redactor) -> Self {
         Services {
             redactor,
+            other_model_vectors: AtomicBool::new(true),
             admission: Admission::new(&config.writes),
             generations: Generations::default(),
             database: Arc::default(),

@@ -157,8 +157,13 @@ async fn a_model_change_re_embeds_every_row_and_searches_one_model_at_a_time() {
             .contains(&fact_id)
     );
 
-    // A row still holding the first model's vector (as if not re-embedded yet) is left out
-    // of semantic search, found by its words, and counted as stale.
+    // Every vector is the running model's: semantic search no longer names the version.
+    assert!(!app.engine().compares_one_model_version());
+
+    // A row still holding the first model's vector (as if not re-embedded yet, which the
+    // indexer says at start when it finds one) is left out of semantic search, found by its
+    // words, and counted as stale.
+    app.engine().assume_other_model_vectors();
     let mut db = app.sql().await;
     sqlx::query(
         "UPDATE episodes SET embedding_version_id =
@@ -201,6 +206,7 @@ async fn a_model_change_re_embeds_every_row_and_searches_one_model_at_a_time() {
     // Started again, the service finds the stale row and re-embeds it.
     let app = spawn_on_database(database.clone(), model("second-model", &second)).await;
     app.engine().flush().await.unwrap();
+    assert!(!app.engine().compares_one_model_version());
     assert_eq!(
         embedding_states(&app).await["episodes"],
         json!({"current": 20})

@@ -197,6 +197,9 @@ impl IndexerState {
                 0
             };
             metrics::gauge!("butler_memory_embeddings_stale").set(stale as f64);
+            self.services
+                .other_model_vectors
+                .store(stale > 0, Ordering::Release);
             self.walk = if stale == 0 {
                 Walk::Done
             } else {
@@ -256,6 +259,9 @@ impl IndexerState {
         {
             tracing::info!("re-embedding done: every row has the running model's embedding");
             metrics::gauge!("butler_memory_embeddings_stale").set(0.0);
+            self.services
+                .other_model_vectors
+                .store(false, Ordering::Release);
             self.walk = Walk::Done;
         }
         Ok(true)

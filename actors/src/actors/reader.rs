@@ -271,6 +271,15 @@ impl ReaderState {
         Ok(RecordWithLinks { record, links })
     }
 
+    /// The model version a semantic search must name: the running one while another
+    /// model's vectors may be stored, none (no predicate) once they are all re-embedded.
+    fn compared_version(&self) -> Option<i16> {
+        self.services
+            .other_model_vectors
+            .load(std::sync::atomic::Ordering::Acquire)
+            .then_some(self.embedding_version)
+    }
+
     async fn stats(&self, filter: StatsFilter) -> MemoryResult<MemoryStats> {
         let store = &self.kit.store;
         let now = self.services.clock.now();

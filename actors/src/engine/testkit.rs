@@ -68,4 +68,20 @@ impl Engine {
             )),
         }
     }
+
+    /// Whether semantic search names the running model's version (another model's vectors
+    /// may be stored), as the indexer last said.
+    pub fn compares_one_model_version(&self) -> bool {
+        self.services
+            .other_model_vectors
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Says that another model's vectors may be stored, as the indexer does at start when
+    /// it finds some: for a test that puts a row back to an old model by hand.
+    pub fn assume_other_model_vectors(&self) {
+        self.services
+            .other_model_vectors
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
 }

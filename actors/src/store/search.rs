@@ -158,8 +158,10 @@ pub struct Filter<'a> {
     pub now: DateTime<Utc>,
     pub min_confidence: f64,
     /// The model whose vectors a semantic search compares with (its `embedding_versions`
-    /// id): after a model change, rows not yet re-embedded are found by keywords only.
-    pub embedding_version: i16,
+    /// id) while another model's vectors may still be stored: after a model change, rows
+    /// not yet re-embedded are found by keywords only. `None` once every vector is the
+    /// running model's: the predicate is left out, as it costs the planner its estimates.
+    pub embedding_version: Option<i16>,
 }
 
 impl Filter<'_> {
@@ -211,7 +213,7 @@ impl Store {
                 ", 1 - (e.embedding <=> $5) AS signal
                  FROM episodes e WHERE ",
                 episode_filter!(),
-                " AND e.embedding IS NOT NULL AND e.embedding_version_id = $7
+                " AND e.embedding IS NOT NULL /*version*/
                  ORDER BY e.embedding <=> $5 LIMIT $6"
             ),
             MemoryType::Fact => concat!(
@@ -220,7 +222,7 @@ impl Store {
                 ", 1 - (f.embedding <=> $5) AS signal
                  FROM facts f WHERE ",
                 fact_filter!(),
-                " AND f.embedding IS NOT NULL AND f.embedding_version_id = $7
+                " AND f.embedding IS NOT NULL /*version*/
                  ORDER BY f.embedding <=> $5 LIMIT $6"
             ),
             MemoryType::Rule => concat!(
@@ -229,20 +231,32 @@ impl Store {
                 ", 1 - (r.embedding <=> $5) AS signal
                  FROM rules r WHERE ",
                 rule_filter!(),
-                " AND r.embedding IS NOT NULL AND r.embedding_version_id = $7
+                " AND r.embedding IS NOT NULL /*version*/
                  ORDER BY r.embedding <=> $5 LIMIT $6"
             ),
         };
-        let rows: Vec<Candidate> = sqlx::query_as(filter.sql(memory_type, sql))
+        let sqlx::AssertSqlSafe(sql) = filter.sql(memory_type, sql);
+        let alias = match memory_type {
+            MemoryType::Episode => "e",
+            MemoryType::Fact => "f",
+            MemoryType::Rule => "r",
+        };
+        let version = match filter.embedding_version {
+            Some(_) => format!(" AND {alias}.embedding_version_id = $7"),
+            None => String::new(),
+        };
+        let sql = sql.replace(" /*version*/", &version);
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(&filter.scope.tenant_id)
             .bind(filter.visibility(memory_type))
             .bind(filter.now)
             .bind(filter.min_confidence)
             .bind(embedding)
-            .bind(depth)
-            .bind(filter.embedding_version)
-            .fetch_all(self.pool())
-            .await?;
+            .bind(depth);
+        if let Some(version) = filter.embedding_version {
+            query = query.bind(version);
+        }
+        let rows: Vec<Candidate> = query.fetch_all(self.pool()).await?;
         Ok(typed(rows, memory_type))
     }
 

@@ -38,7 +38,7 @@ pub async fn run(
         scope: &request.scope,
         now: request.now,
         min_confidence: request.min_confidence,
-        embedding_version: state.embedding_version,
+        embedding_version: state.compared_version(),
     };
     let types = [MemoryType::Fact, MemoryType::Rule, MemoryType::Episode];
     let store = &state.kit.store;

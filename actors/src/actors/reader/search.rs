@@ -147,7 +147,7 @@ pub async fn run(
         scope: &query.scope,
         now: query.now,
         min_confidence: query.min_confidence,
-        embedding_version: state.embedding_version,
+        embedding_version: state.compared_version(),
     };
     let depth = i64::from(state.services.config.retrieval.candidate_depth).max(query.limit as i64);
     let lists = candidate_lists(
