@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::author::Author;
 use super::caller::Caller;
 use super::consolidation_status::ConsolidationStatus;
-use super::redaction::Findings;
+use super::redaction::{Findings, Redactor};
 use super::text::{
     Limits, check_content, check_identifier_text, check_importance, check_metadata, check_name,
 };
@@ -74,6 +74,20 @@ pub struct NewEpisode {
 }
 
 impl NewEpisode {
+    /// Its content and metadata redacted in place, its findings kept for its event.
+    pub fn redact(&mut self, redactor: &Redactor) -> MemoryResult<()> {
+        let mut findings = Findings::new();
+        self.content = redactor.content(&self.tenant_id, &self.content, &mut findings)?;
+        redactor.json(
+            &self.tenant_id,
+            "metadata",
+            &mut self.metadata,
+            &mut findings,
+        )?;
+        self.redacted = findings;
+        Ok(())
+    }
+
     /// The row this episode becomes when inserted: what it says, plus the schema's defaults
     /// for everything that happens later (references, consolidation, embedding).
     pub fn stored(&self, request_id: &str) -> Episode {

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::caller::{Caller, GLOBAL_SCOPE};
 use super::decay::effective_confidence;
 use super::permanence::Permanence;
-use super::redaction::Findings;
+use super::redaction::{Findings, Redactor};
 use super::relation::LinkTarget;
 use super::text::{
     Limits, check_confidence, check_content, check_importance, check_metadata, check_name,
@@ -105,6 +105,22 @@ pub struct NewFact {
     pub created_at: DateTime<Utc>,
     /// What redaction found in it (detector: spans), for its event.
     pub redacted: Findings,
+}
+
+impl NewFact {
+    /// Its subject, content, tags and metadata redacted in place. A masked subject stands
+    /// for every value its detector finds (two e-mail subjects become one): `hash` keeps
+    /// them apart.
+    pub fn redact(&mut self, redactor: &Redactor) -> MemoryResult<()> {
+        let tenant = self.tenant_id.clone();
+        let mut findings = Findings::new();
+        self.subject = redactor.content(&tenant, &self.subject, &mut findings)?;
+        self.content = redactor.content(&tenant, &self.content, &mut findings)?;
+        self.tags = redactor.tags(&tenant, &self.tags, &mut findings)?;
+        redactor.json(&tenant, "metadata", &mut self.metadata, &mut findings)?;
+        self.redacted = findings;
+        Ok(())
+    }
 }
 
 /// What storing a fact did.

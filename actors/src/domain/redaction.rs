@@ -20,9 +20,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Sha256;
 
-use super::episode::NewEpisode;
-use super::fact::NewFact;
-use super::rule::NewRule;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// What to do with a detected span.
@@ -289,42 +286,6 @@ impl Redactor {
         Ok(())
     }
 
-    /// A new episode's content and metadata redacted in place, its findings kept for its
-    /// event.
-    pub fn episode(&self, episode: &mut NewEpisode) -> MemoryResult<()> {
-        let tenant = episode.tenant_id.clone();
-        let mut findings = Findings::new();
-        episode.content = self.content(&tenant, &episode.content, &mut findings)?;
-        self.json(&tenant, "metadata", &mut episode.metadata, &mut findings)?;
-        episode.redacted = findings;
-        Ok(())
-    }
-
-    /// A new fact's subject, content, tags and metadata redacted in place. A masked
-    /// subject stands for every value its detector finds (two e-mail subjects become one):
-    /// `hash` keeps them apart.
-    pub fn fact(&self, fact: &mut NewFact) -> MemoryResult<()> {
-        let tenant = fact.tenant_id.clone();
-        let mut findings = Findings::new();
-        fact.subject = self.content(&tenant, &fact.subject, &mut findings)?;
-        fact.content = self.content(&tenant, &fact.content, &mut findings)?;
-        fact.tags = self.tags(&tenant, &fact.tags, &mut findings)?;
-        self.json(&tenant, "metadata", &mut fact.metadata, &mut findings)?;
-        fact.redacted = findings;
-        Ok(())
-    }
-
-    /// A new rule's content, tags and metadata redacted in place.
-    pub fn rule(&self, rule: &mut NewRule) -> MemoryResult<()> {
-        let tenant = rule.tenant_id.clone();
-        let mut findings = Findings::new();
-        rule.content = self.content(&tenant, &rule.content, &mut findings)?;
-        rule.tags = self.tags(&tenant, &rule.tags, &mut findings)?;
-        self.json(&tenant, "metadata", &mut rule.metadata, &mut findings)?;
-        rule.redacted = findings;
-        Ok(())
-    }
-
     /// A text that must still say something once redacted.
     pub fn content(
         &self,
@@ -343,7 +304,7 @@ impl Redactor {
     }
 
     /// Tags redacted; a tag a `drop` fired in goes.
-    fn tags(
+    pub fn tags(
         &self,
         tenant: &str,
         tags: &[String],

@@ -11,7 +11,7 @@ use super::caller::{Caller, GLOBAL_SCOPE};
 use super::decay::effective_confidence;
 use super::maturity::Maturity;
 use super::permanence::Permanence;
-use super::redaction::Findings;
+use super::redaction::{Findings, Redactor};
 use super::relation::LinkTarget;
 use super::text::{
     Limits, check_confidence, check_content, check_importance, check_metadata, check_name,
@@ -111,6 +111,19 @@ pub struct NewRule {
     pub created_at: DateTime<Utc>,
     /// What redaction found in it (detector: spans), for its event.
     pub redacted: Findings,
+}
+
+impl NewRule {
+    /// Its content, tags and metadata redacted in place.
+    pub fn redact(&mut self, redactor: &Redactor) -> MemoryResult<()> {
+        let tenant = self.tenant_id.clone();
+        let mut findings = Findings::new();
+        self.content = redactor.content(&tenant, &self.content, &mut findings)?;
+        self.tags = redactor.tags(&tenant, &self.tags, &mut findings)?;
+        redactor.json(&tenant, "metadata", &mut self.metadata, &mut findings)?;
+        self.redacted = findings;
+        Ok(())
+    }
 }
 
 impl RuleInput {

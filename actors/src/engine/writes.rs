@@ -35,7 +35,7 @@ impl Engine {
             self.services.config.episodes.default_ttl_days,
             self.services.clock.now(),
         )?;
-        self.redact(|r| r.episode(&mut episode))?;
+        self.redact(|r| episode.redact(r))?;
         count_redactions(&episode.redacted);
         let key = ShardKey::new(&caller.tenant_id, &episode.butler);
         let shard = self.shards.get(&key).await?;
@@ -91,7 +91,7 @@ impl Engine {
                     now,
                 )
                 .map_err(at)?;
-            self.redact(|r| r.episode(&mut episode)).map_err(at)?;
+            self.redact(|r| episode.redact(r)).map_err(at)?;
             count_redactions(&episode.redacted);
             let key = ShardKey::new(&caller.tenant_id, &episode.butler);
             match by_shard.iter_mut().find(|(k, _, _)| *k == key) {
@@ -161,7 +161,7 @@ impl Engine {
         // describes the fact as written, however long the checks before the write took.
         let now = self.services.clock.now();
         let mut fact = input.validate(caller, &self.services.config.limits, now)?;
-        self.redact(|r| r.fact(&mut fact))?;
+        self.redact(|r| fact.redact(r))?;
         count_redactions(&fact.redacted);
         self.check_references(
             caller,
@@ -201,7 +201,7 @@ impl Engine {
         self.services.database.check()?;
         let now = self.services.clock.now();
         let mut rule = input.validate(caller, &self.services.config.limits, now)?;
-        self.redact(|r| r.rule(&mut rule))?;
+        self.redact(|r| rule.redact(r))?;
         count_redactions(&rule.redacted);
         self.check_references(
             caller,

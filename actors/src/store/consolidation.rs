@@ -170,7 +170,7 @@ impl Store {
                 redacted: Default::default(),
             };
             // An extractor can echo a secret back: its facts are redacted like any other.
-            if let Err(e) = redactor.fact(&mut fact) {
+            if let Err(e) = fact.redact(redactor) {
                 tracing::info!(shard = %shard, code = e.code.as_str(), "an extracted fact was refused by redaction");
                 continue;
             }
