@@ -155,7 +155,7 @@ impl Redactor {
             .map(|name| (name, RedactionAction::Off))
             .collect();
         Redactor {
-            global: compile(&off, &[]).expect("no detector compiles"),
+            global: compile(&off, &[]).expect("a policy of no detector compiles"),
             tenants: HashMap::new(),
             key: Vec::new(),
         }
@@ -263,10 +263,16 @@ impl Redactor {
                 };
             }
             Value::Array(items) => {
-                for item in items.iter_mut() {
-                    self.json(tenant, field, item, findings)?;
+                let mut kept = Vec::with_capacity(items.len());
+                for mut item in std::mem::take(items) {
+                    let was_null = item.is_null();
+                    self.json(tenant, field, &mut item, findings)?;
+                    // A value a `drop` fired in comes back null; a null given stays.
+                    if was_null || !item.is_null() {
+                        kept.push(item);
+                    }
                 }
-                items.retain(|item| !item.is_null());
+                *items = kept;
             }
             Value::Object(map) => {
                 let mut gone = Vec::new();

@@ -296,14 +296,15 @@ fn drop_removes_spans_from_text_and_values_from_metadata() {
     assert_eq!(out.text, "ssn  of [employee_id]");
     assert!(out.dropped);
     let mut metadata = serde_json::json!({
-        "ssn": "123-45-6789", "note": "ok", "ids": ["EMP-000001", "123-45-6789"], "n": 3
+        "ssn": "123-45-6789", "note": "ok", "ids": ["EMP-000001", "123-45-6789", null], "n": 3,
+        "none": null
     });
     redactor
         .json("t", "metadata", &mut metadata, &mut findings)
         .unwrap();
     assert_eq!(
         metadata,
-        serde_json::json!({"note": "ok", "ids": ["[employee_id]"], "n": 3})
+        serde_json::json!({"note": "ok", "ids": ["[employee_id]", null], "n": 3, "none": null})
     );
     assert_eq!(findings.get("us_ssn"), Some(&3));
 }
