@@ -81,6 +81,10 @@ struct Args {
     /// whose embeddings the service caches after their first use.
     #[arg(long)]
     fresh_prompts: bool,
+    /// Put secrets in every episode (a card number and an AWS-style key, both masked by the
+    /// default redaction policy, and an e-mail address, kept): redaction's worst case.
+    #[arg(long)]
+    secrets: bool,
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Seconds between the service's start and the first call: a fresh embedded cluster

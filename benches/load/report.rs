@@ -29,7 +29,7 @@ pub fn print_summary(args: &Args, run: &Run, stored: &Stored) -> serde_json::Map
     }
     println!("## Load: bursty writes with concurrent readers\n");
     println!(
-        "- {} tenants x {} butlers; writes {} episodes/s in bursts of {} s every {} s, {} episodes per call, {} writer connections; {} readers at {} reads/s ({} prompts); {:.1} s in all",
+        "- {} tenants x {} butlers; writes {} episodes/s in bursts of {} s every {} s, {} episodes per call, {} writer connections{}; {} readers at {} reads/s ({} prompts); {:.1} s in all",
         args.tenants,
         args.butlers,
         args.rate,
@@ -37,6 +37,11 @@ pub fn print_summary(args: &Args, run: &Run, stored: &Stored) -> serde_json::Map
         args.burst_secs + args.pause_secs,
         args.batch_size,
         args.writers,
+        if args.secrets {
+            ", every episode with secrets"
+        } else {
+            ""
+        },
         args.readers,
         args.read_rate,
         if args.fresh_prompts {
@@ -233,6 +238,7 @@ pub fn json(
                     "duration": args.duration, "batch_size": args.batch_size,
                     "writers": args.writers, "readers": args.readers,
                     "read_rate": args.read_rate, "fresh_prompts": args.fresh_prompts,
+                    "secrets": args.secrets,
                     "settle_secs": args.settle_secs},
            "seconds": round3(run.load_secs), "acknowledged": stored.acked, "found": stored.found,
            "lost": stored.lost, "backlog_at_end": drain.backlog_at_end, "backlog_left": drain.waiting,

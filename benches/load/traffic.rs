@@ -174,14 +174,20 @@ fn spawn_writers(
             butlers.to_vec(),
         );
         let batch_size = args.batch_size;
+        let secrets = args.secrets;
         writers.push(tokio::spawn(async move {
             loop {
                 let next = due_rx.lock().await.recv().await;
                 let Some((due, n)) = next else { return };
                 let butler = &butlers[n % butlers.len()];
                 let episode = |i: usize| {
-                    json!({"content": format!("Load episode {n}.{i}: the user asked {} about the plan for day {}", butler.name, n % 31),
-                           "butler": butler.name, "session_id": format!("s{}", n / 20)})
+                    let mut content = format!("Load episode {n}.{i}: the user asked {} about the plan for day {}", butler.name, n % 31);
+                    if secrets {
+                        content.push_str(&format!(
+                            ", paid with 4111 1111 1111 1111, key AKIA{n:016X}, mail user{n}@example.com"
+                        ));
+                    }
+                    json!({"content": content, "butler": butler.name, "session_id": format!("s{}", n / 20)})
                 };
                 let (tool, request) = if batch_size == 1 {
                     ("memory_store_episode", episode(0))
