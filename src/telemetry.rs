@@ -40,7 +40,9 @@ pub fn init(log: &LogConfig, traces: &TracesConfig) -> Result<Option<Exporter>, 
     let spans = exporter.as_ref().map(|exporter| {
         exporter
             .layer()
-            .with_filter(Targets::new().with_target(traces::SPANS, LevelFilter::TRACE))
+            // INFO, the level of every exported span: a TRACE here would lift the
+            // subscriber's maximum level (see the statement filter below).
+            .with_filter(Targets::new().with_target(traces::SPANS, LevelFilter::INFO))
     });
     // The statement families' spans are always timed, for their latency histogram. The
     // level hint matters: without one the subscriber's maximum level is TRACE, and every
