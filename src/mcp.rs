@@ -461,15 +461,7 @@ impl MemoryServer {
         let outcome = (tool.run)(&self.state.engine, caller, args, meta.lineage())
             .instrument(span.clone())
             .await;
-        let class = match &outcome.result {
-            Ok(_) => "ok",
-            Err(e) => e.class().as_str(),
-        };
-        span.record("mcp.outcome", class);
-        if matches!(class, "internal" | "integrity" | "unavailable") {
-            span.record("otel.status_code", "ERROR");
-        }
-        Some(finish(name, caller, meta, outcome, started))
+        Some(finish(name, caller, meta, &span, outcome, started))
     }
 }
 
@@ -514,12 +506,13 @@ where
     }
 }
 
-/// Records metrics, the access log's tool part and error logs for a finished call, and
-/// shapes its result.
+/// Records metrics, the outcome on the call's span, the access log's tool part and error
+/// logs for a finished call, and shapes its result.
 fn finish(
     tool: &str,
     caller: &Caller,
     meta: &RequestMeta,
+    span: &tracing::Span,
     outcome: Outcome,
     started: Instant,
 ) -> CallToolResult {
@@ -528,6 +521,10 @@ fn finish(
         Ok(_) => "ok",
         Err(e) => e.class().as_str(),
     };
+    span.record("mcp.outcome", class);
+    if matches!(class, "internal" | "integrity" | "unavailable") {
+        span.record("otel.status_code", "ERROR");
+    }
     metrics::counter!("butler_memory_requests_total", "tool" => tool.to_owned(), "class" => class)
         .increment(1);
     metrics::histogram!("butler_memory_request_duration_seconds", "tool" => tool.to_owned(), "class" => class)
