@@ -236,16 +236,19 @@ impl Store {
             ),
         };
         let sqlx::AssertSqlSafe(sql) = filter.sql(memory_type, sql);
-        let alias = match memory_type {
-            MemoryType::Episode => "e",
-            MemoryType::Fact => "f",
-            MemoryType::Rule => "r",
+        // The marker is an SQL comment: without a version to name it stays, saying nothing.
+        let sql = match filter.embedding_version {
+            None => sql,
+            Some(_) => {
+                let alias = match memory_type {
+                    MemoryType::Episode => "e",
+                    MemoryType::Fact => "f",
+                    MemoryType::Rule => "r",
+                };
+                let predicate = format!(" AND {alias}.embedding_version_id = $7");
+                Cow::Owned(sql.replace(" /*version*/", &predicate))
+            }
         };
-        let version = match filter.embedding_version {
-            Some(_) => format!(" AND {alias}.embedding_version_id = $7"),
-            None => String::new(),
-        };
-        let sql = sql.replace(" /*version*/", &version);
         let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(&filter.scope.tenant_id)
             .bind(filter.visibility(memory_type))
