@@ -75,7 +75,7 @@ pub struct NewEpisode {
 
 impl NewEpisode {
     /// Its content and metadata redacted in place, its findings kept for its event.
-    pub fn redact(&mut self, redactor: &Redactor) -> MemoryResult<()> {
+    pub fn redact(&mut self, redactor: &Redactor) -> MemoryResult<&Findings> {
         let mut findings = Findings::new();
         self.content = redactor.content(&self.tenant_id, &self.content, &mut findings)?;
         redactor.json(
@@ -85,7 +85,7 @@ impl NewEpisode {
             &mut findings,
         )?;
         self.redacted = findings;
-        Ok(())
+        Ok(&self.redacted)
     }
 
     /// The row this episode becomes when inserted: what it says, plus the schema's defaults

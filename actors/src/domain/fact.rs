@@ -111,7 +111,7 @@ impl NewFact {
     /// Its subject, content, tags and metadata redacted in place. A masked subject stands
     /// for every value its detector finds (two e-mail subjects become one): `hash` keeps
     /// them apart.
-    pub fn redact(&mut self, redactor: &Redactor) -> MemoryResult<()> {
+    pub fn redact(&mut self, redactor: &Redactor) -> MemoryResult<&Findings> {
         let tenant = self.tenant_id.clone();
         let mut findings = Findings::new();
         self.subject = redactor.content(&tenant, &self.subject, &mut findings)?;
@@ -119,7 +119,7 @@ impl NewFact {
         self.tags = redactor.tags(&tenant, &self.tags, &mut findings)?;
         redactor.json(&tenant, "metadata", &mut self.metadata, &mut findings)?;
         self.redacted = findings;
-        Ok(())
+        Ok(&self.redacted)
     }
 }
 

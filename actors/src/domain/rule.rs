@@ -115,14 +115,14 @@ pub struct NewRule {
 
 impl NewRule {
     /// Its content, tags and metadata redacted in place.
-    pub fn redact(&mut self, redactor: &Redactor) -> MemoryResult<()> {
+    pub fn redact(&mut self, redactor: &Redactor) -> MemoryResult<&Findings> {
         let tenant = self.tenant_id.clone();
         let mut findings = Findings::new();
         self.content = redactor.content(&tenant, &self.content, &mut findings)?;
         self.tags = redactor.tags(&tenant, &self.tags, &mut findings)?;
         redactor.json(&tenant, "metadata", &mut self.metadata, &mut findings)?;
         self.redacted = findings;
-        Ok(())
+        Ok(&self.redacted)
     }
 }
 

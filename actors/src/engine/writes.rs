@@ -35,8 +35,7 @@ impl Engine {
             self.services.config.episodes.default_ttl_days,
             self.services.clock.now(),
         )?;
-        self.redact(|r| episode.redact(r))?;
-        count_redactions(&episode.redacted);
+        self.redact(|r| episode.redact(r).map(count_redactions))?;
         let key = ShardKey::new(&caller.tenant_id, &episode.butler);
         let shard = self.shards.get(&key).await?;
         let _room = self.services.admission.admit(1, shard.info.queue_depth())?;
@@ -91,8 +90,8 @@ impl Engine {
                     now,
                 )
                 .map_err(at)?;
-            self.redact(|r| episode.redact(r)).map_err(at)?;
-            count_redactions(&episode.redacted);
+            self.redact(|r| episode.redact(r).map(count_redactions))
+                .map_err(at)?;
             let key = ShardKey::new(&caller.tenant_id, &episode.butler);
             match by_shard.iter_mut().find(|(k, _, _)| *k == key) {
                 Some((_, positions, episodes)) => {
@@ -161,8 +160,7 @@ impl Engine {
         // describes the fact as written, however long the checks before the write took.
         let now = self.services.clock.now();
         let mut fact = input.validate(caller, &self.services.config.limits, now)?;
-        self.redact(|r| fact.redact(r))?;
-        count_redactions(&fact.redacted);
+        self.redact(|r| fact.redact(r).map(count_redactions))?;
         self.check_references(
             caller,
             fact.source_butler.clone(),
@@ -201,8 +199,7 @@ impl Engine {
         self.services.database.check()?;
         let now = self.services.clock.now();
         let mut rule = input.validate(caller, &self.services.config.limits, now)?;
-        self.redact(|r| rule.redact(r))?;
-        count_redactions(&rule.redacted);
+        self.redact(|r| rule.redact(r).map(count_redactions))?;
         self.check_references(
             caller,
             rule.source_butler.clone(),
@@ -229,7 +226,8 @@ impl Engine {
             .at(now))
     }
 
-    /// Runs a write's redaction (before anything reaches a shard) and counts what it did.
+    /// Runs a write's redaction (before anything reaches a shard), counting a refusal; the
+    /// caller counts the spans redacted (`count_redactions`).
     fn redact(&self, apply: impl FnOnce(&Redactor) -> MemoryResult<()>) -> MemoryResult<()> {
         let result = apply(&self.services.redactor);
         if let Err(e) = &result
