@@ -34,13 +34,19 @@ async fn report_as(app: &TestApp, program: PathBuf, script: PathBuf, key: &'stat
     })
     .await
     .unwrap();
+    script_report(&out)
+}
+
+/// The JSON report a conformance script prints as its last line, which must say `ok`.
+fn script_report(out: &std::process::Output) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let last = stdout.trim().lines().last().unwrap_or_default();
+    let report: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(report["ok"], true, "{report}");
     report
 }
@@ -193,14 +199,7 @@ async fn the_python_sdk_starts_the_service_on_stdio() {
         })
         .await
         .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: Value = serde_json::from_str(stdout.trim()).unwrap();
-        assert_eq!(report["ok"], true, "{report}");
+        let report = script_report(&out);
         assert_eq!(report["admin_tools"], key.is_none(), "{report}");
     }
     assert!(
@@ -237,14 +236,7 @@ async fn mcp_remote_bridges_a_stdio_client_to_the_http_service() {
     })
     .await
     .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
-    assert_eq!(report["ok"], true, "{report}");
+    let report = script_report(&out);
     assert_eq!(report["admin_tools"], false, "a butler key: {report}");
     app.stop().await;
 }
