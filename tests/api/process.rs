@@ -78,10 +78,25 @@ impl Service {
     }
 
     pub(crate) async fn call_as(&self, key: &str, tool: &str, args: Value) -> (bool, Value) {
-        let response: Value = reqwest::Client::new()
+        self.call_with(key, &[], tool, args).await
+    }
+
+    /// [`Service::call_as`] with more request headers (a `traceparent`).
+    pub(crate) async fn call_with(
+        &self,
+        key: &str,
+        headers: &[(&str, &str)],
+        tool: &str,
+        args: Value,
+    ) -> (bool, Value) {
+        let mut request = reqwest::Client::new()
             .post(format!("{}/mcp", self.base))
             .header("Authorization", format!("Bearer {key}"))
-            .header("Accept", "application/json, text/event-stream")
+            .header("Accept", "application/json, text/event-stream");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response: Value = request
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": tool, "arguments": args}}))
             .send()

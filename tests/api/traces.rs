@@ -13,7 +13,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use prost::Message;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::helpers::*;
 use crate::process::{Service, signal, write_config};
@@ -80,25 +80,6 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Received>>>, Arc<Mutex<Vec<String>
     (url, spans, services)
 }
 
-/// Calls `tool` over JSON-RPC with a W3C `traceparent`.
-async fn call_traced(base: &str, traceparent: &str, tool: &str, args: Value) -> Value {
-    let response: Value = reqwest::Client::new()
-        .post(format!("{base}/mcp"))
-        .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
-        .header("Accept", "application/json, text/event-stream")
-        .header("traceparent", traceparent)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": tool, "arguments": args}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_ne!(response["result"]["isError"], true, "{response}");
-    response["result"]["structuredContent"].clone()
-}
-
 #[tokio::test]
 async fn spans_join_the_callers_trace_and_reach_an_otlp_receiver() {
     let (endpoint, spans, services) = receiver().await;
@@ -115,21 +96,27 @@ async fn spans_join_the_callers_trace_and_reach_an_otlp_receiver() {
     let secret = "Biscuit the spaniel hates thunderstorms";
 
     let (write_trace, write_parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
-    call_traced(
-        &service.base,
-        &format!("00-{write_trace}-{write_parent}-01"),
-        "memory_store_episode",
-        json!({"butler": "health", "content": secret}),
-    )
-    .await;
+    let traceparent = format!("00-{write_trace}-{write_parent}-01");
+    let (failed, answer) = service
+        .call_with(
+            TENANT_A_HEALTH,
+            &[("traceparent", &traceparent)],
+            "memory_store_episode",
+            json!({"butler": "health", "content": secret}),
+        )
+        .await;
+    assert!(!failed, "{answer}");
     let (read_trace, read_parent) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
-    call_traced(
-        &service.base,
-        &format!("00-{read_trace}-{read_parent}-01"),
-        "memory_search",
-        json!({"query": "which dog is afraid of storms"}),
-    )
-    .await;
+    let traceparent = format!("00-{read_trace}-{read_parent}-01");
+    let (failed, answer) = service
+        .call_with(
+            TENANT_A_HEALTH,
+            &[("traceparent", &traceparent)],
+            "memory_search",
+            json!({"query": "which dog is afraid of storms"}),
+        )
+        .await;
+    assert!(!failed, "{answer}");
 
     // Both traces arrive within a few batch delays.
     let wanted = [
