@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use butler_memory_actors::{Caller, ErrorCode, MemoryError, Role};
 
-use crate::config::{AuthConfig, KeyConfig, MIN_KEY_CHARS, Secret};
+use crate::config::{AuthConfig, KeyConfig, MIN_KEY_CHARS, Secret, key_in_file};
 
 /// Tenant of the bootstrap admin key.
 pub const BOOTSTRAP_TENANT: &str = "default";
@@ -62,27 +62,7 @@ pub fn effective_keys(config: &AuthConfig, data_dir: &Path) -> std::io::Result<V
         return Ok(config.keys.clone());
     }
     let path = data_dir.join("bootstrap-admin.key");
-    let key = match std::fs::read_to_string(&path) {
-        Ok(text) if text.trim().chars().count() >= MIN_KEY_CHARS => text.trim().to_owned(),
-        _ => {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::create_dir_all(data_dir)?;
-            let key = format!(
-                "bm_{}{}",
-                uuid::Uuid::new_v4().simple(),
-                uuid::Uuid::new_v4().simple()
-            );
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .mode(0o600)
-                .open(&path)?;
-            writeln!(file, "{key}")?;
-            key
-        }
-    };
+    let key = key_in_file(&path, "bm_", MIN_KEY_CHARS)?;
     tracing::warn!(
         path = %path.display(),
         "no [[auth.keys]] configured: using the bootstrap admin key for tenant `{BOOTSTRAP_TENANT}` stored in this file"

@@ -8,6 +8,7 @@
 
 mod diagnosis;
 mod effective;
+mod key_file;
 mod keys;
 mod secret;
 
@@ -21,6 +22,7 @@ use figment::value::Dict;
 use serde::Deserialize;
 
 pub use crate::http::server::HttpConfig;
+pub use key_file::key_in_file;
 pub use keys::{AuthConfig, KeyConfig, MIN_KEY_CHARS};
 pub use secret::Secret;
 

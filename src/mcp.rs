@@ -38,9 +38,9 @@ use crate::http::request_meta::{RequestMeta, ToolNote};
 use direct::Endpoint;
 use params::{
     ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, DeadLettersParams,
-    ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams,
-    RequeueParams, RestoreParams, RunSweepParams, SearchParams, StatsParams, StoreEpisodeParams,
-    StoreFactParams, StoreRuleParams,
+    ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, PurgeParams,
+    RecallParams, RequeueParams, RestoreParams, RunSweepParams, SearchParams, StatsParams,
+    StoreEpisodeParams, StoreFactParams, StoreRuleParams,
 };
 use tools::Outcome;
 
@@ -94,6 +94,8 @@ enum Effect {
     Removes,
     /// Changes state back or again; a repeat changes nothing more.
     Repeatable,
+    /// Erases for good (no restore); a repeat finds nothing more to erase.
+    Erases,
 }
 
 impl Effect {
@@ -101,7 +103,7 @@ impl Effect {
         let (read_only, destructive, idempotent) = match self {
             Effect::Reads => (true, false, true),
             Effect::Adds => (false, false, false),
-            Effect::Removes => (false, true, true),
+            Effect::Removes | Effect::Erases => (false, true, true),
             Effect::Repeatable => (false, false, true),
         };
         ToolAnnotations::with_title(title)
@@ -280,6 +282,21 @@ const TOOLS: &[ToolSpec] = &[
         tools::restore,
         "Admin: undo a forget, putting the memory back in the state it was \
             forgotten from. Refused for a fact whose subject and predicate a newer fact holds.",
+    ),
+    tool!(
+        "memory_purge",
+        "Purge memories for good",
+        Audience::Admin,
+        Effect::Erases,
+        PurgeParams,
+        tools::purge,
+        "Admin: erase memories for good (unlike memory_forget, there is no restore): one \
+            record (a fact with its earlier and later versions), the records about a subject \
+            (the first call lists candidates, a second with `confirm` purges the chosen ones), \
+            a butler's or the whole tenant's. Rows, embeddings, links and consolidation traces \
+            go; past events keep their order with their content rewritten to a marker, and each \
+            record gets a purged event with the reason and a keyed hash of what was erased. \
+            `dry_run` lists what would go.",
     ),
     tool!(
         "memory_activity_stream",

@@ -18,7 +18,7 @@ use axum::routing::{any, get};
 use backon::{ExponentialBuilder, Retryable};
 use butler_memory_actors::{
     AppliedMigration, EmbedError, EmbeddedPostgres, EmbeddedPostgresError, EmbedderFactory, Engine,
-    EngineStartError, SharedClock, Store, StoreStartError, SystemClock,
+    EngineConfig, EngineStartError, SharedClock, Store, StoreStartError, SystemClock,
 };
 use sqlx::postgres::PgConnectOptions;
 use tokio::net::TcpListener;
@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app_state::AppState;
 use crate::auth::{Authenticator, effective_keys, require_key};
-use crate::config::Config;
+use crate::config::{Config, MIN_KEY_CHARS, key_in_file};
 use crate::database_watch::DatabaseWatch;
 use crate::{http, mcp, telemetry};
 
@@ -52,6 +52,12 @@ pub enum StartupError {
     Engine(#[from] EngineStartError),
     #[error("creating the bootstrap key in {path}: {source}")]
     BootstrapKey {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("creating the audit key in {path}: {source}")]
+    AuditKey {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -93,6 +99,17 @@ const ENGINE_STOP: Duration = Duration::from_secs(40);
 /// The longest closing the connection pools may take.
 const POOLS_CLOSE: Duration = Duration::from_secs(5);
 
+/// The engine's configuration, with the audit key from `data_dir` when none is configured.
+fn engine_config(config: &Config) -> Result<EngineConfig, StartupError> {
+    let mut engine = config.engine.clone();
+    if engine.privacy.audit_key.is_empty() {
+        let path = config.edge.data_dir.join("audit.key");
+        engine.privacy.audit_key = key_in_file(&path, "", MIN_KEY_CHARS)
+            .map_err(|source| StartupError::AuditKey { path, source })?;
+    }
+    Ok(engine)
+}
+
 impl Core {
     /// Opens the database (starting the embedded one unless `database_url` names another),
     /// applies migrations, and starts the engine with `clock` and `factory`'s embedder.
@@ -113,7 +130,7 @@ impl Core {
                 "migration applied"
             );
         }
-        let engine = Engine::start(store, config.engine.clone(), clock, factory).await?;
+        let engine = Engine::start(store, engine_config(&config)?, clock, factory).await?;
         let watch = DatabaseWatch::start(
             engine.store().clone(),
             engine.database_health(),

@@ -40,6 +40,16 @@ pub struct EngineConfig {
     pub writes: WritesConfig,
     pub consolidation: ConsolidationConfig,
     pub redaction: RedactionConfig,
+    pub privacy: PrivacyConfig,
+}
+
+/// `[privacy]`: erasure (`domain/purge.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrivacyConfig {
+    /// Keys the hash a purge records of what it erased (at least 16 characters). The edge
+    /// fills it from a key file in `data_dir` when the configuration leaves it empty.
+    pub audit_key: String,
 }
 
 /// `[redaction]`: what is redacted before it is stored (`domain/redaction.rs`).

@@ -19,6 +19,7 @@ pub mod heuristic_extractor;
 pub mod maturity;
 pub mod memory_type;
 pub mod permanence;
+pub mod purge;
 pub mod record;
 pub mod redaction;
 pub mod relation;

@@ -5,6 +5,7 @@
 
 mod lifecycle;
 pub use lifecycle::MAX_ACTIVITY_PAGE;
+mod purge;
 mod reads;
 #[cfg(feature = "testkit")]
 mod testkit;
@@ -54,6 +55,8 @@ pub enum EngineStartError {
     Tree(#[source] ractor::SpawnErr),
     #[error("{0}")]
     Redaction(String),
+    #[error("privacy.audit_key: at least 16 characters are needed")]
+    AuditKey,
 }
 
 /// Readiness of the engine's parts, for `/readyz`.
@@ -149,6 +152,9 @@ impl Engine {
             .redaction
             .redactor()
             .map_err(EngineStartError::Redaction)?;
+        if config.privacy.audit_key.chars().count() < 16 {
+            return Err(EngineStartError::AuditKey);
+        }
         let services = Arc::new(Services::new(store, clock, config, redactor));
         let directory = Arc::new(ActorDirectory::default());
         let args = SupervisorArgs {

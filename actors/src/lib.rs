@@ -66,6 +66,7 @@ pub use domain::episode::EpisodeInput;
 pub use domain::fact::FactInput;
 pub use domain::memory_type::MemoryType;
 pub use domain::permanence::Permanence;
+pub use domain::purge::{Purge, PurgeTarget, content_hash as purge_content_hash};
 pub use domain::relation::{LinkTarget, Relation};
 pub use domain::request_context::{Lineage, RequestContext};
 pub use domain::rule::RuleInput;

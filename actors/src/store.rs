@@ -19,6 +19,7 @@ pub mod forgetting;
 pub mod lifecycle_locks;
 pub mod lifecycle_runs;
 pub mod links;
+pub mod purging;
 pub mod records;
 pub mod references;
 pub mod relation_sizes;

@@ -7,7 +7,7 @@ use figment::value::{Dict, Value};
 use super::ConfigError;
 
 /// Keys whose values are secrets wherever they appear.
-const SECRET_KEYS: &[&str] = &["key", "api_key", "hash_key"];
+const SECRET_KEYS: &[&str] = &["key", "api_key", "hash_key", "audit_key"];
 
 /// `given` as TOML, secrets redacted.
 pub(super) fn render(mut given: Dict) -> Result<String, ConfigError> {

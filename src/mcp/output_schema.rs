@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 
 use butler_memory_actors::{
     ComponentScores, ContextBlock, DeadLetter, Episode, ErrorClass, Fact, FactOutcome, Maturity,
-    MemoryRecord, MemoryStats, MemoryType, RecordWithLinks, Rule, SearchMode, StoredEvent,
+    MemoryRecord, MemoryStats, MemoryType, Purge, RecordWithLinks, Rule, SearchMode, StoredEvent,
     SweepReport,
 };
 use rmcp::model::JsonObject;
@@ -199,6 +199,7 @@ fn success(tool: &str, defs: &mut Definitions) -> Option<Value> {
             &["requeued", "count"],
         ),
         "memory_stats" => defs.of::<MemoryStats>(),
+        "memory_purge" => defs.of::<Purge>(),
         _ => return None,
     })
 }

@@ -3,7 +3,8 @@
 //! enum value or an unknown field is an `invalid_input` tool error naming the problem.
 
 use butler_memory_actors::{
-    LinkTarget, MemoryType, Permanence, RequestContext, SearchMode, SweepKind,
+    ErrorCode, LinkTarget, MemoryError, MemoryResult, MemoryType, Permanence, PurgeTarget,
+    RequestContext, SearchMode, SweepKind,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -420,4 +421,69 @@ pub struct RequeueParams {
     /// Request lineage, echoed in the response.
     #[serde(default)]
     pub request_context: Option<RequestContext>,
+}
+
+/// `memory_purge`: exactly one target (`type` and `id`, `subject`, `butler` or `tenant`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PurgeParams {
+    /// One record: its type (with `id`).
+    #[serde(rename = "type", default)]
+    pub memory_type: Option<MemoryType>,
+    /// One record: its id (with `type`). A fact goes with its supersession chain.
+    #[serde(default)]
+    pub id: Option<Uuid>,
+    /// The records about a subject: facts whose subject it is and every record whose text
+    /// mentions it. Without `confirm`, the answer lists these candidates and purges nothing.
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// With `subject`: the candidates to purge, by id.
+    #[serde(default)]
+    pub confirm: Option<Vec<Uuid>>,
+    /// Every record of this butler: its episodes, and the facts and rules it wrote.
+    #[serde(default)]
+    pub butler: Option<String>,
+    /// Every record of the tenant: the key's own tenant id, spelled out as a confirmation.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Why; recorded with every purged record's event.
+    pub reason: String,
+    /// List what would be purged, and purge nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Request lineage, echoed in the response and recorded in the audit stream.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}
+
+impl PurgeParams {
+    /// The one target named, or what is wrong with the naming.
+    pub fn target(&mut self) -> MemoryResult<PurgeTarget> {
+        let record = match (self.memory_type, self.id) {
+            (Some(memory_type), Some(id)) => Some(PurgeTarget::Record { memory_type, id }),
+            (None, None) => None,
+            _ => return Err(purge_target("a record is named by both `type` and `id`")),
+        };
+        if self.confirm.is_some() && self.subject.is_none() {
+            return Err(purge_target("`confirm` lists candidates of a `subject`"));
+        }
+        let subject = self.subject.take().map(|subject| PurgeTarget::Subject {
+            subject,
+            confirm: self.confirm.take(),
+        });
+        let butler = self.butler.take().map(PurgeTarget::Butler);
+        let tenant = self.tenant.take().map(PurgeTarget::Tenant);
+        let mut named = [record, subject, butler, tenant].into_iter().flatten();
+        match (named.next(), named.next()) {
+            (Some(target), None) => Ok(target),
+            (None, _) => Err(purge_target(
+                "name what to purge: `type` and `id`, `subject`, `butler` or `tenant`",
+            )),
+            (Some(_), Some(_)) => Err(purge_target("name one target per purge")),
+        }
+    }
+}
+
+fn purge_target(message: &str) -> MemoryError {
+    MemoryError::new(ErrorCode::InvalidPurgeTarget, message)
 }

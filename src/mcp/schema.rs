@@ -46,7 +46,7 @@ pub fn standardize(tool: &str, schema: &mut Map<String, Value>, config: &Config)
     };
     let keywords = |property: &str| -> Vec<(&'static str, Value)> {
         match property {
-            "butler" | "scope" => vec![("pattern", json!(NAME_PATTERN))],
+            "butler" | "scope" | "tenant" => vec![("pattern", json!(NAME_PATTERN))],
             "session_id" | "idempotency_key" | "request_id" | "subrequest_id" | "segment_id" => {
                 vec![("maxLength", json!(MAX_IDENTIFIER_CHARS))]
             }

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use super::params::{
     ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, DeadLettersParams,
-    ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, RecallParams,
-    RequeueParams, RestoreParams, RunSweepParams, SearchParams, StatsParams, StoreEpisodeParams,
-    StoreFactParams, StoreRuleParams,
+    ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, PurgeParams,
+    RecallParams, RequeueParams, RestoreParams, RunSweepParams, SearchParams, StatsParams,
+    StoreEpisodeParams, StoreFactParams, StoreRuleParams,
 };
 use super::reply::to_json;
 
@@ -521,6 +521,23 @@ pub async fn requeue_dead_letters(
     with_lineage(p.request_context, fallback, |_| async move {
         let ids = engine.requeue_dead_letters(caller, p.ids).await?;
         Ok(json!({ "requeued": ids, "count": ids.len() }))
+    })
+    .await
+}
+
+pub async fn purge(
+    engine: &Engine,
+    caller: &Caller,
+    mut p: PurgeParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context.take(), fallback, |lineage| async move {
+        let target = p.target()?;
+        to_json(
+            engine
+                .purge(caller, target, p.reason, p.dry_run, lineage)
+                .await?,
+        )
     })
     .await
 }

@@ -178,6 +178,18 @@ pub const FAMILIES: &[Family] = &[
             "Writes refused because a redaction detector with the refuse action fired.",
         )
     },
+    Family {
+        zero: &[
+            &[("type", "episode")],
+            &[("type", "fact")],
+            &[("type", "rule")],
+        ],
+        ..family(
+            "butler_memory_purged_total",
+            Kind::Counter,
+            "Records erased for good by memory_purge, by type.",
+        )
+    },
     family(
         "butler_memory_read_results",
         Kind::Sizes,

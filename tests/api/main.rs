@@ -20,6 +20,7 @@ mod mcp_endpoint;
 mod operator;
 mod process;
 mod prometheus;
+mod purge;
 mod redaction;
 mod reembedding;
 mod request_ids;

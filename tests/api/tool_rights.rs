@@ -31,6 +31,7 @@ fn arguments(tool: &str) -> Value {
         "memory_mark_helpful" => json!({"rule_id": id}),
         "memory_mark_harmful" => json!({"rule_id": id, "reason": "it hurt"}),
         "memory_run_sweep" => json!({"kinds": ["decay_sweep"]}),
+        "memory_purge" => json!({"type": "fact", "id": id, "reason": "rights check"}),
         "memory_activity_stream"
         | "memory_dead_letters"
         | "memory_requeue_dead_letters"
@@ -116,7 +117,7 @@ fn every_tool_has_a_title_and_annotations() {
             "{}",
             tool.name
         );
-        if tool.name == "memory_forget" {
+        if tool.name == "memory_forget" || tool.name == "memory_purge" {
             assert_eq!(a.destructive_hint, Some(true));
         }
         if reads {

@@ -116,6 +116,12 @@ await ok("memory_dead_letters", {});
 await error("memory_dead_letters", { limit: "many" });
 await ok("memory_requeue_dead_letters", {});
 await error("memory_requeue_dead_letters", { ids: ["not-a-uuid"] });
+const purgeable = await ok("memory_store_fact", { butler: "health", subject: "neighbour", predicate: "name", content: "Ada" });
+const candidates = await ok("memory_purge", { subject: "neighbour", reason: "every tool" });
+check(candidates.dry_run && candidates.records.some((r) => r.id === purgeable.id), "purge candidates");
+const purged = await ok("memory_purge", { subject: "neighbour", confirm: [purgeable.id], reason: "every tool" });
+check(!purged.dry_run && purged.counts.facts === 1 && purged.records[0].content_hash, "purged");
+await error("memory_purge", { type: "fact", id: purgeable.id, reason: "gone already" });
 await ok("memory_stats", {});
 await error("memory_stats", { butler: "bad name!" });
 

@@ -26,6 +26,9 @@ super::string_enum! {
         EpisodeConsolidated => "episode_consolidated",
         /// An admin put a dead letter back in the consolidation queue.
         EpisodeRequeued => "episode_requeued",
+        /// Erased by an admin's purge: its rows are gone and its past events' content is
+        /// rewritten to a marker (`domain/purge.rs`). Likewise for facts and rules.
+        EpisodePurged => "episode_purged",
         FactCreated => "fact_created",
         FactSuperseded => "fact_superseded",
         FactConfirmed => "fact_confirmed",
@@ -33,6 +36,7 @@ super::string_enum! {
         FactRestored => "fact_restored",
         /// The decay sweep moved its validity (`fading`, `expired`, or back to `active`).
         FactDecayed => "fact_decayed",
+        FactPurged => "fact_purged",
         RuleCreated => "rule_created",
         RuleConfirmed => "rule_confirmed",
         RuleMarkedHelpful => "rule_marked_helpful",
@@ -44,6 +48,7 @@ super::string_enum! {
         RulePromoted => "rule_promoted",
         /// The sweep inverted it into an anti-pattern (thresholds changed since its marks).
         RuleInverted => "rule_inverted",
+        RulePurged => "rule_purged",
     }
 }
 

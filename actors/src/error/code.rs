@@ -73,6 +73,8 @@ error_codes! {
     NotConfirmable => ("not_confirmable", InvalidInput, "`memory_confirm` of an episode: only facts and rules have a confidence to confirm"),
     InvalidSince => ("invalid_since", InvalidInput, "`since` is neither a cursor from a previous page nor an RFC 3339 time"),
     EmptyKinds => ("empty_kinds", InvalidInput, "`kinds: []` in `memory_run_sweep`"),
+    InvalidPurgeTarget => ("invalid_purge_target", InvalidInput, "`memory_purge` names no target or more than one (a record's `type` and `id`, a `subject`, a `butler`, the `tenant`), or a `tenant` other than the key's"),
+    NotACandidate => ("not_a_candidate", InvalidInput, "`memory_purge` by subject confirms an id its candidates did not list"),
     // forbidden: the key may not do this.
     Unauthenticated => ("unauthenticated", Forbidden, "no `Authorization: Bearer` key, or an unknown one (HTTP 401)"),
     OperatorKey => ("operator_key", Forbidden, "an operator key on a tool that reads or writes memory content"),

@@ -111,6 +111,21 @@ impl Store {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
+        // The batch's episodes are held until the commit. One that is gone was purged (or
+        // cleaned up) since it was read: nothing is persisted from a text that no longer
+        // exists, and the rest of the batch is pending again for the next run.
+        let present: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT id FROM episodes WHERE tenant_id = $1 AND id = ANY ($2)
+                                   FOR SHARE) held",
+        )
+        .bind(&shard.tenant_id)
+        .bind(&ids)
+        .fetch_one(&mut *tx)
+        .await?;
+        if present < ids.len() as i64 {
+            tx.rollback().await?;
+            return Ok(JobOutcome::default());
+        }
         let author = Author::new(
             CONSOLIDATION_ACTOR,
             Lineage {
