@@ -3,6 +3,7 @@
 //! access log line (`request_meta.rs`).
 
 pub mod actors;
+pub mod bundle;
 pub mod health;
 pub mod metrics;
 pub mod request_meta;

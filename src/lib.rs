@@ -3,7 +3,10 @@
 
 pub mod app_state;
 pub mod auth;
+pub mod backup;
+pub mod bundle_files;
 pub mod config;
+pub mod database_target;
 pub mod database_watch;
 pub mod http;
 pub mod mcp;

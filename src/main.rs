@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use butler_memory::config::Config;
 use butler_memory::startup::{Application, migrate};
 use butler_memory::telemetry;
+use butler_memory::{backup, bundle_files};
 use clap::{Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: a request allocates and frees many small
@@ -46,6 +47,53 @@ enum Command {
         /// admin of the bootstrap tenant).
         #[arg(long)]
         key: Option<String>,
+    },
+    /// Write a consistent backup of the whole database (pg_dump's custom format); the
+    /// service may keep running.
+    Backup {
+        /// The archive to write.
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+    /// Write one tenant's memories (or one butler's) as a bundle (JSON Lines); the service
+    /// may keep running.
+    Export {
+        /// The tenant to export.
+        #[arg(long)]
+        tenant: String,
+        /// Only this butler's records.
+        #[arg(long)]
+        butler: Option<String>,
+        /// With the audit stream's events.
+        #[arg(long)]
+        events: bool,
+        /// With each record's embedding (kept on import when the model is the same).
+        #[arg(long)]
+        embeddings: bool,
+        /// The bundle to write.
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+    /// Import a bundle into a tenant (ids remapped when it is another tenant's; rows
+    /// already there skipped). The service must be stopped; a running service imports
+    /// through POST /admin/import.
+    Import {
+        /// The tenant to import into.
+        #[arg(long)]
+        tenant: String,
+        /// The bundle to read.
+        #[arg(long, short)]
+        input: PathBuf,
+    },
+    /// Replace the database with a backup, then apply newer migrations. The service must
+    /// be stopped; a database holding memories is refused without --force.
+    Restore {
+        /// The archive to read.
+        #[arg(long, short)]
+        input: PathBuf,
+        /// Replace a database that holds memories.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -90,15 +138,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async move {
+    let result: anyhow::Result<()> = runtime.block_on(async move {
         match cli.command {
             Command::Serve => {
                 let app = Application::build(config).await?;
-                app.run_until_stopped(shutdown_signal()).await
+                app.run_until_stopped(shutdown_signal()).await?;
             }
             Command::Stdio { key } => {
                 let key = key.or_else(|| std::env::var("BUTLER_MEMORY_KEY").ok());
-                butler_memory::stdio::serve(config, key, shutdown_signal()).await
+                butler_memory::stdio::serve(config, key, shutdown_signal()).await?;
             }
             Command::Migrate => {
                 let applied = migrate(&config).await?;
@@ -110,11 +158,39 @@ fn main() -> ExitCode {
                         println!("  {} {}", m.version, m.description);
                     }
                 }
-                Ok(())
+            }
+            Command::Backup { output } => {
+                println!("{}", backup::backup(&config, &output).await?);
+            }
+            Command::Export {
+                tenant,
+                butler,
+                events,
+                embeddings,
+                output,
+            } => {
+                let options = bundle_files::ExportOptions {
+                    tenant: &tenant,
+                    butler: butler.as_deref(),
+                    events,
+                    embeddings,
+                };
+                println!(
+                    "{}",
+                    bundle_files::export(&config, &options, &output).await?
+                );
+            }
+            Command::Import { tenant, input } => {
+                let report = bundle_files::import(&config, &tenant, &input).await?;
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            }
+            Command::Restore { input, force } => {
+                println!("{}", backup::restore(&config, &input, force).await?);
             }
             // Answered above, without a runtime.
-            Command::CheckConfig => Ok(()),
+            Command::CheckConfig => {}
         }
+        Ok(())
     });
     // After the runtime: the exporter's blocking client must not be dropped inside it.
     drop(runtime);

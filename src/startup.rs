@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use std::path::PathBuf;
 
 use axum::Router;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use backon::{ExponentialBuilder, Retryable};
 use butler_memory_actors::{
     AppliedMigration, EmbedError, EmbeddedPostgres, EmbeddedPostgresError, EmbedderFactory, Engine,
@@ -272,7 +272,7 @@ impl Application {
     }
 }
 
-/// The routes: `/mcp` behind the key check, operator endpoints beside it.
+/// The routes: `/mcp` and `/admin/*` behind the key check, operator endpoints beside them.
 pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
     let mcp = Router::new()
         .route("/mcp", any(mcp::direct::handle))
@@ -282,6 +282,17 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
             cancel,
         )))
         // Matched routes only: an unknown path is 404 whether or not it carries a key.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.auth.clone(),
+            require_key,
+        ));
+    let admin = Router::new()
+        .route("/admin/export", get(http::bundle::export))
+        .route(
+            "/admin/import",
+            post(http::bundle::import).layer(http::bundle::import_body_limit()),
+        )
+        .with_state(state.clone())
         .route_layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
             require_key,
@@ -302,6 +313,7 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
         )
         .with_state(state)
         .merge(mcp)
+        .merge(admin)
         // Outermost, so that refusals (401, 413) have an id and a log line too.
         .layer(axum::middleware::from_fn_with_state(
             access_log,

@@ -5,6 +5,7 @@
 
 pub mod author;
 pub mod bm25;
+pub mod bundle;
 pub mod caller;
 pub mod consolidation_status;
 pub mod context_block;

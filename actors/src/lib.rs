@@ -61,6 +61,7 @@ pub use store::{AppliedMigration, DatabaseConfig, Store, StoreStartError};
 pub use error::{ErrorClass, ErrorCode, MemoryError, MemoryResult};
 
 // Who calls, and with what.
+pub use domain::bundle::{BundleHeader, EmbeddingModel, ImportReport, parse_bundle};
 pub use domain::caller::{Caller, GLOBAL_SCOPE, Role};
 pub use domain::episode::EpisodeInput;
 pub use domain::fact::FactInput;
@@ -75,6 +76,7 @@ pub use domain::shard_key::ShardKey;
 pub use domain::sweep::{SweepKind, SweepReport};
 pub use domain::text::check_name;
 pub use domain::validity::Validity;
+pub use store::bundle::Exporter;
 
 // What the engine answers.
 pub use actors::directory::{ActorKind, ActorSnapshot, ActorStatus};

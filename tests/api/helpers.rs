@@ -175,6 +175,25 @@ pub async fn activity(admin: &McpClient, page: u32) -> Vec<serde_json::Value> {
     }
 }
 
+/// The answer without what differs from call to call: its request id, and what is
+/// computed at the time of the call (effective confidence, scores, which decay with age).
+pub fn time_free(mut answer: serde_json::Value) -> serde_json::Value {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for key in ["request_context", "effective_confidence", "score", "scores"] {
+                    map.remove(key);
+                }
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut answer);
+    answer
+}
+
 /// A full dump of `database` (a URL) as SQL text, by the pg_dump the service ships.
 pub fn pg_dump(database: &str) -> String {
     let pg_dump =

@@ -2,6 +2,8 @@
 //! embedding model) on port 0, driven the way butlers and operators drive it.
 
 mod auth_and_tenancy;
+mod backup;
+mod bundle;
 mod bursty_writes;
 mod butler_client;
 mod cli;

@@ -112,6 +112,21 @@ impl Service {
         )
     }
 
+    /// Stops it as a signal would (waiting off the async workers, which may be serving
+    /// something it still talks to); answers every log line.
+    pub(crate) async fn stop(self) -> Vec<String> {
+        signal(self.child.id() as i32, "TERM");
+        let lines = self.lines.clone();
+        let status = tokio::task::spawn_blocking(move || {
+            let mut service = self;
+            service.child.wait().unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(status.success(), "{status}");
+        lines.lock().unwrap().clone()
+    }
+
     async fn readyz(&self) -> (u16, Value) {
         let response = reqwest::get(format!("{}/readyz", self.base)).await.unwrap();
         (response.status().as_u16(), response.json().await.unwrap())

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::helpers::*;
-use crate::process::{Service, signal, write_config};
+use crate::process::{Service, write_config};
 
 const CARD: &str = "4111 1111 1111 1111";
 const AWS_KEY: &str = "AKIAIOSFODNN7EXAMPLE";
@@ -151,15 +151,7 @@ custom = [{ name = "employee_id", pattern = '\bEMP-\d{6}\b', action = "drop" }]
     assert!(dump.contains("[payment_card]"), "the dump holds the data");
     assert_no_secret("the database dump", &dump);
 
-    signal(service.child.id() as i32, "TERM");
-    let lines = service.lines.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut service = service;
-        service.child.wait().unwrap()
-    })
-    .await
-    .unwrap();
-    let log = lines.lock().unwrap().join("\n");
+    let log = service.stop().await.join("\n");
     assert!(log.contains("redaction_refused"), "the refusal is logged");
     assert_no_secret("the log", &log);
 }

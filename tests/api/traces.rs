@@ -16,7 +16,7 @@ use prost::Message;
 use serde_json::json;
 
 use crate::helpers::*;
-use crate::process::{Service, signal, write_config};
+use crate::process::{Service, write_config};
 
 /// One received span: its name, trace, parent and attributes (as text).
 #[derive(Debug, Clone)]
@@ -153,14 +153,7 @@ async fn spans_join_the_callers_trace_and_reach_an_otlp_receiver() {
 
     // Stopped as a signal would: it sends what is still batched (the receiver runs on this
     // runtime, so the wait must not block it).
-    signal(service.child.id() as i32, "TERM");
-    let status = tokio::task::spawn_blocking(move || {
-        let mut service = service;
-        service.child.wait().unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(status.success(), "{status}");
+    service.stop().await;
 
     let got = spans.lock().unwrap().clone();
     let in_trace = |trace: &str| -> Vec<Received> {

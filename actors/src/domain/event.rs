@@ -29,6 +29,9 @@ super::string_enum! {
         /// Erased by an admin's purge: its rows are gone and its past events' content is
         /// rewritten to a marker (`domain/purge.rs`). Likewise for facts and rules.
         EpisodePurged => "episode_purged",
+        /// Written by an import (`domain/bundle.rs`); `after` is the record. Likewise for
+        /// facts and rules.
+        EpisodeImported => "episode_imported",
         FactCreated => "fact_created",
         FactSuperseded => "fact_superseded",
         FactConfirmed => "fact_confirmed",
@@ -37,6 +40,7 @@ super::string_enum! {
         /// The decay sweep moved its validity (`fading`, `expired`, or back to `active`).
         FactDecayed => "fact_decayed",
         FactPurged => "fact_purged",
+        FactImported => "fact_imported",
         RuleCreated => "rule_created",
         RuleConfirmed => "rule_confirmed",
         RuleMarkedHelpful => "rule_marked_helpful",
@@ -49,6 +53,7 @@ super::string_enum! {
         /// The sweep inverted it into an anti-pattern (thresholds changed since its marks).
         RuleInverted => "rule_inverted",
         RulePurged => "rule_purged",
+        RuleImported => "rule_imported",
     }
 }
 

@@ -74,6 +74,7 @@ error_codes! {
     InvalidSince => ("invalid_since", InvalidInput, "`since` is neither a cursor from a previous page nor an RFC 3339 time"),
     EmptyKinds => ("empty_kinds", InvalidInput, "`kinds: []` in `memory_run_sweep`"),
     InvalidPurgeTarget => ("invalid_purge_target", InvalidInput, "`memory_purge` names no target or more than one (a record's `type` and `id`, a `subject`, a `butler`, the `tenant`), or a `tenant` other than the key's"),
+    InvalidBundle => ("invalid_bundle", InvalidInput, "an import whose bundle is not one this build reads (its header, a line, or a row that does not fit the schema)"),
     NotACandidate => ("not_a_candidate", InvalidInput, "`memory_purge` by subject confirms an id its candidates did not list"),
     // forbidden: the key may not do this.
     Unauthenticated => ("unauthenticated", Forbidden, "no `Authorization: Bearer` key, or an unknown one (HTTP 401)"),

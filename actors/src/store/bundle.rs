@@ -1,0 +1,542 @@
+//! Export and import of bundles (`domain/bundle.rs`). Rows travel as PostgreSQL's JSON of
+//! them, so every stored column goes, and an import writes the columns the target table
+//! and the row have in common: a bundle from an older schema imports into a newer one.
+//!
+//! Export reads page by page (bounded memory, one statement each). Import runs in one
+//! transaction: all or nothing, and every row that is already there (same id) is skipped,
+//! so running it again writes nothing.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::domain::author::Author;
+use crate::domain::bundle::{
+    BundleHeader, BundleRow, EmbeddingModel, FORMAT, IdMap, ImportReport, RowKind, VERSION,
+};
+use crate::domain::episode::Episode;
+use crate::domain::event::{EventType, NewEvent};
+use crate::domain::fact::Fact;
+use crate::domain::memory_type::MemoryType;
+use crate::domain::request_context::Lineage;
+use crate::domain::rule::Rule;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
+
+use super::columns::{episode_columns, fact_columns, rule_columns};
+use super::{Store, events};
+
+/// Records per export page.
+const PAGE: i64 = 500;
+
+/// The row's JSON as exported: generated columns and the model id left out, the embedding
+/// as an array when asked for.
+fn row_json(table: &str, embeddings: bool) -> String {
+    let embedding = if embeddings {
+        "|| CASE WHEN t.embedding IS NULL THEN '{}'::jsonb
+                 ELSE jsonb_build_object('embedding', t.embedding::text::jsonb) END"
+    } else {
+        ""
+    };
+    let generated = match table {
+        "episodes" => "- 'search_vector' - 'consolidated' - 'embedding' - 'embedding_version_id'",
+        "facts" | "rules" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
+        _ => "",
+    };
+    format!("(to_jsonb(t) {generated}) {embedding}")
+}
+
+/// Where an export is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stage {
+    Header,
+    Records(RowKind, Option<Uuid>),
+    Events(i64),
+    Done,
+}
+
+/// Reads one tenant's (or butler's) bundle page by page: call [`Exporter::next_lines`]
+/// until it answers `None`.
+pub struct Exporter {
+    store: Store,
+    header: BundleHeader,
+    stage: Stage,
+}
+
+impl Store {
+    /// An export of `tenant_id` (only `butler`'s records when given).
+    pub async fn exporter(
+        &self,
+        tenant_id: &str,
+        butler: Option<&str>,
+        events: bool,
+        embeddings: bool,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Exporter> {
+        let schema_version: i64 =
+            sqlx::query_scalar("SELECT COALESCE(max(version), 0) FROM _sqlx_migrations")
+                .fetch_one(self.pool())
+                .await?;
+        // The model of the tenant's embeddings: the most recent one registered that any of
+        // its rows uses (one model but during a re-embedding).
+        let embedding_model = if embeddings {
+            sqlx::query_as::<_, (String, String)>(
+                "SELECT v.model, v.model_sha256 FROM embedding_versions v
+                 WHERE EXISTS (SELECT 1 FROM facts f WHERE f.tenant_id = $1 AND f.embedding_version_id = v.id)
+                    OR EXISTS (SELECT 1 FROM episodes e WHERE e.tenant_id = $1 AND e.embedding_version_id = v.id)
+                    OR EXISTS (SELECT 1 FROM rules r WHERE r.tenant_id = $1 AND r.embedding_version_id = v.id)
+                 ORDER BY v.id DESC LIMIT 1",
+            )
+            .bind(tenant_id)
+            .fetch_optional(self.pool())
+            .await?
+            .map(|(model, model_sha256)| EmbeddingModel {
+                model,
+                model_sha256,
+            })
+        } else {
+            None
+        };
+        Ok(Exporter {
+            store: self.clone(),
+            header: BundleHeader {
+                format: FORMAT.to_owned(),
+                version: VERSION,
+                tenant_id: tenant_id.to_owned(),
+                butler: butler.map(str::to_owned),
+                exported_at: now,
+                schema_version,
+                embedding_model,
+                events,
+                embeddings,
+            },
+            stage: Stage::Header,
+        })
+    }
+}
+
+impl Exporter {
+    pub fn header(&self) -> &BundleHeader {
+        &self.header
+    }
+
+    /// The next lines of the bundle (the header first), or `None` when it is complete.
+    pub async fn next_lines(&mut self) -> MemoryResult<Option<Vec<Value>>> {
+        loop {
+            let (lines, next) = match self.stage {
+                Stage::Done => return Ok(None),
+                Stage::Header => (
+                    vec![
+                        serde_json::to_value(&self.header)
+                            .map_err(|e| MemoryError::internal(e.to_string()))?,
+                    ],
+                    Stage::Records(RowKind::Episode, None),
+                ),
+                Stage::Records(kind, after) => self.records_page(kind, after).await?,
+                Stage::Events(after) => self.events_page(after).await?,
+            };
+            self.stage = next;
+            if !lines.is_empty() {
+                return Ok(Some(lines));
+            }
+        }
+    }
+
+    /// A page of records of one kind after `after`, with the links out of them and a rule
+    /// page's applications.
+    async fn records_page(
+        &self,
+        kind: RowKind,
+        after: Option<Uuid>,
+    ) -> MemoryResult<(Vec<Value>, Stage)> {
+        let table = kind.table();
+        let owner = match kind {
+            RowKind::Episode => "t.butler",
+            _ => "COALESCE(t.source_butler, '_tenant')",
+        };
+        let sql = format!(
+            "SELECT t.id, {} FROM {table} t
+             WHERE t.tenant_id = $1 AND ($2::text IS NULL OR {owner} = $2)
+               AND ($3::uuid IS NULL OR t.id > $3)
+             ORDER BY t.id LIMIT $4",
+            row_json(table, self.header.embeddings)
+        );
+        let rows: Vec<(Uuid, Value)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(&self.header.tenant_id)
+            .bind(&self.header.butler)
+            .bind(after)
+            .bind(PAGE)
+            .fetch_all(self.store.pool())
+            .await?;
+        let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
+        let mut lines: Vec<Value> = rows
+            .into_iter()
+            .map(|(_, row)| json!({"kind": kind, "row": row}))
+            .collect();
+        let links: Vec<Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(t) FROM memory_links t
+             WHERE t.tenant_id = $1 AND t.source_id = ANY ($2)
+             ORDER BY t.source_id, t.target_type, t.target_id, t.relation",
+        )
+        .bind(&self.header.tenant_id)
+        .bind(&ids)
+        .fetch_all(self.store.pool())
+        .await?;
+        lines.extend(
+            links
+                .into_iter()
+                .map(|row| json!({"kind": RowKind::Link, "row": row})),
+        );
+        if kind == RowKind::Rule {
+            let applications: Vec<Value> = sqlx::query_scalar(
+                "SELECT to_jsonb(t) FROM rule_applications t
+                 WHERE t.tenant_id = $1 AND t.rule_id = ANY ($2) ORDER BY t.created_at, t.id",
+            )
+            .bind(&self.header.tenant_id)
+            .bind(&ids)
+            .fetch_all(self.store.pool())
+            .await?;
+            lines.extend(
+                applications
+                    .into_iter()
+                    .map(|row| json!({"kind": RowKind::RuleApplication, "row": row})),
+            );
+        }
+        let next = match (ids.last(), kind) {
+            (Some(last), _) if ids.len() as i64 == PAGE => Stage::Records(kind, Some(*last)),
+            (_, RowKind::Episode) => Stage::Records(RowKind::Fact, None),
+            (_, RowKind::Fact) => Stage::Records(RowKind::Rule, None),
+            _ if self.header.events => Stage::Events(0),
+            _ => Stage::Done,
+        };
+        Ok((lines, next))
+    }
+
+    /// A page of the audit stream after event `after` (the butler's, for a butler's export).
+    async fn events_page(&self, after: i64) -> MemoryResult<(Vec<Value>, Stage)> {
+        let rows: Vec<(i64, Value)> = sqlx::query_as(
+            "SELECT t.id, to_jsonb(t) - 'id' FROM memory_events t
+             WHERE t.tenant_id = $1 AND ($2::text IS NULL OR COALESCE(t.butler, '_tenant') = $2)
+               AND t.id > $3
+             ORDER BY t.id LIMIT $4",
+        )
+        .bind(&self.header.tenant_id)
+        .bind(&self.header.butler)
+        .bind(after)
+        .bind(PAGE)
+        .fetch_all(self.store.pool())
+        .await?;
+        let next = match rows.last() {
+            Some((last, _)) if rows.len() as i64 == PAGE => Stage::Events(*last),
+            _ => Stage::Done,
+        };
+        let lines = rows
+            .into_iter()
+            .map(|(_, row)| json!({"kind": RowKind::Event, "row": row}))
+            .collect();
+        Ok((lines, next))
+    }
+}
+
+/// The columns an import may write into `table`: stored, not generated, not an identity
+/// that is always generated.
+async fn writable_columns(conn: &mut PgConnection, table: &str) -> MemoryResult<Vec<String>> {
+    Ok(sqlx::query_scalar(
+        "SELECT attname::text FROM pg_attribute
+         WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped
+           AND attgenerated = '' AND attidentity <> 'a'
+         ORDER BY attnum",
+    )
+    .bind(table)
+    .fetch_all(conn)
+    .await?)
+}
+
+/// Writes one bundle row (if its key is not taken); answers whether it was written.
+async fn insert_row(
+    conn: &mut PgConnection,
+    columns: &HashMap<&'static str, Vec<String>>,
+    kind: RowKind,
+    row: &Value,
+) -> MemoryResult<bool> {
+    let table = kind.table();
+    let fields = row.as_object().expect("rows are objects (parse_row)");
+    let named: Vec<&str> = columns[table]
+        .iter()
+        .filter(|c| fields.contains_key(c.as_str()))
+        .map(String::as_str)
+        .collect();
+    let list = named
+        .iter()
+        .map(|c| format!("\"{c}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "INSERT INTO {table} ({list}) SELECT {list} FROM jsonb_populate_record(NULL::{table}, $1)
+         ON CONFLICT DO NOTHING"
+    );
+    let written = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(row)
+        .execute(conn)
+        .await
+        .map_err(|e| match e {
+            sqlx::Error::Database(db) => MemoryError::new(
+                ErrorCode::InvalidBundle,
+                format!("a {kind} row of the bundle does not fit: {}", db.message()),
+            ),
+            other => other.into(),
+        })?;
+    Ok(written.rows_affected() == 1)
+}
+
+/// Imports bundle rows into `tenant_id` in one transaction: ids kept, or remapped when the
+/// bundle is another tenant's; rows already there skipped; embeddings kept only when they
+/// are `model`'s (the running model, whose version id is `model_version`), otherwise left
+/// for the indexer. Each record written gets an `*_imported` event whose `after` is the
+/// record, after the bundle's own events of it.
+async fn import(
+    conn: &mut PgConnection,
+    tenant_id: &str,
+    header: &BundleHeader,
+    rows: Vec<BundleRow>,
+    running_model: Option<(&EmbeddingModel, i16)>,
+    now: DateTime<Utc>,
+    actor: &str,
+) -> MemoryResult<ImportReport> {
+    sqlx::query("SET LOCAL statement_timeout = '10min'")
+        .execute(&mut *conn)
+        .await?;
+    let mut ids = if header.tenant_id == tenant_id {
+        IdMap::keep()
+    } else {
+        IdMap::into_tenant(tenant_id)
+    };
+    let keep_embeddings = match (&header.embedding_model, running_model) {
+        (Some(theirs), Some((ours, version))) if theirs == ours => Some(version),
+        _ => None,
+    };
+    let mut columns = HashMap::new();
+    for kind in RowKind::ALL {
+        columns.insert(kind.table(), writable_columns(conn, kind.table()).await?);
+    }
+    let mut report = ImportReport {
+        tenant_id: tenant_id.to_owned(),
+        remapped_ids: ids.remaps(),
+        ..ImportReport::default()
+    };
+    // Supersession references are set once every fact is in, whatever the order.
+    let mut supersedes: Vec<(Value, Value)> = Vec::new();
+    let mut written: HashSet<String> = HashSet::new();
+    let mut imported: Vec<(RowKind, Uuid)> = Vec::new();
+    for BundleRow { kind, mut row } in rows {
+        ids.apply(&mut row);
+        let fields = row.as_object_mut().expect("rows are objects (parse_row)");
+        fields.insert("tenant_id".into(), json!(tenant_id));
+        match kind {
+            RowKind::Episode | RowKind::Fact | RowKind::Rule => {
+                // Consolidation jobs stay with the database they ran in.
+                fields.remove("consolidation_job_id");
+                match (fields.contains_key("embedding"), keep_embeddings) {
+                    (true, Some(version)) => {
+                        fields.insert("embedding_version_id".into(), json!(version));
+                    }
+                    _ => {
+                        fields.remove("embedding");
+                    }
+                }
+                if let Some(old) = fields.remove("supersedes_id")
+                    && !old.is_null()
+                {
+                    supersedes.push((fields["id"].clone(), old));
+                }
+            }
+            RowKind::Event => {
+                // The bundle's history of the records this import writes; a record that was
+                // already there has its own.
+                if !written.contains(fields["entity_id"].as_str().unwrap_or_default()) {
+                    report.skipped.add(kind, 1);
+                    continue;
+                }
+            }
+            RowKind::Link | RowKind::RuleApplication => {}
+        }
+        if insert_row(conn, &columns, kind, &row).await? {
+            report.imported.add(kind, 1);
+            if matches!(kind, RowKind::Episode | RowKind::Fact | RowKind::Rule) {
+                let id = row["id"].as_str().unwrap_or_default().to_owned();
+                if keep_embeddings.is_none() || row.get("embedding").is_none() {
+                    report.to_embed += 1;
+                }
+                imported.push((kind, id.parse().map_err(|_| invalid_row(kind, "id"))?));
+                written.insert(id);
+            }
+        } else {
+            report.skipped.add(kind, 1);
+        }
+    }
+    for (id, old) in &supersedes {
+        sqlx::query(
+            "UPDATE facts SET supersedes_id = $3::uuid
+             WHERE tenant_id = $1 AND id = $2::uuid AND supersedes_id IS NULL",
+        )
+        .bind(tenant_id)
+        .bind(id.as_str())
+        .bind(old.as_str())
+        .execute(&mut *conn)
+        .await?;
+    }
+    append_imported_events(conn, tenant_id, header, &imported, now, actor).await?;
+    Ok(report)
+}
+
+fn invalid_row(kind: RowKind, field: &str) -> MemoryError {
+    MemoryError::new(
+        ErrorCode::InvalidBundle,
+        format!("a {kind} row of the bundle has no valid `{field}`"),
+    )
+}
+
+/// One `*_imported` event per record written: `after` is the record as stored, serialised
+/// as every other event's (so the stream replays to it), with where it came from.
+async fn append_imported_events(
+    conn: &mut PgConnection,
+    tenant_id: &str,
+    header: &BundleHeader,
+    imported: &[(RowKind, Uuid)],
+    now: DateTime<Utc>,
+    actor: &str,
+) -> MemoryResult<()> {
+    let source = json!({"tenant_id": header.tenant_id, "exported_at": header.exported_at,
+                        "butler": header.butler});
+    let ids = |wanted: RowKind| -> Vec<Uuid> {
+        imported
+            .iter()
+            .filter(|(kind, _)| *kind == wanted)
+            .map(|(_, id)| *id)
+            .collect()
+    };
+    let author = Author::new(
+        actor,
+        Lineage {
+            request_id: format!("import-{}", Uuid::now_v7()),
+            subrequest_id: None,
+            segment_id: None,
+            generated: true,
+        },
+    );
+    let event = |event_type, entity_type, id, scope, butler, after: serde_json::Result<Value>| {
+        Ok::<_, MemoryError>(NewEvent {
+            tenant_id: tenant_id.to_owned(),
+            event_type,
+            entity_type,
+            entity_id: id,
+            author: author.clone(),
+            scope,
+            butler,
+            payload: json!({"before": null, "after": after.map_err(|e| MemoryError::internal(e.to_string()))?,
+                            "imported_from": source}),
+        })
+    };
+    let mut events = Vec::new();
+    let episodes: Vec<Episode> = sqlx::query_as(concat!(
+        "SELECT ",
+        episode_columns!(),
+        " FROM episodes WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY id"
+    ))
+    .bind(tenant_id)
+    .bind(ids(RowKind::Episode))
+    .fetch_all(&mut *conn)
+    .await?;
+    for e in episodes {
+        let after = serde_json::to_value(&e);
+        events.push(event(
+            EventType::EpisodeImported,
+            MemoryType::Episode,
+            e.id,
+            None,
+            Some(e.butler),
+            after,
+        )?);
+    }
+    let facts: Vec<Fact> = sqlx::query_as(concat!(
+        "SELECT ",
+        fact_columns!(),
+        " FROM facts WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY id"
+    ))
+    .bind(tenant_id)
+    .bind(ids(RowKind::Fact))
+    .fetch_all(&mut *conn)
+    .await?;
+    for f in facts {
+        let after = serde_json::to_value(&f);
+        events.push(event(
+            EventType::FactImported,
+            MemoryType::Fact,
+            f.id,
+            Some(f.scope),
+            f.source_butler,
+            after,
+        )?);
+    }
+    let rules: Vec<Rule> = sqlx::query_as(concat!(
+        "SELECT ",
+        rule_columns!(),
+        " FROM rules WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY id"
+    ))
+    .bind(tenant_id)
+    .bind(ids(RowKind::Rule))
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in rules {
+        let after = serde_json::to_value(&r);
+        events.push(event(
+            EventType::RuleImported,
+            MemoryType::Rule,
+            r.id,
+            Some(r.scope),
+            r.source_butler,
+            after,
+        )?);
+    }
+    for new in &events {
+        events::append(conn, new, now).await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Imports a parsed bundle into `tenant_id` in one transaction (see [`import`]), with
+    /// `running_model` the model the service embeds with.
+    pub async fn import_bundle(
+        &self,
+        tenant_id: &str,
+        header: &BundleHeader,
+        rows: Vec<BundleRow>,
+        running_model: &EmbeddingModel,
+        now: DateTime<Utc>,
+        actor: &str,
+    ) -> MemoryResult<ImportReport> {
+        let version: Option<i16> = sqlx::query_scalar(
+            "SELECT id FROM embedding_versions WHERE model = $1 AND model_sha256 = $2",
+        )
+        .bind(&running_model.model)
+        .bind(&running_model.model_sha256)
+        .fetch_optional(self.pool())
+        .await?;
+        let mut tx = self.begin().await?;
+        let report = import(
+            &mut tx,
+            tenant_id,
+            header,
+            rows,
+            version.map(|v| (running_model, v)),
+            now,
+            actor,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(report)
+    }
+}
