@@ -4,24 +4,12 @@
 //! restore is refused while the service runs, and over memories unless forced; what is not
 //! a backup is refused before anything is touched.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
 use crate::helpers::*;
-use crate::process::{Service, write_config};
-
-fn cli(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_butler-memory"))
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .envs(env.iter().copied())
-        .output()
-        .expect("the binary runs")
-}
+use crate::process::{Service, run_cli as cli, write_config};
 
 fn succeeded(out: &Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

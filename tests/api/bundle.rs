@@ -4,14 +4,13 @@
 //! ids are remapped consistently, and a bundle of another model is re-embedded by the
 //! indexer; only admins export and import, and what is not a bundle is refused.
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::events::replay;
 use crate::helpers::*;
-use crate::process::write_config;
+use crate::process::{run_cli, write_config};
 
 fn id(v: &Value) -> String {
     v["id"].as_str().unwrap().to_owned()
@@ -223,14 +222,7 @@ async fn the_command_line_imports_into_another_tenant_remapping_ids_and_re_embed
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "");
     let cli = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_butler-memory"))
-            .arg("--config")
-            .arg(&config)
-            .args(args)
-            .env("BUTLER_MEMORY_DATABASE_URL", &url)
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap();
+        let out = run_cli(&config, args, &[("BUTLER_MEMORY_DATABASE_URL", &url)]);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
             out.status.success(),

@@ -3,18 +3,8 @@
 //! says what it applied.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn run(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_butler-memory"))
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .envs(env.iter().copied())
-        .output()
-        .expect("the binary runs")
-}
+use crate::process::run_cli as run;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -157,6 +157,18 @@ fn parent_of(pid: i32) -> i32 {
         .unwrap()
 }
 
+/// Runs a `butler-memory` command other than `serve` to its end.
+pub(crate) fn run_cli(config: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_butler-memory"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .output()
+        .expect("the binary runs")
+}
+
 pub(crate) fn signal(pid: i32, sig: &str) {
     let ok = Command::new("kill")
         .arg(format!("-{sig}"))

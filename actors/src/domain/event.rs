@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::author::Author;
 use super::memory_type::MemoryType;
+use super::record::MemoryRecord;
 
 super::string_enum! {
     /// What happened to an entity.
@@ -79,6 +80,35 @@ pub struct NewEvent {
     /// state after the change (the whole record, or only the fields that changed), so
     /// folding the `after` objects of an entity's events in order gives its current state.
     pub payload: Value,
+}
+
+impl NewEvent {
+    /// An event about `record` (its type, its scope and owning butler for the filtered
+    /// streams).
+    pub fn about(
+        tenant_id: &str,
+        event_type: EventType,
+        record: &MemoryRecord,
+        id: Uuid,
+        author: &Author,
+        payload: Value,
+    ) -> NewEvent {
+        let (scope, butler) = match record {
+            MemoryRecord::Episode(e) => (None, Some(e.butler.clone())),
+            MemoryRecord::Fact(f) => (Some(f.scope.clone()), f.source_butler.clone()),
+            MemoryRecord::Rule(r) => (Some(r.scope.clone()), r.source_butler.clone()),
+        };
+        NewEvent {
+            tenant_id: tenant_id.to_owned(),
+            event_type,
+            entity_type: record.memory_type(),
+            entity_id: id,
+            author: author.clone(),
+            scope,
+            butler,
+            payload,
+        }
+    }
 }
 
 /// An event as stored.

@@ -20,7 +20,7 @@ use crate::domain::bundle::{
 use crate::domain::episode::Episode;
 use crate::domain::event::{EventType, NewEvent};
 use crate::domain::fact::Fact;
-use crate::domain::memory_type::MemoryType;
+use crate::domain::record::MemoryRecord;
 use crate::domain::request_context::Lineage;
 use crate::domain::rule::Rule;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
@@ -391,6 +391,29 @@ async fn import(
     Ok(report)
 }
 
+/// The records of one table among `ids`, read as the engine reads them (`select` is the
+/// columns and the table).
+async fn stored<T>(
+    conn: &mut PgConnection,
+    select: &'static str,
+    tenant_id: &str,
+    ids: Vec<Uuid>,
+) -> MemoryResult<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+{
+    let sql = format!("{select} WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY id");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(tenant_id)
+        .bind(ids)
+        .fetch_all(conn)
+        .await?)
+}
+
+fn to_json(record: &impl serde::Serialize) -> MemoryResult<Value> {
+    serde_json::to_value(record).map_err(|e| MemoryError::internal(e.to_string()))
+}
+
 fn invalid_row(kind: RowKind, field: &str) -> MemoryError {
     MemoryError::new(
         ErrorCode::InvalidBundle,
@@ -426,79 +449,42 @@ async fn append_imported_events(
             generated: true,
         },
     );
-    let event = |event_type, entity_type, id, scope, butler, after: serde_json::Result<Value>| {
-        Ok::<_, MemoryError>(NewEvent {
-            tenant_id: tenant_id.to_owned(),
-            event_type,
-            entity_type,
-            entity_id: id,
-            author: author.clone(),
-            scope,
-            butler,
-            payload: json!({"before": null, "after": after.map_err(|e| MemoryError::internal(e.to_string()))?,
-                            "imported_from": source}),
-        })
-    };
-    let mut events = Vec::new();
-    let episodes: Vec<Episode> = sqlx::query_as(concat!(
-        "SELECT ",
-        episode_columns!(),
-        " FROM episodes WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY id"
-    ))
-    .bind(tenant_id)
-    .bind(ids(RowKind::Episode))
-    .fetch_all(&mut *conn)
+    let mut records: Vec<MemoryRecord> = Vec::new();
+    let episodes: Vec<Episode> = stored(
+        conn,
+        concat!("SELECT ", episode_columns!(), " FROM episodes"),
+        tenant_id,
+        ids(RowKind::Episode),
+    )
     .await?;
-    for e in episodes {
-        let after = serde_json::to_value(&e);
-        events.push(event(
-            EventType::EpisodeImported,
-            MemoryType::Episode,
-            e.id,
-            None,
-            Some(e.butler),
-            after,
-        )?);
-    }
-    let facts: Vec<Fact> = sqlx::query_as(concat!(
-        "SELECT ",
-        fact_columns!(),
-        " FROM facts WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY id"
-    ))
-    .bind(tenant_id)
-    .bind(ids(RowKind::Fact))
-    .fetch_all(&mut *conn)
+    records.extend(episodes.into_iter().map(MemoryRecord::Episode));
+    let facts: Vec<Fact> = stored(
+        conn,
+        concat!("SELECT ", fact_columns!(), " FROM facts"),
+        tenant_id,
+        ids(RowKind::Fact),
+    )
     .await?;
-    for f in facts {
-        let after = serde_json::to_value(&f);
-        events.push(event(
-            EventType::FactImported,
-            MemoryType::Fact,
-            f.id,
-            Some(f.scope),
-            f.source_butler,
-            after,
-        )?);
-    }
-    let rules: Vec<Rule> = sqlx::query_as(concat!(
-        "SELECT ",
-        rule_columns!(),
-        " FROM rules WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY id"
-    ))
-    .bind(tenant_id)
-    .bind(ids(RowKind::Rule))
-    .fetch_all(&mut *conn)
+    records.extend(facts.into_iter().map(MemoryRecord::Fact));
+    let rules: Vec<Rule> = stored(
+        conn,
+        concat!("SELECT ", rule_columns!(), " FROM rules"),
+        tenant_id,
+        ids(RowKind::Rule),
+    )
     .await?;
-    for r in rules {
-        let after = serde_json::to_value(&r);
-        events.push(event(
-            EventType::RuleImported,
-            MemoryType::Rule,
-            r.id,
-            Some(r.scope),
-            r.source_butler,
-            after,
-        )?);
+    records.extend(rules.into_iter().map(MemoryRecord::Rule));
+    let mut events = Vec::with_capacity(records.len());
+    for record in &records {
+        let (event_type, id, after) = match record {
+            MemoryRecord::Episode(e) => (EventType::EpisodeImported, e.id, to_json(e)?),
+            MemoryRecord::Fact(f) => (EventType::FactImported, f.id, to_json(f)?),
+            MemoryRecord::Rule(r) => (EventType::RuleImported, r.id, to_json(r)?),
+        };
+        let payload = json!({"before": null, "after": after, "imported_from": source});
+        events.push(NewEvent::about(
+            tenant_id, event_type, record, id, &author, payload,
+        ));
     }
     for new in &events {
         events::append(conn, new, now).await?;

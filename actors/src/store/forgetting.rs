@@ -24,31 +24,6 @@ use super::events;
 use super::facts::lock_fact_key;
 use super::lifecycle_locks::{fact_for_update, rule_for_update};
 
-fn event(
-    tenant_id: &str,
-    event_type: EventType,
-    record: &MemoryRecord,
-    id: Uuid,
-    author: &Author,
-    payload: serde_json::Value,
-) -> NewEvent {
-    let (scope, butler) = match record {
-        MemoryRecord::Episode(e) => (None, Some(e.butler.clone())),
-        MemoryRecord::Fact(f) => (Some(f.scope.clone()), f.source_butler.clone()),
-        MemoryRecord::Rule(r) => (Some(r.scope.clone()), r.source_butler.clone()),
-    };
-    NewEvent {
-        tenant_id: tenant_id.to_owned(),
-        event_type,
-        entity_type: record.memory_type(),
-        entity_id: id,
-        author: author.clone(),
-        scope,
-        butler,
-        payload,
-    }
-}
-
 /// Forgets one memory of the tenant.
 #[tracing::instrument(target = "otel", name = "db.forget_record", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
 pub async fn forget(
@@ -127,7 +102,7 @@ pub async fn forget(
     };
     events::append(
         conn,
-        &event(tenant_id, event_type, &record, id, author, payload),
+        &NewEvent::about(tenant_id, event_type, &record, id, author, payload),
         now,
     )
     .await?;
@@ -233,7 +208,7 @@ pub async fn restore(
     };
     events::append(
         conn,
-        &event(tenant_id, event_type, &record, id, author, payload),
+        &NewEvent::about(tenant_id, event_type, &record, id, author, payload),
         now,
     )
     .await?;
