@@ -39,6 +39,7 @@ impl Authenticator {
                     role: k.role,
                     butler: k.butler.clone(),
                     key_name: name,
+                    audit_reason: None,
                 };
                 (k.key.expose().to_owned(), caller)
             })
@@ -87,12 +88,57 @@ pub async fn require_key(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     match auth.caller(header) {
+        Some(caller) if caller.role == Role::Auditor => {
+            match investigation(caller, request.headers()) {
+                Ok(caller) => {
+                    request.extensions_mut().insert(caller);
+                    next.run(request).await
+                }
+                Err(e) => crate::http::error_response(&e),
+            }
+        }
         Some(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
         None => unauthorized(request.headers()),
     }
+}
+
+/// Header naming the tenant an auditor reads in this request.
+pub const AUDIT_TENANT: &str = "x-audit-tenant";
+/// Header saying why (recorded with every call of the request).
+pub const AUDIT_REASON: &str = "x-audit-reason";
+/// Longest audit reason, in bytes.
+const MAX_AUDIT_REASON_BYTES: usize = 1024;
+
+/// An auditor's caller for one request: the tenant it names and why. Only auditor keys
+/// are read this way; for any other key the headers mean nothing.
+fn investigation(mut caller: Caller, headers: &HeaderMap) -> Result<Caller, MemoryError> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let (Some(tenant), Some(reason)) = (header(AUDIT_TENANT), header(AUDIT_REASON)) else {
+        return Err(MemoryError::new(
+            ErrorCode::AuditContextMissing,
+            "an auditor key names the tenant it reads and why with every request: \
+             X-Audit-Tenant and X-Audit-Reason",
+        ));
+    };
+    butler_memory_actors::check_name("tenant", tenant)?;
+    if reason.len() > MAX_AUDIT_REASON_BYTES {
+        return Err(MemoryError::new(
+            ErrorCode::ContentTooLarge,
+            format!("X-Audit-Reason is longer than {MAX_AUDIT_REASON_BYTES} bytes"),
+        ));
+    }
+    caller.tenant_id = tenant.to_owned();
+    caller.audit_reason = Some(reason.to_owned());
+    Ok(caller)
 }
 
 /// The 401 answer: a JSON body in the service's error shape and a bearer challenge that

@@ -37,10 +37,10 @@ use crate::config::{Config, McpConfig};
 use crate::http::request_meta::{RequestMeta, ToolNote};
 use direct::Endpoint;
 use params::{
-    ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, DeadLettersParams,
-    ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, PurgeParams,
-    RecallParams, RequeueParams, RestoreParams, RunSweepParams, SearchParams, StatsParams,
-    StoreEpisodeParams, StoreFactParams, StoreRuleParams,
+    ActivityStreamParams, AuditReadsParams, ConfirmParams, ContextBatchParams, ContextParams,
+    DeadLettersParams, ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams,
+    MarkHelpfulParams, PurgeParams, RecallParams, RequeueParams, RestoreParams, RunSweepParams,
+    SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams,
 };
 use tools::Outcome;
 
@@ -72,11 +72,15 @@ pub enum Audience {
 }
 
 impl Audience {
-    pub fn admits(self, role: Role) -> bool {
-        match self {
-            Audience::Memory => matches!(role, Role::Butler | Role::Admin),
-            Audience::Admin => role == Role::Admin,
-            Audience::AdminOrOperator => matches!(role, Role::Admin | Role::Operator),
+    /// Whether `role` may call a tool of this audience that has `effect`. Auditors read:
+    /// every tool of memory or administration that only reads.
+    pub fn admits(self, role: Role, effect: Effect) -> bool {
+        match (self, role) {
+            (Audience::AdminOrOperator, Role::Auditor) => false,
+            (_, Role::Auditor) => effect == Effect::Reads,
+            (Audience::Memory, role) => matches!(role, Role::Butler | Role::Admin),
+            (Audience::Admin, role) => role == Role::Admin,
+            (Audience::AdminOrOperator, role) => matches!(role, Role::Admin | Role::Operator),
         }
     }
 }
@@ -84,7 +88,7 @@ impl Audience {
 /// What a call changes, as MCP's tool annotations say it to clients (hints for whether to
 /// ask a person first). No tool reaches outside the memory store (`openWorldHint: false`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Effect {
+pub enum Effect {
     /// Reads; a search or context bumps reference counts, which changes nothing a caller
     /// sees as memory.
     Reads,
@@ -309,6 +313,17 @@ const TOOLS: &[ToolSpec] = &[
             first, one page at a time; pass `next_cursor` back as `since` for the next page.",
     ),
     tool!(
+        "memory_audit_reads",
+        "Auditors' reads",
+        Audience::Admin,
+        Effect::Reads,
+        AuditReadsParams,
+        tools::audit_reads,
+        "Admin: every call auditor keys made on this tenant (who, when, which tool with \
+            which arguments, and the reason they gave), oldest first; pass `next_cursor` back \
+            as `since` for the next page.",
+    ),
+    tool!(
         "memory_run_sweep",
         "Run lifecycle sweeps",
         Audience::AdminOrOperator,
@@ -365,7 +380,7 @@ pub fn tool_definitions(config: &Config) -> Vec<Tool> {
 pub fn tool_definitions_for(role: Role, config: &Config) -> Vec<Tool> {
     TOOLS
         .iter()
-        .filter(|t| t.audience.admits(role))
+        .filter(|t| t.audience.admits(role, t.effect))
         .map(|t| definition(t, config))
         .collect()
 }
@@ -475,9 +490,27 @@ impl MemoryServer {
         let tool = TOOLS.iter().find(|t| t.name == name)?;
         let started = Instant::now();
         let span = tool_span(name, caller, meta);
-        let outcome = (tool.run)(&self.state.engine, caller, args, meta.lineage())
+        let engine = &self.state.engine;
+        // An auditor's call is recorded before it runs, or it does not run.
+        let arguments = serde_json::Value::Object(args);
+        let recorded = engine
+            .record_audit_read(caller, name, &arguments, &meta.id)
             .instrument(span.clone())
             .await;
+        let serde_json::Value::Object(args) = arguments else {
+            unreachable!("built as an object")
+        };
+        let outcome = match recorded {
+            Ok(()) => {
+                (tool.run)(engine, caller, args, meta.lineage())
+                    .instrument(span.clone())
+                    .await
+            }
+            Err(e) => Outcome {
+                lineage: meta.lineage(),
+                result: Err(e),
+            },
+        };
         Some(finish(name, caller, meta, &span, outcome, started))
     }
 }

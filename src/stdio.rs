@@ -59,6 +59,7 @@ pub async fn serve(
             role: Role::Admin,
             butler: None,
             key_name: "stdio".into(),
+            audit_reason: None,
         },
     };
     tracing::info!(

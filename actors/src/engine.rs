@@ -3,6 +3,7 @@
 //! least busy reader (`engine/reads.rs`) and lifecycle changes to the shard that owns the
 //! record (`engine/lifecycle.rs`), and stops everything in order.
 
+mod audit;
 mod bundle;
 mod lifecycle;
 pub use lifecycle::MAX_ACTIVITY_PAGE;

@@ -76,6 +76,7 @@ pub use domain::shard_key::ShardKey;
 pub use domain::sweep::{SweepKind, SweepReport};
 pub use domain::text::check_name;
 pub use domain::validity::Validity;
+pub use store::audit_reads::AuditRead;
 pub use store::bundle::Exporter;
 
 // What the engine answers.

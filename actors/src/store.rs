@@ -3,6 +3,7 @@
 
 pub mod activity;
 pub mod anti_patterns;
+pub mod audit_reads;
 pub mod bundle;
 pub mod columns;
 pub mod consolidation;

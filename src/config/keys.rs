@@ -51,12 +51,15 @@ impl AuthConfig {
                     "{at}.tenant: required for {} keys",
                     k.role.as_str()
                 )),
+                (Some(_), Role::Auditor) => out.push(format!(
+                    "{at}.tenant: auditor keys name the tenant they read with each request (X-Audit-Tenant), not in the key"
+                )),
                 (Some(t), _) => {
                     if let Err(e) = check_name("tenant", t) {
                         out.push(format!("{at}.tenant: {}", e.message));
                     }
                 }
-                (None, Role::Operator) => {}
+                (None, Role::Operator | Role::Auditor) => {}
             }
             if let Some(b) = &k.butler {
                 if let Err(e) = check_name("butler", b) {

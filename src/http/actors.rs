@@ -25,9 +25,9 @@ pub async fn actors(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
     let visible = |kind: ActorKind, key: &str| match caller.role {
         Role::Operator => true,
         Role::Admin => kind != ActorKind::Shard || key.starts_with(&own_prefix),
-        Role::Butler => false,
+        Role::Butler | Role::Auditor => false,
     };
-    if caller.role == Role::Butler {
+    if matches!(caller.role, Role::Butler | Role::Auditor) {
         return error_response(&MemoryError::new(
             ErrorCode::OperatorOnly,
             "/actors needs an operator or admin key",

@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
 use butler_memory_actors::{
-    ComponentScores, ContextBlock, DeadLetter, Episode, ErrorClass, Fact, FactOutcome, Maturity,
-    MemoryRecord, MemoryStats, MemoryType, Purge, RecordWithLinks, Rule, SearchMode, StoredEvent,
-    SweepReport,
+    AuditRead, ComponentScores, ContextBlock, DeadLetter, Episode, ErrorClass, Fact, FactOutcome,
+    Maturity, MemoryRecord, MemoryStats, MemoryType, Purge, RecordWithLinks, Rule, SearchMode,
+    StoredEvent, SweepReport,
 };
 use rmcp::model::JsonObject;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -200,6 +200,14 @@ fn success(tool: &str, defs: &mut Definitions) -> Option<Value> {
         ),
         "memory_stats" => defs.of::<MemoryStats>(),
         "memory_purge" => defs.of::<Purge>(),
+        "memory_audit_reads" => object(
+            json!({
+                "reads": {"type": "array", "items": defs.of::<AuditRead>()},
+                "count": count,
+                "next_cursor": {"type": ["integer", "null"]},
+            }),
+            &["reads", "count", "next_cursor"],
+        ),
         _ => return None,
     })
 }

@@ -487,3 +487,18 @@ impl PurgeParams {
 fn purge_target(message: &str) -> MemoryError {
     MemoryError::new(ErrorCode::InvalidPurgeTarget, message)
 }
+
+/// `memory_audit_reads`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditReadsParams {
+    /// Where to start: the `next_cursor` of the previous page. Omitted: from the beginning.
+    #[serde(default)]
+    pub since: Option<i64>,
+    /// Most calls listed (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Request lineage, echoed in the response.
+    #[serde(default)]
+    pub request_context: Option<RequestContext>,
+}

@@ -9,10 +9,10 @@ use butler_memory_actors::{
 use serde_json::{Value, json};
 
 use super::params::{
-    ActivityStreamParams, ConfirmParams, ContextBatchParams, ContextParams, DeadLettersParams,
-    ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams, MarkHelpfulParams, PurgeParams,
-    RecallParams, RequeueParams, RestoreParams, RunSweepParams, SearchParams, StatsParams,
-    StoreEpisodeParams, StoreFactParams, StoreRuleParams,
+    ActivityStreamParams, AuditReadsParams, ConfirmParams, ContextBatchParams, ContextParams,
+    DeadLettersParams, ForgetParams, GetParams, IngestBatchParams, MarkHarmfulParams,
+    MarkHelpfulParams, PurgeParams, RecallParams, RequeueParams, RestoreParams, RunSweepParams,
+    SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams,
 };
 use super::reply::to_json;
 
@@ -538,6 +538,20 @@ pub async fn purge(
                 .purge(caller, target, p.reason, p.dry_run, lineage)
                 .await?,
         )
+    })
+    .await
+}
+
+pub async fn audit_reads(
+    engine: &Engine,
+    caller: &Caller,
+    p: AuditReadsParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
+        let reads = engine.audit_reads(caller, p.since, p.limit).await?;
+        let next_cursor = reads.last().map(|r| r.id).or(p.since);
+        Ok(json!({ "reads": reads, "count": reads.len(), "next_cursor": next_cursor }))
     })
     .await
 }

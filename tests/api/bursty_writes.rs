@@ -147,6 +147,7 @@ fn health_butler() -> Caller {
         role: Role::Butler,
         butler: Some("health".into()),
         key_name: "a-health".into(),
+        audit_reason: None,
     }
 }
 

@@ -19,6 +19,7 @@ pub const TENANT_A_UNBOUND: &str = "key-tenant-a-unbound-butler";
 pub const TENANT_A_ADMIN: &str = "key-tenant-a-admin-000000";
 pub const TENANT_B_HEALTH: &str = "key-tenant-b-health-butler";
 pub const OPERATOR: &str = "key-operator-000000000000";
+pub const AUDITOR: &str = "key-auditor-0000000000000";
 
 const KEYS: &str = r#"
 [auth]
@@ -55,6 +56,10 @@ butler = "health"
 name = "ops"
 key = "key-operator-000000000000"
 role = "operator"
+[[auth.keys]]
+name = "investigator"
+key = "key-auditor-0000000000000"
+role = "auditor"
 "#;
 
 /// Base configuration for tests (the assets of this checkout, whatever the cwd), with `extra`

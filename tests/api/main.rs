@@ -1,6 +1,7 @@
 //! The integration tests: the real service (embedded PostgreSQL with pgvector, the real
 //! embedding model) on port 0, driven the way butlers and operators drive it.
 
+mod auditor;
 mod auth_and_tenancy;
 mod backup;
 mod bundle;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 
 /// Valid arguments for each tool (random ids: an admitted caller gets `not_found`).
-fn arguments(tool: &str) -> Value {
+pub(crate) fn arguments(tool: &str) -> Value {
     let id = "00000000-0000-7000-8000-000000000001";
     match tool {
         "memory_store_episode" => json!({"content": "Rights check.", "butler": "health"}),
@@ -33,6 +33,7 @@ fn arguments(tool: &str) -> Value {
         "memory_run_sweep" => json!({"kinds": ["decay_sweep"]}),
         "memory_purge" => json!({"type": "fact", "id": id, "reason": "rights check"}),
         "memory_activity_stream"
+        | "memory_audit_reads"
         | "memory_dead_letters"
         | "memory_requeue_dead_letters"
         | "memory_stats" => json!({}),
@@ -112,6 +113,7 @@ fn every_tool_has_a_title_and_annotations() {
                     | "memory_context_batch"
                     | "memory_stats"
                     | "memory_activity_stream"
+                    | "memory_audit_reads"
                     | "memory_dead_letters"
             ),
             "{}",

@@ -122,6 +122,8 @@ check(candidates.dry_run && candidates.records.some((r) => r.id === purgeable.id
 const purged = await ok("memory_purge", { subject: "neighbour", confirm: [purgeable.id], reason: "every tool" });
 check(!purged.dry_run && purged.counts.facts === 1 && purged.records[0].content_hash, "purged");
 await error("memory_purge", { type: "fact", id: purgeable.id, reason: "gone already" });
+await ok("memory_audit_reads", {});
+await error("memory_audit_reads", { limit: 0 });
 await ok("memory_stats", {});
 await error("memory_stats", { butler: "bad name!" });
 

@@ -3,7 +3,10 @@
 //!
 //! The tenant always comes from the key, never from tool arguments. `butler` keys see their
 //! tenant's `global` scope plus their own butler's scope; `admin` keys see every scope of
-//! their tenant; `operator` keys see no memory content at all.
+//! their tenant; `operator` keys see no memory content at all. `auditor` keys are the one
+//! way across tenants: for an investigation, an auditor names one tenant and a reason with
+//! each request (never in tool arguments), reads everything in it and writes nothing, and
+//! every read is recorded in the audit stream of reads before it is answered.
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +26,9 @@ pub enum Role {
     Admin,
     /// Operations only: the actor tree and admin operations, never memory content.
     Operator,
+    /// Investigations: reads any one tenant named with the request, with a reason; never
+    /// writes; every read recorded (`audit_reads`).
+    Auditor,
 }
 
 impl Role {
@@ -31,6 +37,7 @@ impl Role {
             Role::Butler => "butler",
             Role::Admin => "admin",
             Role::Operator => "operator",
+            Role::Auditor => "auditor",
         }
     }
 }
@@ -44,6 +51,8 @@ pub struct Caller {
     pub butler: Option<String>,
     /// A label for the audit stream (the key's configured name), never the key itself.
     pub key_name: String,
+    /// An auditor's reason for this request's reads (auditor keys only).
+    pub audit_reason: Option<String>,
 }
 
 impl Caller {
@@ -55,7 +64,7 @@ impl Caller {
     /// Refuses callers that may not see memory content.
     pub fn require_memory_access(&self) -> MemoryResult<()> {
         match self.role {
-            Role::Butler | Role::Admin => Ok(()),
+            Role::Butler | Role::Admin | Role::Auditor => Ok(()),
             Role::Operator => Err(MemoryError::new(
                 ErrorCode::OperatorKey,
                 "operator keys cannot read or write memory content",
@@ -63,10 +72,20 @@ impl Caller {
         }
     }
 
+    /// Refuses callers that may not change memory: operators, and auditors, who only read.
+    pub fn require_writer(&self) -> MemoryResult<()> {
+        match self.role {
+            Role::Butler | Role::Admin => Ok(()),
+            Role::Auditor => Err(auditor_reads_only()),
+            Role::Operator => self.require_memory_access(),
+        }
+    }
+
     /// Refuses callers without admin rights in their tenant.
     pub fn require_admin(&self) -> MemoryResult<()> {
         match self.role {
             Role::Admin => Ok(()),
+            Role::Auditor => Err(auditor_reads_only()),
             Role::Butler | Role::Operator => Err(MemoryError::new(
                 ErrorCode::AdminOnly,
                 "this operation needs an admin key",
@@ -74,9 +93,31 @@ impl Caller {
         }
     }
 
+    /// Refuses callers that may not read what only admins read (the audit stream, dead
+    /// letters): admins and auditors may.
+    pub fn require_admin_read(&self) -> MemoryResult<()> {
+        match self.role {
+            Role::Auditor => Ok(()),
+            _ => self.require_admin(),
+        }
+    }
+
+    /// Whether this caller's reads change nothing, not even reference counts (an
+    /// auditor's must not weigh in retrieval).
+    pub fn reads_leave_no_trace(&self) -> bool {
+        self.role == Role::Auditor
+    }
+
     /// The butler a write is attributed to. A bound key writes as its butler and may not
     /// name another; an unbound key writes as the butler it names, or as none.
     pub fn acting_butler(&self, requested: Option<&str>) -> MemoryResult<Option<String>> {
+        self.require_writer()?;
+        self.reading_as(requested)
+    }
+
+    /// The butler a read acts as: [`Caller::acting_butler`]'s rule, for every caller that
+    /// may read (an auditor reads as the butler it names, or as none).
+    pub fn reading_as(&self, requested: Option<&str>) -> MemoryResult<Option<String>> {
         self.require_memory_access()?;
         match (&self.butler, requested) {
             (Some(bound), Some(asked)) if bound != asked => Err(MemoryError::new(
@@ -91,7 +132,7 @@ impl Caller {
     /// Checks that this caller, acting as `butler`, may use `scope`.
     pub fn check_scope(&self, scope: &str, butler: Option<&str>) -> MemoryResult<()> {
         match self.role {
-            Role::Admin => Ok(()),
+            Role::Admin | Role::Auditor => Ok(()),
             Role::Operator => self.require_memory_access(),
             Role::Butler if scope == GLOBAL_SCOPE || Some(scope) == butler => Ok(()),
             Role::Butler => Err(MemoryError::new(
@@ -107,7 +148,7 @@ impl Caller {
     /// rules) or owned by butler `owner` (episodes, which have no scope).
     pub fn may_read(&self, butler: Option<&str>, scope: Option<&str>, owner: Option<&str>) -> bool {
         match self.role {
-            Role::Admin => true,
+            Role::Admin | Role::Auditor => true,
             Role::Operator => false,
             Role::Butler => match scope {
                 Some(scope) => scope == GLOBAL_SCOPE || (butler.is_some() && Some(scope) == butler),
@@ -122,6 +163,13 @@ impl Caller {
     }
 }
 
+fn auditor_reads_only() -> MemoryError {
+    MemoryError::new(
+        ErrorCode::AuditorReadsOnly,
+        "auditor keys read; they never change memory or run admin operations",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +180,7 @@ mod tests {
             role: Role::Butler,
             butler: bound.map(str::to_owned),
             key_name: "k".into(),
+            audit_reason: None,
         }
     }
 

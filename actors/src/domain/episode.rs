@@ -214,6 +214,7 @@ mod tests {
             role: Role::Butler,
             butler: Some("b".into()),
             key_name: "b".into(),
+            audit_reason: None,
         }
     }
 

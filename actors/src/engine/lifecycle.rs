@@ -176,7 +176,7 @@ impl Engine {
         let tenant = match caller.role {
             Role::Admin => Some(caller.tenant_id.as_str()),
             Role::Operator => None,
-            Role::Butler => {
+            Role::Butler | Role::Auditor => {
                 return Err(MemoryError::new(
                     ErrorCode::AdminOnly,
                     "sweeps are run by admin and operator keys",
@@ -225,7 +225,7 @@ impl Engine {
         limit: Option<u32>,
     ) -> MemoryResult<Vec<StoredEvent>> {
         self.services.database.check()?;
-        caller.require_admin()?;
+        caller.require_admin_read()?;
         if let Some(s) = &scope {
             check_name("scope", s)?;
         }
@@ -266,7 +266,7 @@ impl Engine {
         limit: Option<u32>,
     ) -> MemoryResult<Vec<DeadLetter>> {
         self.services.database.check()?;
-        caller.require_admin()?;
+        caller.require_admin_read()?;
         let limit = limit.unwrap_or(100);
         if limit == 0 || limit > MAX_ACTIVITY_PAGE {
             return Err(MemoryError::new(

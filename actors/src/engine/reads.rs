@@ -37,7 +37,7 @@ impl Engine {
         if let Some(b) = &butler {
             check_name("butler", b)?;
         }
-        let butler = caller.acting_butler(butler.as_deref())?;
+        let butler = caller.reading_as(butler.as_deref())?;
         let caller_copy = caller.clone();
         let found = self
             .read(|reply| ReaderMsg::Get {
@@ -54,7 +54,9 @@ impl Engine {
             MemoryRecord::Fact(f) => ShardKey::for_butler(&f.tenant_id, f.source_butler.as_deref()),
             MemoryRecord::Rule(r) => ShardKey::for_butler(&r.tenant_id, r.source_butler.as_deref()),
         };
-        self.touch(owner, memory_type, vec![id]).await;
+        if !caller.reads_leave_no_trace() {
+            self.touch(owner, memory_type, vec![id]).await;
+        }
         Ok(found)
     }
 
@@ -124,7 +126,7 @@ impl Engine {
         let now = self.services.clock.now();
         if let Some(Cached::Search(hit)) = self.results.get(&key, generation, now) {
             let outcome = hit.as_ref().clone();
-            self.touch_hits(&caller.tenant_id, &outcome).await;
+            self.touch_hits(caller, &outcome).await;
             record_search_quality(&outcome);
             return Ok(outcome);
         }
@@ -154,7 +156,7 @@ impl Engine {
                 reply,
             })
             .await?;
-        self.touch_hits(&caller.tenant_id, &outcome).await;
+        self.touch_hits(caller, &outcome).await;
         record_search_quality(&outcome);
         if outcome.degraded {
             metrics::counter!("butler_memory_degraded_reads_total", "tool" => "search")
@@ -287,7 +289,7 @@ impl Engine {
         check_name("butler", &input.butler)?;
         // A butler key may only build its own butler's context.
         let butler = caller
-            .acting_butler(Some(&input.butler))?
+            .reading_as(Some(&input.butler))?
             .unwrap_or(input.butler);
         let budget = input
             .token_budget
@@ -329,9 +331,9 @@ impl Engine {
         if let Some(b) = &butler {
             check_name("butler", b)?;
         }
-        let acting = caller.acting_butler(butler.as_deref())?;
+        let acting = caller.reading_as(butler.as_deref())?;
         Ok(match caller.role {
-            Role::Admin => SearchScope {
+            Role::Admin | Role::Auditor => SearchScope {
                 tenant_id: caller.tenant_id.clone(),
                 scopes: scope.map(|s| vec![s]),
                 butlers: acting.map(|b| vec![b]),
@@ -356,7 +358,11 @@ impl Engine {
     }
 
     /// Bumps the reference counts of returned memories, batched per owning shard.
-    async fn touch_hits(&self, tenant_id: &str, outcome: &SearchOutcome) {
+    async fn touch_hits(&self, caller: &Caller, outcome: &SearchOutcome) {
+        if caller.reads_leave_no_trace() {
+            return;
+        }
+        let tenant_id = caller.tenant_id.as_str();
         let mut by_owner: HashMap<(ShardKey, MemoryType), Vec<Uuid>> = HashMap::new();
         for hit in &outcome.hits {
             let c = &hit.candidate;

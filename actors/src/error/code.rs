@@ -80,6 +80,8 @@ error_codes! {
     Unauthenticated => ("unauthenticated", Forbidden, "no `Authorization: Bearer` key, or an unknown one (HTTP 401)"),
     OperatorKey => ("operator_key", Forbidden, "an operator key on a tool that reads or writes memory content"),
     AdminOnly => ("admin_only", Forbidden, "a key without admin rights on an admin tool"),
+    AuditorReadsOnly => ("auditor_reads_only", Forbidden, "an auditor key on a tool that writes or administers"),
+    AuditContextMissing => ("audit_context_missing", Forbidden, "an auditor key without the `X-Audit-Tenant` and `X-Audit-Reason` headers naming the tenant it reads and why (HTTP 403)"),
     OperatorOnly => ("operator_only", Forbidden, "a butler key on `/actors`"),
     OtherButler => ("other_butler", Forbidden, "a key bound to one butler acting as another"),
     ScopeForbidden => ("scope_forbidden", Forbidden, "a butler key naming a scope other than `global` or its own butler's"),
