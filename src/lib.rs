@@ -1,6 +1,7 @@
 //! The edge of butler-memory: configuration, authentication, the MCP endpoint and the
 //! operator endpoints around the engine in `butler_memory_actors`.
 
+pub mod api;
 pub mod app_state;
 pub mod auth;
 pub mod backup;

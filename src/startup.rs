@@ -272,7 +272,8 @@ impl Application {
     }
 }
 
-/// The routes: `/mcp` and `/admin/*` behind the key check, operator endpoints beside them.
+/// The routes: `/mcp`, `/api/*` and `/admin/*` behind the key check, operator endpoints
+/// beside them.
 pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
     let mcp = Router::new()
         .route("/mcp", any(mcp::direct::handle))
@@ -286,7 +287,7 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
             state.auth.clone(),
             require_key,
         ));
-    let admin = Router::new()
+    let admin = crate::api::routes()
         .route("/admin/export", get(http::bundle::export))
         .route(
             "/admin/import",

@@ -17,6 +17,7 @@ pub mod extraction;
 pub mod fact;
 pub mod feedback;
 pub mod heuristic_extractor;
+pub mod listing;
 pub mod maturity;
 pub mod memory_type;
 pub mod permanence;

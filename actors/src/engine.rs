@@ -5,6 +5,7 @@
 
 mod audit;
 mod bundle;
+mod dashboard;
 mod lifecycle;
 pub use lifecycle::MAX_ACTIVITY_PAGE;
 mod purge;

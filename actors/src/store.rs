@@ -21,6 +21,7 @@ pub mod forgetting;
 pub mod lifecycle_locks;
 pub mod lifecycle_runs;
 pub mod links;
+pub mod listing;
 pub mod purging;
 pub mod records;
 pub mod references;

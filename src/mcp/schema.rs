@@ -34,7 +34,7 @@ const STANDARD_FORMATS: &[&str] = &[
 const MAX_IDENTIFIER_CHARS: u64 = 200;
 
 /// Butler and scope names: 1 to 64 of `A-Z a-z 0-9 _ - .`, as `check_name` accepts them.
-const NAME_PATTERN: &str = "^[A-Za-z0-9_.-]{1,64}$";
+pub const NAME_PATTERN: &str = "^[A-Za-z0-9_.-]{1,64}$";
 
 /// `tool`'s input schema in standard form with `config`'s limits.
 pub fn standardize(tool: &str, schema: &mut Map<String, Value>, config: &Config) {

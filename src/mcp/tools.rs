@@ -444,32 +444,11 @@ pub async fn activity_stream(
     fallback: Lineage,
 ) -> Outcome {
     with_lineage(p.request_context, fallback, |_| async move {
-        let since = match p.since.as_deref().map(str::trim) {
-            None | Some("") => Since::Cursor(0),
-            Some(s) if s.bytes().all(|b| b.is_ascii_digit()) => {
-                Since::Cursor(s.parse().map_err(|_| {
-                    MemoryError::new(ErrorCode::InvalidSince, "`since` cursor is out of range")
-                })?)
-            }
-            Some(s) => Since::Time(
-                chrono::DateTime::parse_from_rfc3339(s)
-                    .map_err(|_| {
-                        MemoryError::new(
-                            ErrorCode::InvalidSince,
-                            "`since` must be a cursor from a previous page or an RFC 3339 time",
-                        )
-                    })?
-                    .with_timezone(&chrono::Utc),
-            ),
-        };
+        let since = Since::parse(p.since.as_deref())?;
         let events = engine
             .activity(caller, since, p.scope, p.butler, p.limit)
             .await?;
-        let next_cursor = match (events.last(), since) {
-            (Some(last), _) => Some(last.id.to_string()),
-            (None, Since::Cursor(c)) => Some(c.to_string()),
-            (None, Since::Time(_)) => None,
-        };
+        let next_cursor = since.next_cursor(&events);
         Ok(json!({
             "events": events,
             "count": events.len(),

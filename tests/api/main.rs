@@ -27,6 +27,7 @@ mod purge;
 mod redaction;
 mod reembedding;
 mod request_ids;
+mod rest;
 mod retrieval;
 mod startup;
 mod store_tools;

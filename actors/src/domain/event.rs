@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::author::Author;
 use super::memory_type::MemoryType;
 use super::record::MemoryRecord;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 super::string_enum! {
     /// What happened to an entity.
@@ -133,4 +134,38 @@ pub struct StoredEvent {
 pub enum Since {
     Cursor(i64),
     Time(DateTime<Utc>),
+}
+
+impl Since {
+    /// Reads `since` as given to the activity stream: a cursor (digits), an RFC 3339 time,
+    /// or nothing (the beginning).
+    pub fn parse(since: Option<&str>) -> MemoryResult<Since> {
+        match since.map(str::trim) {
+            None | Some("") => Ok(Since::Cursor(0)),
+            Some(s) if s.bytes().all(|b| b.is_ascii_digit()) => {
+                Ok(Since::Cursor(s.parse().map_err(|_| {
+                    MemoryError::new(ErrorCode::InvalidSince, "`since` cursor is out of range")
+                })?))
+            }
+            Some(s) => Ok(Since::Time(
+                DateTime::parse_from_rfc3339(s)
+                    .map_err(|_| {
+                        MemoryError::new(
+                            ErrorCode::InvalidSince,
+                            "`since` must be a cursor from a previous page or an RFC 3339 time",
+                        )
+                    })?
+                    .with_timezone(&Utc),
+            )),
+        }
+    }
+
+    /// The cursor of the page after `events` (or this one's, when the page is empty).
+    pub fn next_cursor(self, events: &[StoredEvent]) -> Option<String> {
+        match (events.last(), self) {
+            (Some(last), _) => Some(last.id.to_string()),
+            (None, Since::Cursor(c)) => Some(c.to_string()),
+            (None, Since::Time(_)) => None,
+        }
+    }
 }

@@ -33,22 +33,7 @@ impl Engine {
         id: Uuid,
         butler: Option<String>,
     ) -> MemoryResult<RecordWithLinks> {
-        self.services.database.check()?;
-        if let Some(b) = &butler {
-            check_name("butler", b)?;
-        }
-        let butler = caller.reading_as(butler.as_deref())?;
-        let caller_copy = caller.clone();
-        let found = self
-            .read(|reply| ReaderMsg::Get {
-                caller: caller_copy,
-                butler,
-                memory_type,
-                id,
-                span: tracing::Span::current(),
-                reply,
-            })
-            .await?;
+        let found = self.look_up(caller, memory_type, id, butler).await?;
         let owner = match &found.record {
             MemoryRecord::Episode(e) => ShardKey::new(&e.tenant_id, &e.butler),
             MemoryRecord::Fact(f) => ShardKey::for_butler(&f.tenant_id, f.source_butler.as_deref()),
@@ -58,6 +43,31 @@ impl Engine {
             self.touch(owner, memory_type, vec![id]).await;
         }
         Ok(found)
+    }
+
+    /// One record the caller may see, with its links; changes nothing.
+    pub(super) async fn look_up(
+        &self,
+        caller: &Caller,
+        memory_type: MemoryType,
+        id: Uuid,
+        butler: Option<String>,
+    ) -> MemoryResult<RecordWithLinks> {
+        self.services.database.check()?;
+        if let Some(b) = &butler {
+            check_name("butler", b)?;
+        }
+        let butler = caller.reading_as(butler.as_deref())?;
+        let caller = caller.clone();
+        self.read(|reply| ReaderMsg::Get {
+            caller,
+            butler,
+            memory_type,
+            id,
+            span: tracing::Span::current(),
+            reply,
+        })
+        .await
     }
 
     /// Counts and health indicators of what the caller may see.
@@ -319,7 +329,7 @@ impl Engine {
 
     /// What the caller may see: the tenant always; butler keys `global` plus the acting
     /// butler's scope and episodes; admin keys every scope and butler unless they narrow it.
-    fn visible(
+    pub(super) fn visible(
         &self,
         caller: &Caller,
         scope: Option<String>,

@@ -1,0 +1,167 @@
+//! The REST API under `/api` (issue 20, `memory_project_plan.md` "Dashboard API
+//! Endpoints"): JSON reads of what a key may see, for the dashboard and for people and
+//! tools that do not speak MCP. Same keys, same visibility, same error shape
+//! (`{class, code, message}`) as the tools; the tenant comes from the key, never from the
+//! URL. Every endpoint is one row of [`ENDPOINTS`], which routes it and describes it in
+//! the OpenAPI document (`/api/openapi.json`, `api/openapi.rs`).
+
+pub mod handlers;
+pub mod openapi;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+use butler_memory_actors::{
+    EpisodeQuery, FactQuery, MemoryStats, Page, RecordWithLinks, RuleQuery, StoredEvent,
+};
+use schemars::JsonSchema;
+use schemars::generate::SchemaGenerator;
+use serde::{Deserialize, Serialize};
+
+use crate::app_state::AppState;
+
+/// `GET /api/memory/stats`'s query.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatsQuery {
+    /// Count only this scope's facts and rules.
+    pub scope: Option<String>,
+    /// Count only this butler's episodes.
+    pub butler: Option<String>,
+}
+
+/// `GET /api/memory/activity`'s query.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActivityQuery {
+    /// The `next_cursor` of the previous page, or an RFC 3339 time.
+    pub since: Option<String>,
+    /// Only events of facts and rules of this scope.
+    pub scope: Option<String>,
+    /// Only events of this butler's records.
+    pub butler: Option<String>,
+    /// Events per page (1 to 1000, default 100).
+    pub limit: Option<u32>,
+}
+
+/// One page of the audit stream.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ActivityPage {
+    pub events: Vec<StoredEvent>,
+    /// Pass it back as `since` for the next page.
+    pub next_cursor: Option<String>,
+}
+
+/// A schema for the OpenAPI document.
+type SchemaFn = fn(&mut SchemaGenerator) -> schemars::Schema;
+
+/// One endpoint: how it is routed and how the OpenAPI document describes it.
+pub struct Endpoint {
+    /// The path, with `{id}` or `{name}` parameters.
+    pub path: &'static str,
+    pub summary: &'static str,
+    /// Its query's parameters.
+    pub query: Option<SchemaFn>,
+    /// What a 200 answers.
+    pub response: SchemaFn,
+}
+
+fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> schemars::Schema {
+    generator.subschema_for::<T>()
+}
+
+/// Every endpoint (all `GET`).
+pub const ENDPOINTS: &[Endpoint] = &[
+    Endpoint {
+        path: "/api/memory/stats",
+        summary: "Counts by type and state, confidence and effectiveness bands, backlog, last runs",
+        query: Some(schema::<StatsQuery>),
+        response: schema::<MemoryStats>,
+    },
+    Endpoint {
+        path: "/api/memory/facts",
+        summary: "Facts, newest first, filtered",
+        query: Some(schema::<FactQuery>),
+        response: schema::<Page<butler_memory_actors::Fact>>,
+    },
+    Endpoint {
+        path: "/api/memory/facts/{id}",
+        summary: "One fact with its links",
+        query: None,
+        response: schema::<RecordWithLinks>,
+    },
+    Endpoint {
+        path: "/api/memory/rules",
+        summary: "Rules, newest first, filtered",
+        query: Some(schema::<RuleQuery>),
+        response: schema::<Page<butler_memory_actors::Rule>>,
+    },
+    Endpoint {
+        path: "/api/memory/rules/{id}",
+        summary: "One rule with its links",
+        query: None,
+        response: schema::<RecordWithLinks>,
+    },
+    Endpoint {
+        path: "/api/memory/episodes",
+        summary: "Episodes, newest first, filtered",
+        query: Some(schema::<EpisodeQuery>),
+        response: schema::<Page<butler_memory_actors::Episode>>,
+    },
+    Endpoint {
+        path: "/api/memory/episodes/{id}",
+        summary: "One episode with its links",
+        query: None,
+        response: schema::<RecordWithLinks>,
+    },
+    Endpoint {
+        path: "/api/memory/activity",
+        summary: "The audit stream, oldest first (admin keys)",
+        query: Some(schema::<ActivityQuery>),
+        response: schema::<ActivityPage>,
+    },
+    Endpoint {
+        path: "/api/butlers/{name}/memory/stats",
+        summary: "A butler's statistics",
+        query: Some(schema::<StatsQuery>),
+        response: schema::<MemoryStats>,
+    },
+    Endpoint {
+        path: "/api/butlers/{name}/memory/facts",
+        summary: "Facts a butler wrote",
+        query: Some(schema::<FactQuery>),
+        response: schema::<Page<butler_memory_actors::Fact>>,
+    },
+    Endpoint {
+        path: "/api/butlers/{name}/memory/rules",
+        summary: "Rules a butler wrote",
+        query: Some(schema::<RuleQuery>),
+        response: schema::<Page<butler_memory_actors::Rule>>,
+    },
+    Endpoint {
+        path: "/api/butlers/{name}/memory/episodes",
+        summary: "A butler's episodes",
+        query: Some(schema::<EpisodeQuery>),
+        response: schema::<Page<butler_memory_actors::Episode>>,
+    },
+];
+
+/// The `/api` routes (the caller adds the state and the key check).
+pub fn routes() -> Router<Arc<AppState>> {
+    use handlers::*;
+    Router::new()
+        .route("/api/openapi.json", get(openapi::document))
+        .route("/api/memory/stats", get(stats))
+        .route("/api/memory/facts", get(facts))
+        .route("/api/memory/facts/{id}", get(fact))
+        .route("/api/memory/rules", get(rules))
+        .route("/api/memory/rules/{id}", get(rule))
+        .route("/api/memory/episodes", get(episodes))
+        .route("/api/memory/episodes/{id}", get(episode))
+        .route("/api/memory/activity", get(activity))
+        .route("/api/butlers/{name}/memory/stats", get(butler_stats))
+        .route("/api/butlers/{name}/memory/facts", get(butler_facts))
+        .route("/api/butlers/{name}/memory/rules", get(butler_rules))
+        .route("/api/butlers/{name}/memory/episodes", get(butler_episodes))
+}

@@ -1,0 +1,197 @@
+//! The `/api` handlers: each reads its query (unknown or malformed parameters are a 400
+//! `invalid_arguments`), asks the engine as the key's caller, and answers JSON or the
+//! error shape of the tools with the status its code implies.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use butler_memory_actors::{
+    Caller, EpisodeQuery, ErrorCode, FactQuery, MemoryError, MemoryResult, MemoryType, RuleQuery,
+    Since,
+};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{ActivityPage, ActivityQuery, StatsQuery};
+use crate::app_state::AppState;
+use crate::http::error_response;
+
+type Api = State<Arc<AppState>>;
+type Key = Extension<Caller>;
+
+fn answer<T: Serialize>(result: MemoryResult<T>) -> Response {
+    match result {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+fn bad_request(message: String) -> MemoryError {
+    MemoryError::new(ErrorCode::InvalidArguments, message)
+}
+
+/// The query, or what is wrong with it.
+fn query<T>(query: Result<Query<T>, QueryRejection>) -> MemoryResult<T> {
+    query
+        .map(|Query(q)| q)
+        .map_err(|e| bad_request(e.body_text()))
+}
+
+fn path<T>(path: Result<Path<T>, PathRejection>) -> MemoryResult<T> {
+    path.map(|Path(p)| p)
+        .map_err(|e| bad_request(e.body_text()))
+}
+
+/// Unwraps a parsed request part, or answers what is wrong with it (a 400).
+macro_rules! parsed {
+    ($e:expr) => {
+        match $e {
+            Ok(value) => value,
+            Err(e) => return error_response(&e),
+        }
+    };
+}
+
+pub async fn stats(
+    State(s): Api,
+    Extension(c): Key,
+    q: Result<Query<StatsQuery>, QueryRejection>,
+) -> Response {
+    let q = parsed!(query(q));
+    answer(s.engine.stats(&c, q.scope, q.butler).await)
+}
+
+pub async fn facts(
+    State(s): Api,
+    Extension(c): Key,
+    q: Result<Query<FactQuery>, QueryRejection>,
+) -> Response {
+    answer(s.engine.list_facts(&c, parsed!(query(q))).await)
+}
+
+pub async fn rules(
+    State(s): Api,
+    Extension(c): Key,
+    q: Result<Query<RuleQuery>, QueryRejection>,
+) -> Response {
+    answer(s.engine.list_rules(&c, parsed!(query(q))).await)
+}
+
+pub async fn episodes(
+    State(s): Api,
+    Extension(c): Key,
+    q: Result<Query<EpisodeQuery>, QueryRejection>,
+) -> Response {
+    answer(s.engine.list_episodes(&c, parsed!(query(q))).await)
+}
+
+async fn record(s: &AppState, c: &Caller, memory_type: MemoryType, id: Uuid) -> Response {
+    answer(s.engine.record_for_dashboard(c, memory_type, id).await)
+}
+
+pub async fn fact(
+    State(s): Api,
+    Extension(c): Key,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    record(&s, &c, MemoryType::Fact, parsed!(path(id))).await
+}
+
+pub async fn rule(
+    State(s): Api,
+    Extension(c): Key,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    record(&s, &c, MemoryType::Rule, parsed!(path(id))).await
+}
+
+pub async fn episode(
+    State(s): Api,
+    Extension(c): Key,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    record(&s, &c, MemoryType::Episode, parsed!(path(id))).await
+}
+
+pub async fn activity(
+    State(s): Api,
+    Extension(c): Key,
+    q: Result<Query<ActivityQuery>, QueryRejection>,
+) -> Response {
+    let q = parsed!(query(q));
+    answer(
+        async {
+            let since = Since::parse(q.since.as_deref())?;
+            let events = s
+                .engine
+                .activity(&c, since, q.scope, q.butler, q.limit)
+                .await?;
+            let next_cursor = since.next_cursor(&events);
+            Ok(ActivityPage {
+                events,
+                next_cursor,
+            })
+        }
+        .await,
+    )
+}
+
+/// A butler's view: the butler named in the path, which a query may not contradict.
+fn butler_of(named: String, asked: &mut Option<String>) -> MemoryResult<()> {
+    match asked {
+        Some(other) if *other != named => Err(bad_request(format!(
+            "the path names butler `{named}` and the query `{other}`"
+        ))),
+        _ => {
+            *asked = Some(named);
+            Ok(())
+        }
+    }
+}
+
+pub async fn butler_stats(
+    State(s): Api,
+    Extension(c): Key,
+    name: Result<Path<String>, PathRejection>,
+    q: Result<Query<StatsQuery>, QueryRejection>,
+) -> Response {
+    let mut q = parsed!(query(q));
+    parsed!(butler_of(parsed!(path(name)), &mut q.butler));
+    answer(s.engine.stats(&c, q.scope, q.butler).await)
+}
+
+pub async fn butler_facts(
+    State(s): Api,
+    Extension(c): Key,
+    name: Result<Path<String>, PathRejection>,
+    q: Result<Query<FactQuery>, QueryRejection>,
+) -> Response {
+    let mut q = parsed!(query(q));
+    parsed!(butler_of(parsed!(path(name)), &mut q.source_butler));
+    answer(s.engine.list_facts(&c, q).await)
+}
+
+pub async fn butler_rules(
+    State(s): Api,
+    Extension(c): Key,
+    name: Result<Path<String>, PathRejection>,
+    q: Result<Query<RuleQuery>, QueryRejection>,
+) -> Response {
+    let mut q = parsed!(query(q));
+    parsed!(butler_of(parsed!(path(name)), &mut q.source_butler));
+    answer(s.engine.list_rules(&c, q).await)
+}
+
+pub async fn butler_episodes(
+    State(s): Api,
+    Extension(c): Key,
+    name: Result<Path<String>, PathRejection>,
+    q: Result<Query<EpisodeQuery>, QueryRejection>,
+) -> Response {
+    let mut q = parsed!(query(q));
+    parsed!(butler_of(parsed!(path(name)), &mut q.butler));
+    answer(s.engine.list_episodes(&c, q).await)
+}

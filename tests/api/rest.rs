@@ -1,0 +1,352 @@
+//! The REST API under `/api` over HTTP against the real service: lists page by page in a
+//! stable order while rows are inserted, filters (and a 400 for a bad one), exactly the
+//! MCP visibility per key (scopes, butlers, tenants, roles), records with their links,
+//! reads that change nothing, and an OpenAPI document that matches its snapshot and names
+//! only routes that answer.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+async fn get(app: &TestApp, key: Option<&str>, path: &str) -> (u16, Value) {
+    let mut request = reqwest::Client::new().get(app.url(path));
+    if let Some(key) = key {
+        request = request.header("Authorization", format!("Bearer {key}"));
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+async fn ok(app: &TestApp, key: &str, path: &str) -> Value {
+    let (status, body) = get(app, Some(key), path).await;
+    assert_eq!(status, 200, "{path}: {body}");
+    body
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Every id of a list, page by page (`size` a page), inserting a fact after the first page.
+async fn walk(app: &TestApp, key: &str, list: &str, size: u32, health: &McpClient) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let separator = if list.contains('?') { '&' } else { '?' };
+        let path = match &cursor {
+            Some(c) => format!("{list}{separator}limit={size}&cursor={c}"),
+            None => format!("{list}{separator}limit={size}"),
+        };
+        let page = ok(app, key, &path).await;
+        assert!(ids(&page).len() <= size as usize);
+        if cursor.is_none() {
+            // A write while someone pages lands before the cursor: no page shifts.
+            health
+                .ok(
+                    "memory_store_fact",
+                    json!({"subject": "user", "predicate": "late", "content": "Written while paging"}),
+                )
+                .await;
+        }
+        all.extend(ids(&page));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return all,
+        }
+    }
+}
+
+#[tokio::test]
+async fn lists_records_and_stats_follow_the_keys_visibility_and_page_stably() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let general = app.client(TENANT_A_GENERAL).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let mut facts = Vec::new();
+    for n in 0..5 {
+        let fact = health
+            .ok(
+                "memory_store_fact",
+                json!({"subject": format!("friend {n}"), "predicate": "birthday",
+                       "content": format!("Born in month {n}"), "permanence": "permanent"}),
+            )
+            .await;
+        facts.push(fact["id"].as_str().unwrap().to_owned());
+    }
+    let replaced = health
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "friend 0", "predicate": "birthday", "content": "Born in month 11"}),
+        )
+        .await;
+    let private = general
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "salary", "content": "Paid monthly", "scope": "general"}),
+        )
+        .await;
+    let private = private["id"].as_str().unwrap().to_owned();
+    let rule = health
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Send birthday wishes in the morning"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (client, butler) in [(&health, "health"), (&general, "general")] {
+        client
+            .ok(
+                "memory_store_episode",
+                json!({"content": format!("{butler} talked about birthdays"), "butler": butler}),
+            )
+            .await;
+    }
+    let elsewhere = app
+        .client(TENANT_B_HEALTH)
+        .await
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "city", "content": "Lives in Oslo"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Pages: stable, newest first, nothing twice or missed; the total on every page.
+    let first = ok(&app, TENANT_A_ADMIN, "/api/memory/facts").await;
+    assert_eq!(first["total"], 7, "{first}");
+    let walked = walk(&app, TENANT_A_ADMIN, "/api/memory/facts", 2, &health).await;
+    assert_eq!(walked.len(), 7, "{walked:?}");
+    assert_eq!(walked.iter().collect::<BTreeSet<_>>().len(), 7);
+    let mut newest_first = walked.clone();
+    newest_first.sort_by(|a, b| b.cmp(a));
+    assert_eq!(walked, newest_first);
+
+    // Filters.
+    let by_subject = ok(&app, TENANT_A_ADMIN, "/api/memory/facts?subject=Friend%200").await;
+    assert_eq!(by_subject["total"], 2, "{by_subject}");
+    let superseded = ok(
+        &app,
+        TENANT_A_ADMIN,
+        "/api/memory/facts?validity=superseded",
+    )
+    .await;
+    assert_eq!(ids(&superseded), vec![facts[0].clone()]);
+    let permanent = ok(
+        &app,
+        TENANT_A_ADMIN,
+        "/api/memory/facts?permanence=permanent&validity=active",
+    )
+    .await;
+    assert_eq!(permanent["total"], 4);
+    let words = ok(&app, TENANT_A_ADMIN, "/api/memory/facts?q=month%2011").await;
+    assert_eq!(
+        ids(&words),
+        vec![replaced["id"].as_str().unwrap().to_owned()]
+    );
+    let confident = ok(
+        &app,
+        TENANT_A_ADMIN,
+        "/api/memory/facts?min_confidence=0.99",
+    )
+    .await;
+    assert!(confident["total"].as_i64().unwrap() >= 6);
+    let by_butler = ok(&app, TENANT_A_ADMIN, "/api/butlers/general/memory/facts").await;
+    assert_eq!(ids(&by_butler), vec![private.clone()]);
+    for (path, code) in [
+        ("/api/memory/facts?validity=bogus", "invalid_arguments"),
+        ("/api/memory/facts?colour=blue", "invalid_arguments"),
+        ("/api/memory/facts?limit=0", "invalid_limit"),
+        ("/api/memory/facts?limit=201", "invalid_limit"),
+        (
+            "/api/memory/facts?min_confidence=2",
+            "invalid_min_confidence",
+        ),
+        ("/api/memory/facts?cursor=yesterday", "invalid_arguments"),
+        ("/api/memory/episodes?from=last%20week", "invalid_arguments"),
+        ("/api/memory/facts/not-a-uuid", "invalid_arguments"),
+        ("/api/memory/facts?scope=bad%20name!", "invalid_name"),
+    ] {
+        let (status, body) = get(&app, Some(TENANT_A_ADMIN), path).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (400, Some(code)),
+            "{path}: {body}"
+        );
+        assert_eq!(body["class"], "invalid_input");
+    }
+
+    // Exactly what each key may see.
+    let as_health = walk(&app, TENANT_A_HEALTH, "/api/memory/facts", 50, &health).await;
+    assert!(!as_health.contains(&private), "another butler's scope");
+    assert!(!as_health.contains(&elsewhere), "another tenant");
+    let health_episodes = ok(&app, TENANT_A_HEALTH, "/api/memory/episodes").await;
+    assert_eq!(health_episodes["total"], 1, "{health_episodes}");
+    let all_episodes = ok(&app, TENANT_A_ADMIN, "/api/memory/episodes").await;
+    assert_eq!(all_episodes["total"], 2);
+    let (status, body) = get(
+        &app,
+        Some(TENANT_A_HEALTH),
+        "/api/butlers/general/memory/episodes",
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("other_butler")),
+        "{body}"
+    );
+    let (status, body) = get(
+        &app,
+        Some(TENANT_A_HEALTH),
+        &format!("/api/memory/facts/{private}"),
+    )
+    .await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    let (status, _) = get(
+        &app,
+        Some(TENANT_A_ADMIN),
+        &format!("/api/memory/facts/{elsewhere}"),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, body) = get(&app, Some(OPERATOR), "/api/memory/facts").await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("operator_key")));
+    let (status, _) = get(&app, None, "/api/memory/facts").await;
+    assert_eq!(status, 401);
+    let (status, body) = get(&app, Some(TENANT_A_HEALTH), "/api/memory/activity").await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("admin_only")));
+
+    // A record with its links, and reading it changes nothing.
+    let detail = ok(
+        &app,
+        TENANT_A_ADMIN,
+        &format!("/api/memory/facts/{}", replaced["id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(detail["content"], "Born in month 11");
+    assert_eq!(detail["links"]["outbound"][0]["relation"], "supersedes");
+    let rule_detail = ok(&app, TENANT_A_ADMIN, &format!("/api/memory/rules/{rule}")).await;
+    assert_eq!(rule_detail["reference_count"], 0, "{rule_detail}");
+    let rules = ok(
+        &app,
+        TENANT_A_HEALTH,
+        "/api/memory/rules?maturity=candidate",
+    )
+    .await;
+    assert_eq!(ids(&rules), vec![rule.clone()]);
+    let after = ok(&app, TENANT_A_ADMIN, &format!("/api/memory/rules/{rule}")).await;
+    assert_eq!(after["reference_count"], 0, "browsing bumps nothing");
+
+    // Stats and the stream, as the tools answer them.
+    let stats = ok(&app, TENANT_A_ADMIN, "/api/memory/stats").await;
+    let tool_stats = admin.ok("memory_stats", json!({})).await;
+    assert_eq!(stats["facts"], tool_stats["facts"]);
+    let activity = ok(&app, TENANT_A_ADMIN, "/api/memory/activity?limit=3").await;
+    assert_eq!(activity["events"].as_array().unwrap().len(), 3);
+    let next = activity["next_cursor"].as_str().unwrap();
+    let more = ok(
+        &app,
+        TENANT_A_ADMIN,
+        &format!("/api/memory/activity?since={next}&limit=3"),
+    )
+    .await;
+    assert!(
+        more["events"][0]["id"].as_i64().unwrap() > activity["events"][2]["id"].as_i64().unwrap()
+    );
+    app.stop().await;
+}
+
+/// The OpenAPI document is the REST API's contract: a change to it must show up in
+/// review (`UPDATE_SNAPSHOTS=1 cargo test`), and every path it names answers.
+#[tokio::test]
+async fn the_openapi_document_matches_its_snapshot_and_every_path_answers() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let fact = health
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "tea", "content": "Oolong"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rule = health
+        .ok("memory_store_rule", json!({"content": "Offer tea"}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let episode = health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Made tea", "butler": "health"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let served = ok(&app, TENANT_A_ADMIN, "/api/openapi.json").await;
+    let text = serde_json::to_string_pretty(&served).unwrap() + "\n";
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/openapi.json");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let expected =
+        std::fs::read_to_string(&path).expect("snapshot exists (UPDATE_SNAPSHOTS=1 to create)");
+    assert_eq!(
+        text, expected,
+        "the OpenAPI document changed; review and UPDATE_SNAPSHOTS=1"
+    );
+    assert_eq!(served["openapi"], "3.1.0");
+    let paths = served["paths"].as_object().unwrap();
+    assert_eq!(paths.len(), butler_memory::api::ENDPOINTS.len());
+    for template in paths.keys() {
+        let id = if template.contains("/facts/") {
+            &fact
+        } else if template.contains("/rules/") {
+            &rule
+        } else {
+            &episode
+        };
+        let concrete = template.replace("{id}", id).replace("{name}", "health");
+        let (status, body) = get(&app, Some(TENANT_A_ADMIN), &concrete).await;
+        assert_eq!(status, 200, "{concrete}: {body}");
+    }
+    // Every query parameter it documents is one the endpoint reads.
+    let facts_parameters: BTreeSet<&str> = paths["/api/memory/facts"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for name in &facts_parameters {
+        let value = match *name {
+            "min_confidence" => "0.5",
+            "limit" => "10",
+            "cursor" => &fact,
+            "permanence" => "standard",
+            "validity" => "active",
+            _ => "x",
+        };
+        let (status, body) = get(
+            &app,
+            Some(TENANT_A_ADMIN),
+            &format!("/api/memory/facts?{name}={value}"),
+        )
+        .await;
+        assert_eq!(status, 200, "{name}: {body}");
+    }
+    app.stop().await;
+}
