@@ -11,9 +11,10 @@ pub mod openapi;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use butler_memory_actors::{
-    EpisodeQuery, FactQuery, MemoryStats, Page, RecordWithLinks, RuleQuery, StoredEvent,
+    EpisodeQuery, FactEdit, FactQuery, MemoryRecord, MemoryStats, Page, RecordWithLinks, RuleEdit,
+    RuleQuery, StoredEvent,
 };
 use schemars::JsonSchema;
 use schemars::generate::SchemaGenerator;
@@ -45,6 +46,14 @@ pub struct ActivityQuery {
     pub limit: Option<u32>,
 }
 
+/// `DELETE /api/memory/{type}/{id}`'s query.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetQuery {
+    /// Why, for the audit stream.
+    pub reason: Option<String>,
+}
+
 /// One page of the audit stream.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ActivityPage {
@@ -58,11 +67,15 @@ type SchemaFn = fn(&mut SchemaGenerator) -> schemars::Schema;
 
 /// One endpoint: how it is routed and how the OpenAPI document describes it.
 pub struct Endpoint {
+    /// `get`, `put`, `post` or `delete`.
+    pub method: &'static str,
     /// The path, with `{id}` or `{name}` parameters.
     pub path: &'static str,
     pub summary: &'static str,
     /// Its query's parameters.
     pub query: Option<SchemaFn>,
+    /// Its JSON body.
+    pub body: Option<SchemaFn>,
     /// What a 200 answers.
     pub response: SchemaFn,
 }
@@ -71,79 +84,167 @@ fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> schemars::Schema {
     generator.subschema_for::<T>()
 }
 
-/// Every endpoint (all `GET`).
+/// Every endpoint.
 pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         path: "/api/memory/stats",
         summary: "Counts by type and state, confidence and effectiveness bands, backlog, last runs",
+        method: "get",
+        body: None,
         query: Some(schema::<StatsQuery>),
         response: schema::<MemoryStats>,
     },
     Endpoint {
         path: "/api/memory/facts",
         summary: "Facts, newest first, filtered",
+        method: "get",
+        body: None,
         query: Some(schema::<FactQuery>),
         response: schema::<Page<butler_memory_actors::Fact>>,
     },
     Endpoint {
         path: "/api/memory/facts/{id}",
         summary: "One fact with its links",
+        method: "get",
+        body: None,
         query: None,
         response: schema::<RecordWithLinks>,
     },
     Endpoint {
         path: "/api/memory/rules",
         summary: "Rules, newest first, filtered",
+        method: "get",
+        body: None,
         query: Some(schema::<RuleQuery>),
         response: schema::<Page<butler_memory_actors::Rule>>,
     },
     Endpoint {
         path: "/api/memory/rules/{id}",
         summary: "One rule with its links",
+        method: "get",
+        body: None,
         query: None,
         response: schema::<RecordWithLinks>,
     },
     Endpoint {
         path: "/api/memory/episodes",
         summary: "Episodes, newest first, filtered",
+        method: "get",
+        body: None,
         query: Some(schema::<EpisodeQuery>),
         response: schema::<Page<butler_memory_actors::Episode>>,
     },
     Endpoint {
         path: "/api/memory/episodes/{id}",
         summary: "One episode with its links",
+        method: "get",
+        body: None,
         query: None,
         response: schema::<RecordWithLinks>,
     },
     Endpoint {
         path: "/api/memory/activity",
         summary: "The audit stream, oldest first (admin keys)",
+        method: "get",
+        body: None,
         query: Some(schema::<ActivityQuery>),
         response: schema::<ActivityPage>,
     },
     Endpoint {
         path: "/api/butlers/{name}/memory/stats",
         summary: "A butler's statistics",
+        method: "get",
+        body: None,
         query: Some(schema::<StatsQuery>),
         response: schema::<MemoryStats>,
     },
     Endpoint {
         path: "/api/butlers/{name}/memory/facts",
         summary: "Facts a butler wrote",
+        method: "get",
+        body: None,
         query: Some(schema::<FactQuery>),
         response: schema::<Page<butler_memory_actors::Fact>>,
     },
     Endpoint {
         path: "/api/butlers/{name}/memory/rules",
         summary: "Rules a butler wrote",
+        method: "get",
+        body: None,
         query: Some(schema::<RuleQuery>),
         response: schema::<Page<butler_memory_actors::Rule>>,
     },
     Endpoint {
         path: "/api/butlers/{name}/memory/episodes",
         summary: "A butler's episodes",
+        method: "get",
+        body: None,
         query: Some(schema::<EpisodeQuery>),
         response: schema::<Page<butler_memory_actors::Episode>>,
+    },
+    Endpoint {
+        method: "put",
+        path: "/api/memory/facts/{id}",
+        summary: "Correct a live fact (admin): a new version supersedes it",
+        query: None,
+        body: Some(schema::<FactEdit>),
+        response: schema::<butler_memory_actors::Fact>,
+    },
+    Endpoint {
+        method: "delete",
+        path: "/api/memory/facts/{id}",
+        summary: "Forget a fact (admin; reversible, as memory_forget)",
+        query: Some(schema::<ForgetQuery>),
+        body: None,
+        response: schema::<MemoryRecord>,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/memory/facts/{id}/restore",
+        summary: "Restore a forgotten fact (admin)",
+        query: None,
+        body: None,
+        response: schema::<MemoryRecord>,
+    },
+    Endpoint {
+        method: "put",
+        path: "/api/memory/rules/{id}",
+        summary: "Rewrite a live rule (admin): a new candidate supersedes it, the old one is retracted",
+        query: None,
+        body: Some(schema::<RuleEdit>),
+        response: schema::<butler_memory_actors::Rule>,
+    },
+    Endpoint {
+        method: "delete",
+        path: "/api/memory/rules/{id}",
+        summary: "Forget a rule (admin; reversible)",
+        query: Some(schema::<ForgetQuery>),
+        body: None,
+        response: schema::<MemoryRecord>,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/memory/rules/{id}/restore",
+        summary: "Restore a forgotten rule (admin)",
+        query: None,
+        body: None,
+        response: schema::<MemoryRecord>,
+    },
+    Endpoint {
+        method: "delete",
+        path: "/api/memory/episodes/{id}",
+        summary: "Forget an episode (admin; reversible)",
+        query: Some(schema::<ForgetQuery>),
+        body: None,
+        response: schema::<MemoryRecord>,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/memory/episodes/{id}/restore",
+        summary: "Restore a forgotten episode (admin)",
+        query: None,
+        body: None,
+        response: schema::<MemoryRecord>,
     },
 ];
 
@@ -154,11 +255,23 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/openapi.json", get(openapi::document))
         .route("/api/memory/stats", get(stats))
         .route("/api/memory/facts", get(facts))
-        .route("/api/memory/facts/{id}", get(fact))
+        .route(
+            "/api/memory/facts/{id}",
+            get(fact).put(edit_fact).delete(forget_fact),
+        )
+        .route("/api/memory/facts/{id}/restore", post(restore_fact))
         .route("/api/memory/rules", get(rules))
-        .route("/api/memory/rules/{id}", get(rule))
+        .route(
+            "/api/memory/rules/{id}",
+            get(rule).put(edit_rule).delete(forget_rule),
+        )
+        .route("/api/memory/rules/{id}/restore", post(restore_rule))
         .route("/api/memory/episodes", get(episodes))
-        .route("/api/memory/episodes/{id}", get(episode))
+        .route(
+            "/api/memory/episodes/{id}",
+            get(episode).delete(forget_episode),
+        )
+        .route("/api/memory/episodes/{id}/restore", post(restore_episode))
         .route("/api/memory/activity", get(activity))
         .route("/api/butlers/{name}/memory/stats", get(butler_stats))
         .route("/api/butlers/{name}/memory/facts", get(butler_facts))

@@ -65,7 +65,7 @@ pub use domain::bundle::{BundleHeader, EmbeddingModel, ImportReport, parse_bundl
 pub use domain::caller::{Caller, GLOBAL_SCOPE, Role};
 pub use domain::episode::EpisodeInput;
 pub use domain::fact::FactInput;
-pub use domain::listing::{EpisodeQuery, FactQuery, Page, RuleQuery};
+pub use domain::listing::{EpisodeQuery, FactEdit, FactQuery, Page, RuleEdit, RuleQuery};
 pub use domain::memory_type::MemoryType;
 pub use domain::permanence::Permanence;
 pub use domain::purge::{Purge, PurgeTarget, content_hash as purge_content_hash};

@@ -4,20 +4,21 @@
 
 use std::sync::Arc;
 
-use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use butler_memory_actors::{
-    Caller, EpisodeQuery, ErrorCode, FactQuery, MemoryError, MemoryResult, MemoryType, RuleQuery,
-    Since,
+    Caller, EpisodeQuery, ErrorCode, FactEdit, FactQuery, MemoryError, MemoryRecord, MemoryResult,
+    MemoryType, RuleEdit, RuleQuery, Since,
 };
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{ActivityPage, ActivityQuery, StatsQuery};
+use super::{ActivityPage, ActivityQuery, ForgetQuery, StatsQuery};
 use crate::app_state::AppState;
 use crate::http::error_response;
+use crate::http::request_meta::RequestMeta;
 
 type Api = State<Arc<AppState>>;
 type Key = Extension<Caller>;
@@ -37,6 +38,11 @@ fn bad_request(message: String) -> MemoryError {
 fn query<T>(query: Result<Query<T>, QueryRejection>) -> MemoryResult<T> {
     query
         .map(|Query(q)| q)
+        .map_err(|e| bad_request(e.body_text()))
+}
+
+fn body<T>(body: Result<Json<T>, JsonRejection>) -> MemoryResult<T> {
+    body.map(|Json(b)| b)
         .map_err(|e| bad_request(e.body_text()))
 }
 
@@ -194,4 +200,129 @@ pub async fn butler_episodes(
     let mut q = parsed!(query(q));
     parsed!(butler_of(parsed!(path(name)), &mut q.butler));
     answer(s.engine.list_episodes(&c, q).await)
+}
+
+type Meta = Extension<RequestMeta>;
+
+pub async fn edit_fact(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    id: Result<Path<Uuid>, PathRejection>,
+    edit: Result<Json<FactEdit>, JsonRejection>,
+) -> Response {
+    let (id, edit) = (parsed!(path(id)), parsed!(body(edit)));
+    answer(
+        s.engine
+            .edit_fact(&c, id, edit, meta.lineage())
+            .await
+            .and_then(|stored| {
+                crate::mcp::reply::to_json(MemoryRecord::Fact(stored.fact)).map(|mut fact| {
+                    fact["outcome"] = serde_json::json!(stored.outcome);
+                    fact["superseded"] = serde_json::json!(stored.superseded);
+                    fact
+                })
+            }),
+    )
+}
+
+pub async fn edit_rule(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    id: Result<Path<Uuid>, PathRejection>,
+    edit: Result<Json<RuleEdit>, JsonRejection>,
+) -> Response {
+    let (id, edit) = (parsed!(path(id)), parsed!(body(edit)));
+    answer(s.engine.edit_rule(&c, id, edit, meta.lineage()).await)
+}
+
+async fn forget(
+    s: &AppState,
+    c: &Caller,
+    meta: &RequestMeta,
+    memory_type: MemoryType,
+    id: Result<Path<Uuid>, PathRejection>,
+    q: Result<Query<ForgetQuery>, QueryRejection>,
+) -> Response {
+    let (id, q) = (parsed!(path(id)), parsed!(query(q)));
+    answer(
+        s.engine
+            .forget_for_dashboard(c, memory_type, id, q.reason, meta.lineage())
+            .await
+            .map(|done| done.record),
+    )
+}
+
+pub async fn forget_fact(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    id: Result<Path<Uuid>, PathRejection>,
+    q: Result<Query<ForgetQuery>, QueryRejection>,
+) -> Response {
+    forget(&s, &c, &meta, MemoryType::Fact, id, q).await
+}
+
+pub async fn forget_rule(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    id: Result<Path<Uuid>, PathRejection>,
+    q: Result<Query<ForgetQuery>, QueryRejection>,
+) -> Response {
+    forget(&s, &c, &meta, MemoryType::Rule, id, q).await
+}
+
+pub async fn forget_episode(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    id: Result<Path<Uuid>, PathRejection>,
+    q: Result<Query<ForgetQuery>, QueryRejection>,
+) -> Response {
+    forget(&s, &c, &meta, MemoryType::Episode, id, q).await
+}
+
+async fn restore(
+    s: &AppState,
+    c: &Caller,
+    meta: &RequestMeta,
+    memory_type: MemoryType,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    let id = parsed!(path(id));
+    answer(
+        s.engine
+            .restore(c, memory_type, id, meta.lineage())
+            .await
+            .map(|done| done.record),
+    )
+}
+
+pub async fn restore_fact(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    restore(&s, &c, &meta, MemoryType::Fact, id).await
+}
+
+pub async fn restore_rule(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    restore(&s, &c, &meta, MemoryType::Rule, id).await
+}
+
+pub async fn restore_episode(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    restore(&s, &c, &meta, MemoryType::Episode, id).await
 }

@@ -52,17 +52,24 @@ pub fn document_value() -> Value {
         }
         let response = (endpoint.response)(&mut answers).to_value();
         let error = json!({"$ref": "#/components/responses/Error"});
-        paths.insert(
-            endpoint.path.to_owned(),
-            json!({"get": {
-                "summary": endpoint.summary,
-                "parameters": parameters,
-                "responses": {
-                    "200": {"description": "OK", "content": {"application/json": {"schema": response}}},
-                    "400": error, "401": error, "403": error, "404": error, "503": error,
-                },
-            }}),
-        );
+        let mut operation = json!({
+            "summary": endpoint.summary,
+            "parameters": parameters,
+            "responses": {
+                "200": {"description": "OK", "content": {"application/json": {"schema": response}}},
+                "400": error, "401": error, "403": error, "404": error, "409": error, "503": error,
+            },
+        });
+        if let Some(body) = endpoint.body {
+            operation["requestBody"] = json!({
+                "required": true,
+                "content": {"application/json": {"schema": body(&mut queries).to_value()}},
+            });
+        }
+        let item = paths
+            .entry(endpoint.path.to_owned())
+            .or_insert_with(|| json!({}));
+        item[endpoint.method] = operation;
     }
     let mut schemas = queries.take_definitions(true);
     for (name, schema) in answers.take_definitions(true) {

@@ -311,8 +311,15 @@ async fn the_openapi_document_matches_its_snapshot_and_every_path_answers() {
     );
     assert_eq!(served["openapi"], "3.1.0");
     let paths = served["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), butler_memory::api::ENDPOINTS.len());
-    for template in paths.keys() {
+    let operations: usize = paths
+        .values()
+        .map(|item| item.as_object().unwrap().len())
+        .sum();
+    assert_eq!(operations, butler_memory::api::ENDPOINTS.len());
+    // Every operation it names is routed: reads answer 200, and every other method is
+    // routed to its handler (it answers the service's error shape, never 404 or 405).
+    let mut others = Vec::new();
+    for (template, item) in paths {
         let id = if template.contains("/facts/") {
             &fact
         } else if template.contains("/rules/") {
@@ -321,8 +328,28 @@ async fn the_openapi_document_matches_its_snapshot_and_every_path_answers() {
             &episode
         };
         let concrete = template.replace("{id}", id).replace("{name}", "health");
-        let (status, body) = get(&app, Some(TENANT_A_ADMIN), &concrete).await;
-        assert_eq!(status, 200, "{concrete}: {body}");
+        for method in item.as_object().unwrap().keys() {
+            if method == "get" {
+                let (status, body) = get(&app, Some(TENANT_A_ADMIN), &concrete).await;
+                assert_eq!(status, 200, "{concrete}: {body}");
+            } else {
+                others.push((method.clone(), concrete.clone()));
+            }
+        }
+    }
+    for (method, concrete) in others {
+        let response = reqwest::Client::new()
+            .request(method.to_uppercase().parse().unwrap(), app.url(&concrete))
+            .header("Authorization", format!("Bearer {TENANT_A_HEALTH}"))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert!(
+            ![404, 405].contains(&status) && body["class"].is_string(),
+            "{method} {concrete}: {status} {body}"
+        );
     }
     // Every query parameter it documents is one the endpoint reads.
     let facts_parameters: BTreeSet<&str> = paths["/api/memory/facts"]["get"]["parameters"]
@@ -348,5 +375,196 @@ async fn the_openapi_document_matches_its_snapshot_and_every_path_answers() {
         .await;
         assert_eq!(status, 200, "{name}: {body}");
     }
+    app.stop().await;
+}
+
+async fn send(
+    app: &TestApp,
+    key: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .request(method.parse().unwrap(), app.url(path))
+        .header("Authorization", format!("Bearer {key}"))
+        .header("X-Request-Id", "dashboard-edit-1");
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn corrections_go_through_the_engine_and_are_audited() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let fact = health
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "city", "content": "Lives in Oslo", "tags": ["home"]}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rule = health
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Suggest walks in the morning"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Butler keys read; only admins correct.
+    let (status, body) = send(
+        &app,
+        TENANT_A_HEALTH,
+        "PUT",
+        &format!("/api/memory/facts/{fact}"),
+        Some(json!({"content": "Lives in Bergen"})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("admin_only")),
+        "{body}"
+    );
+    let (status, body) = send(
+        &app,
+        TENANT_A_ADMIN,
+        "PUT",
+        &format!("/api/memory/facts/{fact}"),
+        Some(json!({"content": "Lives in Bergen", "colour": "blue"})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid_arguments")),
+        "{body}"
+    );
+
+    // Editing a fact writes a new version that supersedes it, with what was not given kept.
+    let (status, edited) = send(
+        &app,
+        TENANT_A_ADMIN,
+        "PUT",
+        &format!("/api/memory/facts/{fact}"),
+        Some(json!({"content": "Lives in Bergen"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{edited}");
+    assert_eq!(edited["outcome"], "superseded");
+    assert_eq!(edited["tags"], json!(["home"]));
+    assert_eq!(edited["source_butler"], "health");
+    let new_fact = edited["id"].as_str().unwrap().to_owned();
+    let old = admin
+        .ok("memory_get", json!({"type": "fact", "id": fact}))
+        .await;
+    assert_eq!(old["validity"], "superseded");
+    assert_eq!(old["links"]["inbound"][0]["source_id"], new_fact.as_str());
+    let (status, body) = send(
+        &app,
+        TENANT_A_ADMIN,
+        "PUT",
+        &format!("/api/memory/facts/{fact}"),
+        Some(json!({"content": "Lives in Tromsø"})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("not_live")),
+        "{body}"
+    );
+
+    // Rewriting a rule: a new candidate linked to the old one, which is retracted.
+    let (status, rewritten) = send(
+        &app,
+        TENANT_A_ADMIN,
+        "PUT",
+        &format!("/api/memory/rules/{rule}"),
+        Some(json!({"content": "Suggest walks after lunch", "reason": "mornings are busy"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{rewritten}");
+    assert_eq!(rewritten["maturity"], "candidate");
+    let old_rule = admin
+        .ok("memory_get", json!({"type": "rule", "id": rule}))
+        .await;
+    assert_eq!(old_rule["validity"], "retracted");
+    assert_eq!(old_rule["links"]["inbound"][0]["relation"], "supersedes");
+    let context = health
+        .ok(
+            "memory_context",
+            json!({"trigger_prompt": "When should I suggest a walk?", "butler": "health"}),
+        )
+        .await;
+    assert!(!context.to_string().contains("in the morning"), "{context}");
+
+    // Delete is memory_forget; restore undoes it.
+    let (status, gone) = send(
+        &app,
+        TENANT_A_ADMIN,
+        "DELETE",
+        &format!("/api/memory/facts/{new_fact}?reason=wrong%20city"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, gone["validity"].as_str()),
+        (200, Some("retracted")),
+        "{gone}"
+    );
+    let (status, back) = send(
+        &app,
+        TENANT_A_ADMIN,
+        "POST",
+        &format!("/api/memory/facts/{new_fact}/restore"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, back["validity"].as_str()),
+        (200, Some("active")),
+        "{back}"
+    );
+    let (status, body) = send(
+        &app,
+        TENANT_A_ADMIN,
+        "POST",
+        &format!("/api/memory/facts/{new_fact}/restore"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("not_forgotten"))
+    );
+
+    // Every change is in the audit stream with the acting key and the request id.
+    let events = activity(&admin, 1000).await;
+    let by_dashboard: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["request_id"] == "dashboard-edit-1")
+        .collect();
+    let kinds: Vec<&str> = by_dashboard
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    for kind in [
+        "fact_superseded",
+        "fact_created",
+        "rule_created",
+        "rule_retracted",
+        "fact_retracted",
+        "fact_restored",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
+    }
+    assert!(by_dashboard.iter().all(|e| e["actor"] == "admin:a-admin"));
     app.stop().await;
 }

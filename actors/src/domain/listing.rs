@@ -75,6 +75,31 @@ pub struct EpisodeQuery {
     pub cursor: Option<Uuid>,
 }
 
+/// A person's correction of a fact (`PUT /api/memory/facts/{id}`): a new version that
+/// supersedes it; what is not given keeps the fact's value.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FactEdit {
+    /// What is true now.
+    pub content: String,
+    pub confidence: Option<f64>,
+    pub importance: Option<f64>,
+    pub permanence: Option<Permanence>,
+    pub tags: Option<Vec<String>>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// A person's rewrite of a rule (`PUT /api/memory/rules/{id}`): a new candidate that
+/// supersedes it (maturity starts again); the old one is retracted.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleEdit {
+    /// How to behave now.
+    pub content: String,
+    /// Why, recorded with the old rule's retraction.
+    pub reason: Option<String>,
+}
+
 /// One page of a list.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[schemars(rename = "{T}Page")]

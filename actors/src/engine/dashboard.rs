@@ -1,22 +1,28 @@
-//! The dashboard's reads (issue 20, the REST API): lists with filters and cursors, and
-//! single records, under exactly the MCP tools' visibility (`visible`: butler keys their
-//! scopes and episodes, admins everything of their tenant). A person browsing changes
-//! nothing: no reference count moves.
+//! The dashboard's side of the engine (issue 20, the REST API): lists with filters and
+//! cursors, and single records, under exactly the MCP tools' visibility (`visible`: butler
+//! keys their scopes and episodes, admins everything of their tenant), where a person
+//! browsing changes nothing (no reference count moves); and an admin's corrections, each
+//! through the same write as the tools (a fact edit is a superseding fact, a rule rewrite a
+//! new candidate that supersedes a retracted one, a delete is `memory_forget`).
 
 use uuid::Uuid;
 
 use super::Engine;
 use crate::domain::caller::Caller;
 use crate::domain::episode::Episode;
-use crate::domain::fact::Fact;
+use crate::domain::fact::{Fact, FactInput, StoredFact};
 use crate::domain::listing::{
-    EpisodeQuery, FactQuery, Page, RuleQuery, check_min_confidence, page_size,
+    EpisodeQuery, FactEdit, FactQuery, Page, RuleEdit, RuleQuery, check_min_confidence, page_size,
 };
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::RecordWithLinks;
+use crate::domain::record::{Forgetting, MemoryRecord};
+use crate::domain::relation::{LinkTarget, Relation};
+use crate::domain::request_context::Lineage;
 use crate::domain::rule::Rule;
+use crate::domain::rule::RuleInput;
 use crate::domain::text::{check_name, normalize_key};
-use crate::error::MemoryResult;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 impl Engine {
     /// A page of the facts the caller may see.
@@ -95,6 +101,121 @@ impl Engine {
         id: Uuid,
     ) -> MemoryResult<RecordWithLinks> {
         self.look_up(caller, memory_type, id, None).await
+    }
+
+    /// `PUT /api/memory/facts/{id}` (admin): a new version of a live fact, superseding it,
+    /// with the same subject, predicate, scope and butler.
+    pub async fn edit_fact(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+        edit: FactEdit,
+        lineage: Lineage,
+    ) -> MemoryResult<StoredFact> {
+        caller.require_admin()?;
+        let MemoryRecord::Fact(old) = self
+            .look_up(caller, MemoryType::Fact, id, None)
+            .await?
+            .record
+        else {
+            return Err(MemoryError::internal("a fact lookup answered another type"));
+        };
+        if !old.validity.is_live() {
+            return Err(MemoryError::new(
+                ErrorCode::NotLive,
+                format!(
+                    "fact {id} is {}: only a live fact can be edited",
+                    old.validity
+                ),
+            ));
+        }
+        let input = FactInput {
+            subject: old.subject,
+            predicate: old.predicate,
+            content: edit.content,
+            importance: edit.importance.or(Some(old.importance)),
+            permanence: edit.permanence.or(Some(old.permanence)),
+            scope: Some(old.scope),
+            tags: edit.tags.or_else(|| serde_json::from_value(old.tags).ok()),
+            metadata: edit.metadata.or(Some(old.metadata)),
+            links: Vec::new(),
+            butler: old.source_butler,
+            confidence: edit.confidence,
+            source_episode_id: old.source_episode_id,
+        };
+        self.store_fact(caller, input, lineage).await
+    }
+
+    /// `PUT /api/memory/rules/{id}` (admin): a new candidate rule linked as superseding the
+    /// live rule it rewrites, which is then retracted with the reason.
+    pub async fn edit_rule(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+        edit: RuleEdit,
+        lineage: Lineage,
+    ) -> MemoryResult<Rule> {
+        caller.require_admin()?;
+        let MemoryRecord::Rule(old) = self
+            .look_up(caller, MemoryType::Rule, id, None)
+            .await?
+            .record
+        else {
+            return Err(MemoryError::internal("a rule lookup answered another type"));
+        };
+        if !old.validity.is_live() {
+            return Err(MemoryError::new(
+                ErrorCode::NotLive,
+                format!(
+                    "rule {id} is {}: only a live rule can be edited",
+                    old.validity
+                ),
+            ));
+        }
+        let input = RuleInput {
+            content: edit.content,
+            scope: Some(old.scope),
+            tags: serde_json::from_value(old.tags).ok(),
+            metadata: Some(old.metadata),
+            links: vec![LinkTarget {
+                target_type: MemoryType::Rule,
+                target_id: id,
+                relation: Relation::Supersedes,
+            }],
+            butler: old.source_butler.clone(),
+            importance: Some(old.importance),
+            permanence: Some(old.permanence),
+            source_episode_id: old.source_episode_id,
+        };
+        let new = self.store_rule(caller, input, lineage.clone()).await?;
+        let reason = match edit.reason {
+            Some(reason) => format!("{reason} (replaced by rule {})", new.id),
+            None => format!("replaced by rule {}", new.id),
+        };
+        self.forget(
+            caller,
+            MemoryType::Rule,
+            id,
+            Some(reason),
+            old.source_butler,
+            lineage,
+        )
+        .await?;
+        Ok(new)
+    }
+
+    /// `DELETE /api/memory/{type}/{id}` (admin): `memory_forget`, reversible.
+    pub async fn forget_for_dashboard(
+        &self,
+        caller: &Caller,
+        memory_type: MemoryType,
+        id: Uuid,
+        reason: Option<String>,
+        lineage: Lineage,
+    ) -> MemoryResult<Forgetting> {
+        caller.require_admin()?;
+        self.forget(caller, memory_type, id, reason, None, lineage)
+            .await
     }
 }
 
