@@ -13,8 +13,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 use butler_memory_actors::{
-    EpisodeQuery, FactEdit, FactQuery, MemoryRecord, MemoryStats, Page, RecordWithLinks, RuleEdit,
-    RuleQuery, StoredEvent,
+    EpisodeQuery, FactEdit, FactQuery, MemoryRecord, MemoryStats, Page, Provenance,
+    RecordWithLinks, RuleEdit, RuleQuery, SearchMode, StoredApplication, StoredEvent,
 };
 use schemars::JsonSchema;
 use schemars::generate::SchemaGenerator;
@@ -44,6 +44,33 @@ pub struct ActivityQuery {
     pub butler: Option<String>,
     /// Events per page (1 to 1000, default 100).
     pub limit: Option<u32>,
+}
+
+/// `GET /api/memory/search`'s query.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchQuery {
+    /// What to look for.
+    pub q: String,
+    /// Only these types, comma-separated (`episode,fact,rule`; default all).
+    pub types: Option<String>,
+    pub scope: Option<String>,
+    pub mode: Option<SearchMode>,
+    /// Results (default and bounds as `memory_search`).
+    pub limit: Option<u32>,
+    pub min_confidence: Option<f64>,
+    /// Search as this butler (default: the key's).
+    pub butler: Option<String>,
+}
+
+/// `GET /api/memory/rules/{id}/applications`'s query.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplicationsQuery {
+    /// Applications per page (1 to 200, default 50).
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<uuid::Uuid>,
 }
 
 /// `DELETE /api/memory/{type}/{id}`'s query.
@@ -183,6 +210,46 @@ pub const ENDPOINTS: &[Endpoint] = &[
         response: schema::<Page<butler_memory_actors::Episode>>,
     },
     Endpoint {
+        method: "get",
+        path: "/api/memory/search",
+        summary: "Search across types, as memory_search (bumping nothing)",
+        query: Some(schema::<SearchQuery>),
+        body: None,
+        response: schema::<serde_json::Value>,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/memory/facts/{id}/provenance",
+        summary: "A fact's links, versions, source episode and events",
+        query: None,
+        body: None,
+        response: schema::<Provenance>,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/memory/rules/{id}/provenance",
+        summary: "A rule's links, source episode and events",
+        query: None,
+        body: None,
+        response: schema::<Provenance>,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/memory/episodes/{id}/provenance",
+        summary: "An episode's links, what was derived from it, and its events",
+        query: None,
+        body: None,
+        response: schema::<Provenance>,
+    },
+    Endpoint {
+        method: "get",
+        path: "/api/memory/rules/{id}/applications",
+        summary: "A rule's applications and how they went, newest first",
+        query: Some(schema::<ApplicationsQuery>),
+        body: None,
+        response: schema::<Page<StoredApplication>>,
+    },
+    Endpoint {
         method: "put",
         path: "/api/memory/facts/{id}",
         summary: "Correct a live fact (admin): a new version supersedes it",
@@ -260,18 +327,26 @@ pub fn routes() -> Router<Arc<AppState>> {
             get(fact).put(edit_fact).delete(forget_fact),
         )
         .route("/api/memory/facts/{id}/restore", post(restore_fact))
+        .route("/api/memory/facts/{id}/provenance", get(fact_provenance))
+        .route("/api/memory/search", get(search))
         .route("/api/memory/rules", get(rules))
         .route(
             "/api/memory/rules/{id}",
             get(rule).put(edit_rule).delete(forget_rule),
         )
         .route("/api/memory/rules/{id}/restore", post(restore_rule))
+        .route("/api/memory/rules/{id}/provenance", get(rule_provenance))
+        .route("/api/memory/rules/{id}/applications", get(applications))
         .route("/api/memory/episodes", get(episodes))
         .route(
             "/api/memory/episodes/{id}",
             get(episode).delete(forget_episode),
         )
         .route("/api/memory/episodes/{id}/restore", post(restore_episode))
+        .route(
+            "/api/memory/episodes/{id}/provenance",
+            get(episode_provenance),
+        )
         .route("/api/memory/activity", get(activity))
         .route("/api/butlers/{name}/memory/stats", get(butler_stats))
         .route("/api/butlers/{name}/memory/facts", get(butler_facts))

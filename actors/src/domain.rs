@@ -21,6 +21,7 @@ pub mod listing;
 pub mod maturity;
 pub mod memory_type;
 pub mod permanence;
+pub mod provenance;
 pub mod purge;
 pub mod record;
 pub mod redaction;

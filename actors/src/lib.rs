@@ -65,9 +65,11 @@ pub use domain::bundle::{BundleHeader, EmbeddingModel, ImportReport, parse_bundl
 pub use domain::caller::{Caller, GLOBAL_SCOPE, Role};
 pub use domain::episode::EpisodeInput;
 pub use domain::fact::FactInput;
+pub use domain::feedback::StoredApplication;
 pub use domain::listing::{EpisodeQuery, FactEdit, FactQuery, Page, RuleEdit, RuleQuery};
 pub use domain::memory_type::MemoryType;
 pub use domain::permanence::Permanence;
+pub use domain::provenance::Provenance;
 pub use domain::purge::{Purge, PurgeTarget, content_hash as purge_content_hash};
 pub use domain::relation::{LinkTarget, Relation};
 pub use domain::request_context::{Lineage, RequestContext};

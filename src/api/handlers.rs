@@ -10,12 +10,12 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use butler_memory_actors::{
     Caller, EpisodeQuery, ErrorCode, FactEdit, FactQuery, MemoryError, MemoryRecord, MemoryResult,
-    MemoryType, RuleEdit, RuleQuery, Since,
+    MemoryType, RuleEdit, RuleQuery, SearchInput, Since,
 };
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{ActivityPage, ActivityQuery, ForgetQuery, StatsQuery};
+use super::{ActivityPage, ActivityQuery, ApplicationsQuery, ForgetQuery, SearchQuery, StatsQuery};
 use crate::app_state::AppState;
 use crate::http::error_response;
 use crate::http::request_meta::RequestMeta;
@@ -325,4 +325,79 @@ pub async fn restore_episode(
     id: Result<Path<Uuid>, PathRejection>,
 ) -> Response {
     restore(&s, &c, &meta, MemoryType::Episode, id).await
+}
+
+async fn provenance(
+    s: &AppState,
+    c: &Caller,
+    memory_type: MemoryType,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    let id = parsed!(path(id));
+    answer(s.engine.provenance(c, memory_type, id).await)
+}
+
+pub async fn fact_provenance(
+    State(s): Api,
+    Extension(c): Key,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    provenance(&s, &c, MemoryType::Fact, id).await
+}
+
+pub async fn rule_provenance(
+    State(s): Api,
+    Extension(c): Key,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    provenance(&s, &c, MemoryType::Rule, id).await
+}
+
+pub async fn episode_provenance(
+    State(s): Api,
+    Extension(c): Key,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    provenance(&s, &c, MemoryType::Episode, id).await
+}
+
+pub async fn applications(
+    State(s): Api,
+    Extension(c): Key,
+    id: Result<Path<Uuid>, PathRejection>,
+    q: Result<Query<ApplicationsQuery>, QueryRejection>,
+) -> Response {
+    let (id, q) = (parsed!(path(id)), parsed!(query(q)));
+    answer(s.engine.rule_applications(&c, id, q.cursor, q.limit).await)
+}
+
+pub async fn search(
+    State(s): Api,
+    Extension(c): Key,
+    q: Result<Query<SearchQuery>, QueryRejection>,
+) -> Response {
+    let q = parsed!(query(q));
+    let types = match q.types.as_deref() {
+        None => None,
+        Some(list) => Some(parsed!(
+            list.split(',')
+                .map(|t| t.trim().parse::<MemoryType>())
+                .collect::<MemoryResult<Vec<_>>>()
+        )),
+    };
+    let input = SearchInput {
+        query: q.q,
+        types,
+        scope: q.scope,
+        mode: q.mode,
+        limit: q.limit,
+        min_confidence: q.min_confidence,
+        butler: q.butler,
+    };
+    answer(
+        s.engine
+            .search_for_dashboard(&c, input)
+            .await
+            .and_then(crate::mcp::tools::search_results),
+    )
 }

@@ -291,7 +291,7 @@ pub async fn context_batch(
     .await
 }
 
-fn search_results(outcome: SearchOutcome) -> MemoryResult<Value> {
+pub(crate) fn search_results(outcome: SearchOutcome) -> MemoryResult<Value> {
     let results: Vec<Value> = outcome.hits.iter().map(hit_json).collect();
     Ok(json!({
         "results": results,

@@ -327,7 +327,10 @@ async fn the_openapi_document_matches_its_snapshot_and_every_path_answers() {
         } else {
             &episode
         };
-        let concrete = template.replace("{id}", id).replace("{name}", "health");
+        let mut concrete = template.replace("{id}", id).replace("{name}", "health");
+        if template.ends_with("/search") {
+            concrete.push_str("?q=tea");
+        }
         for method in item.as_object().unwrap().keys() {
             if method == "get" {
                 let (status, body) = get(&app, Some(TENANT_A_ADMIN), &concrete).await;
@@ -566,5 +569,154 @@ async fn corrections_go_through_the_engine_and_are_audited() {
         assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
     }
     assert!(by_dashboard.iter().all(|e| e["actor"] == "admin:a-admin"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn provenance_history_and_search_show_why_a_record_exists() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let id = |v: Value| v["id"].as_str().unwrap().to_owned();
+    let episode = id(health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Ana said she moved to Lisbon", "butler": "health"}),
+        )
+        .await);
+    let first = id(health
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "ana", "predicate": "city", "content": "Lives in Porto", "source_episode_id": episode}),
+        )
+        .await);
+    let second = id(health
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "ana", "predicate": "city", "content": "Lives in Lisbon"}),
+        )
+        .await);
+    let rule = id(health
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Ask Ana about Lisbon", "source_episode_id": episode}),
+        )
+        .await);
+    for _ in 0..2 {
+        health
+            .ok("memory_mark_helpful", json!({"rule_id": rule}))
+            .await;
+    }
+    health
+        .ok(
+            "memory_mark_harmful",
+            json!({"rule_id": rule, "reason": "too late"}),
+        )
+        .await;
+
+    let of_second = ok(
+        &app,
+        TENANT_A_ADMIN,
+        &format!("/api/memory/facts/{second}/provenance"),
+    )
+    .await;
+    let versions: Vec<&str> = of_second["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, vec!["Lives in Porto", "Lives in Lisbon"]);
+    assert_eq!(of_second["content"], "Lives in Lisbon");
+    let of_first = ok(
+        &app,
+        TENANT_A_ADMIN,
+        &format!("/api/memory/facts/{first}/provenance"),
+    )
+    .await;
+    assert_eq!(of_first["source_episode"]["id"], episode.as_str());
+    let kinds: Vec<&str> = of_first["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, vec!["fact_created", "fact_superseded"]);
+    let of_episode = ok(
+        &app,
+        TENANT_A_HEALTH,
+        &format!("/api/memory/episodes/{episode}/provenance"),
+    )
+    .await;
+    let derived: BTreeSet<&str> = of_episode["derived"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(derived, BTreeSet::from([first.as_str(), rule.as_str()]));
+    let (status, _) = get(
+        &app,
+        Some(TENANT_A_GENERAL),
+        &format!("/api/memory/episodes/{episode}/provenance"),
+    )
+    .await;
+    assert_eq!(status, 404, "another butler's episode");
+
+    // A rule's applications, newest first, page by page.
+    let page = ok(
+        &app,
+        TENANT_A_ADMIN,
+        &format!("/api/memory/rules/{rule}/applications?limit=2"),
+    )
+    .await;
+    assert_eq!(page["total"], 3);
+    assert_eq!(page["items"][0]["outcome"], "harmful");
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let rest = ok(
+        &app,
+        TENANT_A_ADMIN,
+        &format!("/api/memory/rules/{rule}/applications?limit=2&cursor={cursor}"),
+    )
+    .await;
+    assert_eq!(rest["items"].as_array().unwrap().len(), 1);
+    assert!(rest["next_cursor"].is_null());
+
+    // Search across types, changing nothing.
+    let found = ok(
+        &app,
+        TENANT_A_ADMIN,
+        "/api/memory/search?q=Lisbon&mode=keyword",
+    )
+    .await;
+    assert!(found["count"].as_u64().unwrap() >= 2, "{found}");
+    let facts_only = ok(
+        &app,
+        TENANT_A_ADMIN,
+        "/api/memory/search?q=Lisbon&mode=keyword&types=fact",
+    )
+    .await;
+    assert!(
+        facts_only["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["type"] == "fact")
+    );
+    let after = ok(&app, TENANT_A_ADMIN, &format!("/api/memory/facts/{second}")).await;
+    assert_eq!(
+        after["reference_count"], 0,
+        "a person searching bumps nothing"
+    );
+    let (status, body) = get(
+        &app,
+        Some(TENANT_A_ADMIN),
+        "/api/memory/search?q=x&types=fact,bogus",
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("unknown_value")),
+        "{body}"
+    );
     app.stop().await;
 }

@@ -36,6 +36,20 @@ pub struct RuleApplication {
     pub butler: Option<String>,
 }
 
+/// One application of a rule as stored, for its history.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, sqlx::FromRow, schemars::JsonSchema)]
+pub struct StoredApplication {
+    pub id: Uuid,
+    pub rule_id: Uuid,
+    /// `helpful` or `harmful`.
+    pub outcome: String,
+    pub reason: Option<String>,
+    pub butler: Option<String>,
+    pub actor: String,
+    pub request_id: Option<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
 /// A rule after feedback, and the maturity it had before.
 #[derive(Debug, Clone)]
 pub struct Rated {

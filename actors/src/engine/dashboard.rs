@@ -11,16 +11,19 @@ use super::Engine;
 use crate::domain::caller::Caller;
 use crate::domain::episode::Episode;
 use crate::domain::fact::{Fact, FactInput, StoredFact};
+use crate::domain::feedback::StoredApplication;
 use crate::domain::listing::{
     EpisodeQuery, FactEdit, FactQuery, Page, RuleEdit, RuleQuery, check_min_confidence, page_size,
 };
 use crate::domain::memory_type::MemoryType;
+use crate::domain::provenance::Provenance;
 use crate::domain::record::RecordWithLinks;
 use crate::domain::record::{Forgetting, MemoryRecord};
 use crate::domain::relation::{LinkTarget, Relation};
 use crate::domain::request_context::Lineage;
 use crate::domain::rule::Rule;
 use crate::domain::rule::RuleInput;
+use crate::domain::search::{SearchInput, SearchOutcome};
 use crate::domain::text::{check_name, normalize_key};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
@@ -101,6 +104,105 @@ impl Engine {
         id: Uuid,
     ) -> MemoryResult<RecordWithLinks> {
         self.look_up(caller, memory_type, id, None).await
+    }
+
+    /// Why a record exists and what became of it (`domain/provenance.rs`), within what the
+    /// caller may see.
+    pub async fn provenance(
+        &self,
+        caller: &Caller,
+        memory_type: MemoryType,
+        id: Uuid,
+    ) -> MemoryResult<Provenance> {
+        let record = self.look_up(caller, memory_type, id, None).await?;
+        let store = &self.services.store;
+        let tenant = &caller.tenant_id;
+        let now = self.services.clock.now();
+        let acting = caller.butler.as_deref();
+        let visible = |record: &MemoryRecord| {
+            let (scope, owner) = match record {
+                MemoryRecord::Episode(e) => (None, Some(e.butler.as_str())),
+                MemoryRecord::Fact(f) => (Some(f.scope.as_str()), None),
+                MemoryRecord::Rule(r) => (Some(r.scope.as_str()), None),
+            };
+            caller.may_read(acting, scope, owner)
+        };
+        let (versions, source) = match &record.record {
+            // A fact's versions share its key, scope included: what it may see.
+            MemoryRecord::Fact(f) => (
+                store.fact_versions(tenant, id, now).await?,
+                f.source_episode_id,
+            ),
+            MemoryRecord::Rule(r) => (Vec::new(), r.source_episode_id),
+            MemoryRecord::Episode(_) => (Vec::new(), None),
+        };
+        let source_episode = match source {
+            Some(episode) => store
+                .record(tenant, MemoryType::Episode, episode, now)
+                .await?
+                .filter(visible)
+                .and_then(|r| match r {
+                    MemoryRecord::Episode(e) => Some(e),
+                    _ => None,
+                }),
+            None => None,
+        };
+        let derived = match memory_type {
+            MemoryType::Episode => store
+                .derived_from(tenant, id, now)
+                .await?
+                .into_iter()
+                .filter(visible)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let events = store.events_for(tenant, id).await?;
+        Ok(Provenance {
+            record,
+            versions,
+            source_episode,
+            derived,
+            events,
+        })
+    }
+
+    /// A rule's applications, newest first, a page at a time (`before`: the last id of the
+    /// previous page).
+    pub async fn rule_applications(
+        &self,
+        caller: &Caller,
+        rule_id: Uuid,
+        before: Option<Uuid>,
+        limit: Option<u32>,
+    ) -> MemoryResult<Page<StoredApplication>> {
+        let size = page_size(limit)?;
+        self.look_up(caller, MemoryType::Rule, rule_id, None)
+            .await?;
+        let (mut items, total) = self
+            .services
+            .store
+            .rule_applications(&caller.tenant_id, rule_id, before, i64::from(size) + 1)
+            .await?;
+        let more = items.len() > size as usize;
+        items.truncate(size as usize);
+        Ok(Page {
+            next_cursor: if more {
+                items.last().map(|a| a.id)
+            } else {
+                None
+            },
+            items,
+            total,
+        })
+    }
+
+    /// Search across types for a person: what `memory_search` finds, changing nothing.
+    pub async fn search_for_dashboard(
+        &self,
+        caller: &Caller,
+        input: SearchInput,
+    ) -> MemoryResult<SearchOutcome> {
+        self.search_touching(caller, input, false).await
     }
 
     /// `PUT /api/memory/facts/{id}` (admin): a new version of a live fact, superseding it,

@@ -95,6 +95,17 @@ impl Engine {
     /// Hybrid, semantic or keyword search over what the caller may see. Bumps the reference
     /// counts of what it returns.
     pub async fn search(&self, caller: &Caller, input: SearchInput) -> MemoryResult<SearchOutcome> {
+        self.search_touching(caller, input, true).await
+    }
+
+    /// [`Engine::search`], bumping the reference counts of the hits when `touch` (a
+    /// person browsing the dashboard does not weigh in retrieval).
+    pub(super) async fn search_touching(
+        &self,
+        caller: &Caller,
+        input: SearchInput,
+        touch: bool,
+    ) -> MemoryResult<SearchOutcome> {
         self.services.database.check()?;
         let config = &self.services.config;
         let text = check_content("query", &input.query, &config.limits)?;
@@ -136,7 +147,9 @@ impl Engine {
         let now = self.services.clock.now();
         if let Some(Cached::Search(hit)) = self.results.get(&key, generation, now) {
             let outcome = hit.as_ref().clone();
-            self.touch_hits(caller, &outcome).await;
+            if touch {
+                self.touch_hits(caller, &outcome).await;
+            }
             record_search_quality(&outcome);
             return Ok(outcome);
         }
@@ -166,7 +179,9 @@ impl Engine {
                 reply,
             })
             .await?;
-        self.touch_hits(caller, &outcome).await;
+        if touch {
+            self.touch_hits(caller, &outcome).await;
+        }
         record_search_quality(&outcome);
         if outcome.degraded {
             metrics::counter!("butler_memory_degraded_reads_total", "tool" => "search")

@@ -7,6 +7,7 @@
 
 use serde_json::json;
 use sqlx::PgConnection;
+use uuid::Uuid;
 
 use crate::domain::author::Author;
 use crate::domain::event::{EventType, NewEvent};
@@ -230,4 +231,26 @@ pub(crate) fn with_redactions(
         payload["redacted"] = json!(findings);
     }
     payload
+}
+
+/// The facts of `seeds`' supersession chains, both ways.
+pub(crate) async fn supersession_chains(
+    conn: &mut PgConnection,
+    tenant_id: &str,
+    seeds: &[Uuid],
+) -> MemoryResult<Vec<Uuid>> {
+    Ok(sqlx::query_scalar(
+        "WITH RECURSIVE chain (id) AS (
+             SELECT unnest($2::uuid[])
+             UNION
+             SELECT CASE WHEN f.id = c.id THEN f.supersedes_id ELSE f.id END
+             FROM facts f JOIN chain c ON f.id = c.id OR f.supersedes_id = c.id
+             WHERE f.tenant_id = $1
+         )
+         SELECT id FROM chain WHERE id IS NOT NULL ORDER BY id",
+    )
+    .bind(tenant_id)
+    .bind(seeds)
+    .fetch_all(conn)
+    .await?)
 }

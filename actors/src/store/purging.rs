@@ -136,28 +136,6 @@ async fn owned_ids(
     .await?)
 }
 
-/// The facts of `seeds`' supersession chains, both ways.
-async fn fact_chains(
-    conn: &mut PgConnection,
-    tenant_id: &str,
-    seeds: &[Uuid],
-) -> MemoryResult<Vec<Uuid>> {
-    Ok(sqlx::query_scalar(
-        "WITH RECURSIVE chain (id) AS (
-             SELECT unnest($2::uuid[])
-             UNION
-             SELECT CASE WHEN f.id = c.id THEN f.supersedes_id ELSE f.id END
-             FROM facts f JOIN chain c ON f.id = c.id OR f.supersedes_id = c.id
-             WHERE f.tenant_id = $1
-         )
-         SELECT id FROM chain WHERE id IS NOT NULL ORDER BY id",
-    )
-    .bind(tenant_id)
-    .bind(seeds)
-    .fetch_all(conn)
-    .await?)
-}
-
 /// Locks the given rows of `table` (those that exist in the tenant), answering their ids.
 async fn lock_rows(
     conn: &mut PgConnection,
@@ -199,7 +177,7 @@ pub async fn lock_purge_set(
     };
     // A chain may have grown between reading it and locking it: follow it until it stands.
     loop {
-        let chain = fact_chains(conn, tenant_id, &set.facts).await?;
+        let chain = super::facts::supersession_chains(conn, tenant_id, &set.facts).await?;
         if chain.len() == set.facts.len() {
             break;
         }

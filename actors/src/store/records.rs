@@ -5,6 +5,7 @@ use uuid::Uuid;
 
 use crate::domain::episode::Episode;
 use crate::domain::fact::Fact;
+use crate::domain::feedback::StoredApplication;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{Links, MemoryRecord};
 use crate::domain::rule::Rule;
@@ -88,5 +89,91 @@ impl Store {
             .bind(tenant_id)
             .fetch_one(self.pool())
             .await?)
+    }
+}
+
+impl Store {
+    /// The versions of a fact (its supersession chain both ways), oldest first.
+    pub async fn fact_versions(
+        &self,
+        tenant_id: &str,
+        id: Uuid,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Vec<Fact>> {
+        let mut conn = self.pool().acquire().await?;
+        let ids = super::facts::supersession_chains(&mut conn, tenant_id, &[id]).await?;
+        let facts: Vec<Fact> = sqlx::query_as(concat!(
+            "SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY created_at, id"
+        ))
+        .bind(tenant_id)
+        .bind(&ids)
+        .fetch_all(&mut *conn)
+        .await?;
+        Ok(facts.into_iter().map(|f| f.at(now)).collect())
+    }
+
+    /// The facts and rules whose source is the episode, oldest first.
+    pub async fn derived_from(
+        &self,
+        tenant_id: &str,
+        episode_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Vec<MemoryRecord>> {
+        let facts: Vec<Fact> = sqlx::query_as(concat!(
+            "SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE tenant_id = $1 AND source_episode_id = $2 ORDER BY created_at, id"
+        ))
+        .bind(tenant_id)
+        .bind(episode_id)
+        .fetch_all(self.pool())
+        .await?;
+        let rules: Vec<Rule> = sqlx::query_as(concat!(
+            "SELECT ",
+            rule_columns!(),
+            " FROM rules WHERE tenant_id = $1 AND source_episode_id = $2 ORDER BY created_at, id"
+        ))
+        .bind(tenant_id)
+        .bind(episode_id)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(facts
+            .into_iter()
+            .map(|f| MemoryRecord::Fact(f.at(now)))
+            .chain(rules.into_iter().map(|r| MemoryRecord::Rule(r.at(now))))
+            .collect())
+    }
+
+    /// A rule's applications, newest first, after the cursor (an application id), and how
+    /// many it has in all.
+    pub async fn rule_applications(
+        &self,
+        tenant_id: &str,
+        rule_id: Uuid,
+        before: Option<Uuid>,
+        limit: i64,
+    ) -> MemoryResult<(Vec<StoredApplication>, i64)> {
+        let total: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM rule_applications WHERE tenant_id = $1 AND rule_id = $2",
+        )
+        .bind(tenant_id)
+        .bind(rule_id)
+        .fetch_one(self.pool())
+        .await?;
+        let items = sqlx::query_as(
+            "SELECT id, rule_id, outcome, reason, butler, actor, request_id, created_at
+             FROM rule_applications
+             WHERE tenant_id = $1 AND rule_id = $2 AND ($3::uuid IS NULL OR id < $3)
+             ORDER BY id DESC LIMIT $4",
+        )
+        .bind(tenant_id)
+        .bind(rule_id)
+        .bind(before)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        Ok((items, total))
     }
 }
