@@ -13,8 +13,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 use butler_memory_actors::{
-    EpisodeQuery, FactEdit, FactQuery, MemoryRecord, MemoryStats, Page, Provenance,
-    RecordWithLinks, RuleEdit, RuleQuery, SearchMode, StoredApplication, StoredEvent,
+    EpisodeQuery, FactEdit, FactQuery, GovernanceRequest, MemoryRecord, MemoryStats, Page,
+    Provenance, RecordWithLinks, RuleEdit, RuleQuery, SearchMode, StoredApplication, StoredEvent,
 };
 use schemars::JsonSchema;
 use schemars::generate::SchemaGenerator;
@@ -298,6 +298,38 @@ pub const ENDPOINTS: &[Endpoint] = &[
         response: schema::<MemoryRecord>,
     },
     Endpoint {
+        method: "post",
+        path: "/api/memory/rules/{id}/promote",
+        summary: "Promote a live rule one maturity step (admin), with a reason",
+        query: None,
+        body: Some(schema::<GovernanceRequest>),
+        response: schema::<butler_memory_actors::Rule>,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/memory/rules/{id}/demote",
+        summary: "Demote a live rule one maturity step (admin), with a reason",
+        query: None,
+        body: Some(schema::<GovernanceRequest>),
+        response: schema::<butler_memory_actors::Rule>,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/memory/rules/{id}/disable",
+        summary: "Take a rule out of retrieval (admin), with a reason; it keeps its state and history",
+        query: None,
+        body: Some(schema::<GovernanceRequest>),
+        response: schema::<butler_memory_actors::Rule>,
+    },
+    Endpoint {
+        method: "post",
+        path: "/api/memory/rules/{id}/enable",
+        summary: "Put a disabled rule back into retrieval (admin), with a reason",
+        query: None,
+        body: Some(schema::<GovernanceRequest>),
+        response: schema::<butler_memory_actors::Rule>,
+    },
+    Endpoint {
         method: "delete",
         path: "/api/memory/episodes/{id}",
         summary: "Forget an episode (admin; reversible)",
@@ -337,6 +369,10 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/memory/rules/{id}/restore", post(restore_rule))
         .route("/api/memory/rules/{id}/provenance", get(rule_provenance))
         .route("/api/memory/rules/{id}/applications", get(applications))
+        .route("/api/memory/rules/{id}/promote", post(promote_rule))
+        .route("/api/memory/rules/{id}/demote", post(demote_rule))
+        .route("/api/memory/rules/{id}/disable", post(disable_rule))
+        .route("/api/memory/rules/{id}/enable", post(enable_rule))
         .route("/api/memory/episodes", get(episodes))
         .route(
             "/api/memory/episodes/{id}",

@@ -16,6 +16,7 @@ pub mod event;
 pub mod extraction;
 pub mod fact;
 pub mod feedback;
+pub mod governance;
 pub mod heuristic_extractor;
 pub mod listing;
 pub mod maturity;

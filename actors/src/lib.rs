@@ -66,6 +66,7 @@ pub use domain::caller::{Caller, GLOBAL_SCOPE, Role};
 pub use domain::episode::EpisodeInput;
 pub use domain::fact::FactInput;
 pub use domain::feedback::StoredApplication;
+pub use domain::governance::{Governance, GovernanceRequest};
 pub use domain::listing::{EpisodeQuery, FactEdit, FactQuery, Page, RuleEdit, RuleQuery};
 pub use domain::memory_type::MemoryType;
 pub use domain::permanence::Permanence;

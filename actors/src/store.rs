@@ -18,6 +18,7 @@ pub mod events;
 pub mod facts;
 pub mod feedback;
 pub mod forgetting;
+pub mod governance;
 pub mod lifecycle_locks;
 pub mod lifecycle_runs;
 pub mod links;

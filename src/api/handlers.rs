@@ -9,8 +9,8 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use butler_memory_actors::{
-    Caller, EpisodeQuery, ErrorCode, FactEdit, FactQuery, MemoryError, MemoryRecord, MemoryResult,
-    MemoryType, RuleEdit, RuleQuery, SearchInput, Since,
+    Caller, EpisodeQuery, ErrorCode, FactEdit, FactQuery, Governance, GovernanceRequest,
+    MemoryError, MemoryRecord, MemoryResult, MemoryType, RuleEdit, RuleQuery, SearchInput, Since,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -401,3 +401,39 @@ pub async fn search(
             .and_then(crate::mcp::tools::search_results),
     )
 }
+
+async fn govern(
+    s: &AppState,
+    c: &Caller,
+    meta: &RequestMeta,
+    decision: Governance,
+    id: Result<Path<Uuid>, PathRejection>,
+    request: Result<Json<GovernanceRequest>, JsonRejection>,
+) -> Response {
+    let (id, request) = (parsed!(path(id)), parsed!(body(request)));
+    answer(
+        s.engine
+            .govern_rule(c, id, decision, request.reason, meta.lineage())
+            .await,
+    )
+}
+
+/// One handler per decision, each a route of its own.
+macro_rules! decision_handler {
+    ($name:ident, $decision:expr) => {
+        pub async fn $name(
+            State(s): Api,
+            Extension(c): Key,
+            Extension(meta): Meta,
+            id: Result<Path<Uuid>, PathRejection>,
+            request: Result<Json<GovernanceRequest>, JsonRejection>,
+        ) -> Response {
+            govern(&s, &c, &meta, $decision, id, request).await
+        }
+    };
+}
+
+decision_handler!(promote_rule, Governance::Promote);
+decision_handler!(demote_rule, Governance::Demote);
+decision_handler!(disable_rule, Governance::Disable);
+decision_handler!(enable_rule, Governance::Enable);

@@ -720,3 +720,112 @@ async fn provenance_history_and_search_show_why_a_record_exists() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_admin_governs_rules_and_a_disabled_rule_never_reaches_retrieval() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let rule = health
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Offer chamomile tea before bed"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let decide = |decision: &'static str, key: &'static str, body: Value| {
+        let path = format!("/api/memory/rules/{rule}/{decision}");
+        let app = &app;
+        async move { send(app, key, "POST", &path, Some(body)).await }
+    };
+    let why = json!({"reason": "the household asked for it"});
+
+    let (status, body) = decide("promote", TENANT_A_HEALTH, why.clone()).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("admin_only")));
+    let (status, body) = decide("promote", TENANT_A_ADMIN, json!({})).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid_arguments")),
+        "{body}"
+    );
+    for expected in ["established", "proven"] {
+        let (status, promoted) = decide("promote", TENANT_A_ADMIN, why.clone()).await;
+        assert_eq!(
+            (status, promoted["maturity"].as_str()),
+            (200, Some(expected)),
+            "{promoted}"
+        );
+    }
+    let (status, body) = decide("promote", TENANT_A_ADMIN, why.clone()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("no_such_transition"))
+    );
+    let (_, demoted) = decide("demote", TENANT_A_ADMIN, why.clone()).await;
+    assert_eq!(demoted["maturity"], "established");
+
+    // Disabled: out of search and context, state kept; enabled: back.
+    let search = json!({"query": "chamomile tea before bed", "mode": "keyword"});
+    let found = |v: &Value| v.to_string().contains("chamomile");
+    assert!(found(&health.ok("memory_search", search.clone()).await));
+    let (status, disabled) = decide(
+        "disable",
+        TENANT_A_ADMIN,
+        json!({"reason": "keeps people awake"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{disabled}");
+    assert!(disabled["disabled_at"].is_string());
+    assert_eq!(disabled["maturity"], "established");
+    assert!(!found(&health.ok("memory_search", search.clone()).await));
+    let context = health
+        .ok(
+            "memory_context",
+            json!({"trigger_prompt": "Time for bed, any tea?", "butler": "health"}),
+        )
+        .await;
+    assert!(!found(&context), "{context}");
+    let (status, body) = decide("disable", TENANT_A_ADMIN, why.clone()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("no_such_transition"))
+    );
+    let (status, enabled) = decide("enable", TENANT_A_ADMIN, why.clone()).await;
+    assert_eq!(
+        (status, enabled["disabled_at"].is_null()),
+        (200, true),
+        "{enabled}"
+    );
+    assert!(found(&health.ok("memory_search", search).await));
+
+    // Each decision is its own audited transition with the reason.
+    let events: Vec<Value> = activity(&admin, 1000)
+        .await
+        .into_iter()
+        .filter(|e| e["entity_id"] == rule.as_str())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "rule_created",
+            "rule_promoted",
+            "rule_promoted",
+            "rule_demoted",
+            "rule_disabled",
+            "rule_enabled"
+        ]
+    );
+    let disabling = &events[4];
+    assert_eq!(disabling["payload"]["reason"], "keeps people awake");
+    assert_eq!(disabling["actor"], "admin:a-admin");
+    let state = crate::events::replay(&events).unwrap();
+    assert!(state["disabled_at"].is_null());
+    assert_eq!(state["maturity"], "established");
+    app.stop().await;
+}

@@ -32,6 +32,7 @@ use crate::domain::author::Author;
 use crate::domain::episode::{Inserted, NewEpisode};
 use crate::domain::fact::{NewFact, StoredFact};
 use crate::domain::feedback::{Rated, RuleApplication};
+use crate::domain::governance::Governance;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{Forgetting, MemoryRecord};
 use crate::domain::rule::{NewRule, Rule};
@@ -116,6 +117,14 @@ pub enum ShardMsg {
         reason: Option<String>,
         author: Author,
         reply: RpcReplyPort<MemoryResult<Forgetting>>,
+    },
+    /// An admin's decision about a rule.
+    Govern {
+        id: Uuid,
+        decision: Governance,
+        reason: String,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Rule>>,
     },
     Restore {
         memory_type: MemoryType,
@@ -278,6 +287,20 @@ impl Actor for Shard {
             } => {
                 let span = shard_span(&author, "rate", &state.key);
                 let result = state.rate(&application, &author).instrument(span).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::Govern {
+                id,
+                decision,
+                reason,
+                author,
+                reply,
+            } => {
+                let span = shard_span(&author, "govern", &state.key);
+                let result = state
+                    .govern(id, decision, &reason, &author)
+                    .instrument(span)
+                    .await;
                 let _ = reply.send(result);
             }
             ShardMsg::Forget {
@@ -466,6 +489,7 @@ impl ShardMsg {
             | ShardMsg::Confirm { .. }
             | ShardMsg::Rate { .. }
             | ShardMsg::Forget { .. }
+            | ShardMsg::Govern { .. }
             | ShardMsg::Restore { .. }
             | ShardMsg::Sweep { .. }
             | ShardMsg::SweepStep

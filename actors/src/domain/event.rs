@@ -56,6 +56,12 @@ super::string_enum! {
         RuleInverted => "rule_inverted",
         RulePurged => "rule_purged",
         RuleImported => "rule_imported",
+        /// An admin moved it one maturity step down (promotions by an admin are
+        /// `rule_promoted`, with the admin as actor and a reason).
+        RuleDemoted => "rule_demoted",
+        /// An admin took it out of retrieval, or put it back.
+        RuleDisabled => "rule_disabled",
+        RuleEnabled => "rule_enabled",
     }
 }
 

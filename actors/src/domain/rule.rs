@@ -63,6 +63,8 @@ pub struct Rule {
     pub metadata: Value,
     pub embedding_model: Option<String>,
     pub request_id: Option<String>,
+    /// When an admin took it out of retrieval (it keeps its state and history).
+    pub disabled_at: Option<DateTime<Utc>>,
 }
 
 impl Rule {

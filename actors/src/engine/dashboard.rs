@@ -8,10 +8,13 @@
 use uuid::Uuid;
 
 use super::Engine;
+use crate::actors::ShardMsg;
+use crate::domain::author::Author;
 use crate::domain::caller::Caller;
 use crate::domain::episode::Episode;
 use crate::domain::fact::{Fact, FactInput, StoredFact};
 use crate::domain::feedback::StoredApplication;
+use crate::domain::governance::Governance;
 use crate::domain::listing::{
     EpisodeQuery, FactEdit, FactQuery, Page, RuleEdit, RuleQuery, check_min_confidence, page_size,
 };
@@ -24,7 +27,7 @@ use crate::domain::request_context::Lineage;
 use crate::domain::rule::Rule;
 use crate::domain::rule::RuleInput;
 use crate::domain::search::{SearchInput, SearchOutcome};
-use crate::domain::text::{check_name, normalize_key};
+use crate::domain::text::{check_name, check_reason, normalize_key};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 impl Engine {
@@ -203,6 +206,40 @@ impl Engine {
         input: SearchInput,
     ) -> MemoryResult<SearchOutcome> {
         self.search_touching(caller, input, false).await
+    }
+
+    /// `POST /api/memory/rules/{id}/{decision}` (admin): promote, demote, disable or enable
+    /// a live rule, in its shard, with the reason in its event.
+    pub async fn govern_rule(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+        decision: Governance,
+        reason: String,
+        lineage: Lineage,
+    ) -> MemoryResult<Rule> {
+        self.services.database.check()?;
+        caller.require_admin()?;
+        let reason = check_reason("reason", Some(reason), &self.services.config.limits)?
+            .filter(|r| !r.trim().is_empty())
+            .ok_or_else(|| {
+                MemoryError::new(
+                    ErrorCode::EmptyValue,
+                    "a decision about a rule needs a `reason`",
+                )
+            })?;
+        let (owner, _) = self.owner_of(caller, None, MemoryType::Rule, id).await?;
+        let author = Author::new(caller.actor(), lineage);
+        let rule = self
+            .owner_ask(&owner, |reply| ShardMsg::Govern {
+                id,
+                decision,
+                reason,
+                author,
+                reply,
+            })
+            .await?;
+        Ok(rule.at(self.services.clock.now()))
     }
 
     /// `PUT /api/memory/facts/{id}` (admin): a new version of a live fact, superseding it,

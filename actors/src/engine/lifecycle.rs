@@ -336,7 +336,7 @@ impl Engine {
         Ok((owner, acting))
     }
 
-    async fn owner_ask<R, F>(&self, owner: &ShardKey, build: F) -> MemoryResult<R>
+    pub(super) async fn owner_ask<R, F>(&self, owner: &ShardKey, build: F) -> MemoryResult<R>
     where
         F: FnOnce(ractor::RpcReplyPort<MemoryResult<R>>) -> ShardMsg,
         R: Send + 'static,

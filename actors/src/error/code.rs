@@ -113,6 +113,7 @@ error_codes! {
     NotLive => ("not_live", Integrity, "`memory_confirm` or a mark on a fact or rule that is not `active` or `fading`"),
     NotARule => ("not_a_rule", Integrity, "a mark whose `rule_id` names a fact or an episode"),
     NotForgotten => ("not_forgotten", Integrity, "`memory_restore` of a memory that is not retracted (or has no tombstone)"),
+    NoSuchTransition => ("no_such_transition", Integrity, "a rule decision its state does not allow: promoting a proven rule, demoting a candidate, moving an anti-pattern, disabling a disabled rule, enabling an enabled one"),
     NewerFact => ("newer_fact", Integrity, "`memory_restore` of a fact whose scope, subject and predicate a newer live fact holds"),
     // internal: a bug.
     Internal => ("internal", Internal, "a bug: the service could not complete the request"),

@@ -86,7 +86,7 @@ macro_rules! rule_filter {
     () => {
         concat!(
             "r.tenant_id = $1 AND ($2::text[] IS NULL OR r.scope = ANY($2))
-             AND r.validity IN ('active', 'fading')
+             AND r.validity IN ('active', 'fading') AND r.disabled_at IS NULL
              AND (r.maturity = 'anti_pattern' OR ",
             effective_confidence!("r.", "$3"),
             " >= $4)"

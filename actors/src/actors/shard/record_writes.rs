@@ -8,6 +8,7 @@ use super::ShardState;
 use crate::domain::author::Author;
 use crate::domain::fact::{FactOutcome, NewFact, StoredFact};
 use crate::domain::feedback::{Rated, RuleApplication};
+use crate::domain::governance::Governance;
 use crate::domain::maturity::Maturity;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{Forgetting, MemoryRecord};
@@ -15,7 +16,7 @@ use crate::domain::rule::{NewRule, Rule};
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::services::RowsCommitted;
-use crate::store::{facts, feedback, forgetting, rules};
+use crate::store::{facts, feedback, forgetting, governance, rules};
 
 /// The span of a shard's write, in the trace of the call that asked for it.
 pub(super) fn shard_span(author: &Author, write: &'static str, shard: &ShardKey) -> tracing::Span {
@@ -143,6 +144,30 @@ impl ShardState {
             self.committed();
         }
         Ok(done)
+    }
+
+    pub(super) async fn govern(
+        &mut self,
+        id: Uuid,
+        decision: Governance,
+        reason: &str,
+        author: &Author,
+    ) -> MemoryResult<Rule> {
+        let now = self.services.clock.now();
+        let mut tx = self.services.store.begin().await?;
+        let rule = governance::govern(
+            &mut tx,
+            &self.key.tenant_id,
+            id,
+            decision,
+            reason,
+            now,
+            author,
+        )
+        .await?;
+        tx.commit().await?;
+        self.committed();
+        Ok(rule)
     }
 
     pub(super) async fn restore(
