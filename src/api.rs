@@ -330,6 +330,14 @@ pub const ENDPOINTS: &[Endpoint] = &[
         response: schema::<butler_memory_actors::Rule>,
     },
     Endpoint {
+        method: "post",
+        path: "/api/memory/purge",
+        summary: "Erase for good (admin), as memory_purge: a record, a subject's confirmed candidates, a butler's or the tenant's",
+        query: None,
+        body: Some(schema::<crate::mcp::params::PurgeParams>),
+        response: schema::<butler_memory_actors::Purge>,
+    },
+    Endpoint {
         method: "delete",
         path: "/api/memory/episodes/{id}",
         summary: "Forget an episode (admin; reversible)",
@@ -361,6 +369,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/memory/facts/{id}/restore", post(restore_fact))
         .route("/api/memory/facts/{id}/provenance", get(fact_provenance))
         .route("/api/memory/search", get(search))
+        .route("/api/memory/purge", post(purge))
         .route("/api/memory/rules", get(rules))
         .route(
             "/api/memory/rules/{id}",

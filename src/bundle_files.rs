@@ -7,34 +7,14 @@
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 
-use butler_memory_actors::{
-    EmbeddingModel, ImportReport, MemoryError, Store, check_name, parse_bundle,
-};
+use butler_memory_actors::{EmbeddingModel, ImportReport, Store, check_name, parse_bundle};
 
 use crate::config::Config;
-use crate::database_target::{DatabaseTarget, TargetError};
+use crate::database_target::{CLI_ACTOR, CommandError, DatabaseTarget};
 
-/// The actor an import from the command line is recorded as.
-const CLI_ACTOR: &str = "operator:cli";
-
-/// Why an export or import did not complete.
-#[derive(Debug, thiserror::Error)]
-pub enum BundleFileError {
-    #[error(transparent)]
-    Target(#[from] TargetError),
-    #[error("{0}")]
-    Memory(#[from] MemoryError),
-    #[error("{path}: {source}")]
-    File {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-fn file_error(path: &Path) -> impl FnOnce(std::io::Error) -> BundleFileError {
+fn file_error(path: &Path) -> impl FnOnce(std::io::Error) -> CommandError {
     let path = path.display().to_string();
-    move |source| BundleFileError::File { path, source }
+    move |source| CommandError::File { path, source }
 }
 
 /// Which records and what with them an export takes.
@@ -50,7 +30,7 @@ pub async fn export(
     config: &Config,
     options: &ExportOptions<'_>,
     output: &Path,
-) -> Result<String, BundleFileError> {
+) -> Result<String, CommandError> {
     check_name("tenant", options.tenant)?;
     let target = DatabaseTarget::open(config, true).await?;
     let store = Store::open(target.options.clone(), &config.edge.database);
@@ -73,7 +53,7 @@ pub async fn export(
             }
         }
         file.flush().map_err(file_error(output))?;
-        Ok::<_, BundleFileError>(lines)
+        Ok::<_, CommandError>(lines)
     }
     .await;
     store.close().await;
@@ -91,7 +71,7 @@ pub async fn import(
     config: &Config,
     tenant: &str,
     input: &Path,
-) -> Result<ImportReport, BundleFileError> {
+) -> Result<ImportReport, CommandError> {
     check_name("tenant", tenant)?;
     let file = std::fs::File::open(input).map_err(file_error(input))?;
     let lines: Vec<String> = BufReader::new(file)

@@ -118,6 +118,15 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The key of the hashes a purge records (`privacy.audit_key`), or when none is
+    /// configured the one kept in `data_dir/audit.key` (created on first use).
+    pub fn audit_key(&self) -> std::io::Result<String> {
+        match &self.engine.privacy.audit_key {
+            key if !key.is_empty() => Ok(key.clone()),
+            _ => key_in_file(&self.edge.data_dir.join("audit.key"), "", MIN_KEY_CHARS),
+        }
+    }
+
     /// Defaults, then `file`, then the environment.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
         Self::from_figment(layered(file)?)

@@ -11,6 +11,24 @@ use sqlx::postgres::PgConnectOptions;
 
 use crate::config::Config;
 
+/// The actor a change made from the command line is recorded as.
+pub const CLI_ACTOR: &str = "operator:cli";
+
+/// Why a command on the database (export, import, purge) did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("{0}")]
+    Memory(#[from] butler_memory_actors::MemoryError),
+    #[error("{path}: {source}")]
+    File {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Why the database cannot be reached.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {

@@ -11,6 +11,7 @@ pub mod database_target;
 pub mod database_watch;
 pub mod http;
 pub mod mcp;
+pub mod purge_command;
 pub mod startup;
 pub mod stdio;
 pub mod telemetry;

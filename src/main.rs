@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use butler_memory::config::Config;
 use butler_memory::startup::{Application, migrate};
 use butler_memory::telemetry;
-use butler_memory::{backup, bundle_files};
+use butler_memory::{backup, bundle_files, purge_command};
+use butler_memory_actors::{MemoryType, PurgeTarget};
 use clap::{Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: a request allocates and frees many small
@@ -84,6 +85,38 @@ enum Command {
         /// The bundle to read.
         #[arg(long, short)]
         input: PathBuf,
+    },
+    /// Erase memories of a tenant for good (as memory_purge): one record, the confirmed
+    /// candidates about a subject (without --confirm: list them), a butler's, or all. The
+    /// service must be stopped.
+    Purge {
+        /// The tenant.
+        #[arg(long)]
+        tenant: String,
+        /// One record: its type (episode, fact or rule), with --id.
+        #[arg(long = "type", requires = "id")]
+        memory_type: Option<MemoryType>,
+        /// One record: its id, with --type.
+        #[arg(long, requires = "memory_type")]
+        id: Option<uuid::Uuid>,
+        /// The records about a subject.
+        #[arg(long)]
+        subject: Option<String>,
+        /// With --subject: a candidate to purge (repeat for several).
+        #[arg(long, requires = "subject")]
+        confirm: Vec<uuid::Uuid>,
+        /// Every record of this butler.
+        #[arg(long)]
+        butler: Option<String>,
+        /// Every record of the tenant.
+        #[arg(long)]
+        all: bool,
+        /// Why (recorded with every purged record's event).
+        #[arg(long)]
+        reason: String,
+        /// List what would be purged, and purge nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Replace the database with a backup, then apply newer migrations. The service must
     /// be stopped; a database holding memories is refused without --force.
@@ -183,6 +216,35 @@ fn main() -> ExitCode {
             Command::Import { tenant, input } => {
                 let report = bundle_files::import(&config, &tenant, &input).await?;
                 println!("{}", serde_json::to_string_pretty(&report)?);
+            }
+            Command::Purge {
+                tenant,
+                memory_type,
+                id,
+                subject,
+                confirm,
+                butler,
+                all,
+                reason,
+                dry_run,
+            } => {
+                let target = match (memory_type.zip(id), subject, butler, all) {
+                    (Some((memory_type, id)), None, None, false) => {
+                        PurgeTarget::Record { memory_type, id }
+                    }
+                    (None, Some(subject), None, false) => PurgeTarget::Subject {
+                        subject,
+                        confirm: (!confirm.is_empty()).then_some(confirm),
+                    },
+                    (None, None, Some(butler), false) => PurgeTarget::Butler(butler),
+                    (None, None, None, true) => PurgeTarget::Tenant(tenant.clone()),
+                    _ => anyhow::bail!(
+                        "name one target: --type and --id, --subject, --butler or --all"
+                    ),
+                };
+                let purged =
+                    purge_command::purge(&config, &tenant, target, reason, dry_run).await?;
+                println!("{}", serde_json::to_string_pretty(&purged)?);
             }
             Command::Restore { input, force } => {
                 println!("{}", backup::restore(&config, &input, force).await?);

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app_state::AppState;
 use crate::auth::{Authenticator, effective_keys, require_key};
-use crate::config::{Config, MIN_KEY_CHARS, key_in_file};
+use crate::config::Config;
 use crate::database_watch::DatabaseWatch;
 use crate::{http, mcp, telemetry};
 
@@ -102,11 +102,12 @@ const POOLS_CLOSE: Duration = Duration::from_secs(5);
 /// The engine's configuration, with the audit key from `data_dir` when none is configured.
 fn engine_config(config: &Config) -> Result<EngineConfig, StartupError> {
     let mut engine = config.engine.clone();
-    if engine.privacy.audit_key.is_empty() {
-        let path = config.edge.data_dir.join("audit.key");
-        engine.privacy.audit_key = key_in_file(&path, "", MIN_KEY_CHARS)
-            .map_err(|source| StartupError::AuditKey { path, source })?;
-    }
+    engine.privacy.audit_key = config
+        .audit_key()
+        .map_err(|source| StartupError::AuditKey {
+            path: config.edge.data_dir.join("audit.key"),
+            source,
+        })?;
     Ok(engine)
 }
 

@@ -61,6 +61,7 @@ pub use store::{AppliedMigration, DatabaseConfig, Store, StoreStartError};
 pub use error::{ErrorClass, ErrorCode, MemoryError, MemoryResult};
 
 // Who calls, and with what.
+pub use domain::author::Author;
 pub use domain::bundle::{BundleHeader, EmbeddingModel, ImportReport, parse_bundle};
 pub use domain::caller::{Caller, GLOBAL_SCOPE, Role};
 pub use domain::episode::EpisodeInput;
@@ -71,7 +72,7 @@ pub use domain::listing::{EpisodeQuery, FactEdit, FactQuery, Page, RuleEdit, Rul
 pub use domain::memory_type::MemoryType;
 pub use domain::permanence::Permanence;
 pub use domain::provenance::Provenance;
-pub use domain::purge::{Purge, PurgeTarget, content_hash as purge_content_hash};
+pub use domain::purge::{Purge, PurgeTarget, content_hash as purge_content_hash, purge_reason};
 pub use domain::relation::{LinkTarget, Relation};
 pub use domain::request_context::{Lineage, RequestContext};
 pub use domain::rule::RuleInput;

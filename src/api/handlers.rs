@@ -19,6 +19,7 @@ use super::{ActivityPage, ActivityQuery, ApplicationsQuery, ForgetQuery, SearchQ
 use crate::app_state::AppState;
 use crate::http::error_response;
 use crate::http::request_meta::RequestMeta;
+use crate::mcp::params::PurgeParams;
 
 type Api = State<Arc<AppState>>;
 type Key = Extension<Caller>;
@@ -437,3 +438,18 @@ decision_handler!(promote_rule, Governance::Promote);
 decision_handler!(demote_rule, Governance::Demote);
 decision_handler!(disable_rule, Governance::Disable);
 decision_handler!(enable_rule, Governance::Enable);
+
+pub async fn purge(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    request: Result<Json<PurgeParams>, JsonRejection>,
+) -> Response {
+    let mut request = parsed!(body(request));
+    let target = parsed!(request.target());
+    answer(
+        s.engine
+            .purge(&c, target, request.reason, request.dry_run, meta.lineage())
+            .await,
+    )
+}

@@ -416,3 +416,113 @@ async fn purging_a_butler_or_the_tenant_leaves_everyone_else() {
         .await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_purge_also_runs_over_rest_and_from_the_command_line() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let store = |subject: &'static str, content: &'static str| {
+        let health = &health;
+        async move {
+            id(&health
+                .ok(
+                    "memory_store_fact",
+                    json!({"subject": subject, "predicate": "phone", "content": content}),
+                )
+                .await)
+        }
+    };
+    let by_rest = store("quintero", "Calls from the Quintero landline").await;
+    let by_cli = store("vallecas", "Lives near Vallecas station").await;
+    let post = |key: &'static str, body: Value| {
+        let url = app.url("/api/memory/purge");
+        async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .header("Authorization", format!("Bearer {key}"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let body = json!({"type": "fact", "id": by_rest, "reason": "asked over REST"});
+    let (status, refused) = post(TENANT_A_HEALTH, body.clone()).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (403, Some("admin_only"))
+    );
+    let (status, purged) = post(TENANT_A_ADMIN, body).await;
+    assert_eq!(status, 200, "{purged}");
+    assert_eq!(purged["counts"]["facts"], 1);
+    let (status, both) = post(
+        TENANT_A_ADMIN,
+        json!({"butler": "health", "tenant": "tenant-a", "reason": "x"}),
+    )
+    .await;
+    assert_eq!(
+        (status, both["code"].as_str()),
+        (400, Some("invalid_purge_target"))
+    );
+
+    // From the command line, on the same database: candidates first, then the confirmed.
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::process::write_config(dir.path(), "");
+    let (url, _) = app.database();
+    let cli = |args: &[&str]| {
+        crate::process::run_cli(&config, args, &[("BUTLER_MEMORY_DATABASE_URL", &url)])
+    };
+    let listed = cli(&[
+        "purge",
+        "--tenant",
+        "tenant-a",
+        "--subject",
+        "vallecas",
+        "--reason",
+        "asked by letter",
+    ]);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed["dry_run"], true);
+    assert_eq!(listed["records"][0]["id"], by_cli.as_str());
+    let done = cli(&[
+        "purge",
+        "--tenant",
+        "tenant-a",
+        "--subject",
+        "vallecas",
+        "--confirm",
+        &by_cli,
+        "--reason",
+        "asked by letter",
+    ]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let done: Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(done["counts"]["facts"], 1, "{done}");
+    let gone = admin
+        .err("memory_get", json!({"type": "fact", "id": by_cli}))
+        .await;
+    assert_eq!(gone["code"], "not_found");
+    let last = activity(&admin, 1000).await.pop().unwrap();
+    assert_eq!(last["event_type"], "fact_purged");
+    assert_eq!(last["actor"], "operator:cli");
+    assert_eq!(last["payload"]["reason"], "asked by letter");
+    let two = cli(&[
+        "purge", "--tenant", "tenant-a", "--butler", "health", "--all", "--reason", "x",
+    ]);
+    assert!(!two.status.success());
+    app.stop().await;
+}

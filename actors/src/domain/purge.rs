@@ -17,6 +17,7 @@ use sha2::Sha256;
 use uuid::Uuid;
 
 use super::memory_type::MemoryType;
+use super::text::{Limits, check_reason};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// What a purge erases.
@@ -177,6 +178,64 @@ pub fn confirmed_set(candidates: &[PurgeRecord], confirm: &[Uuid]) -> MemoryResu
             .filter(|c| confirmed.contains(&c.id))
             .map(|c| (c.memory_type, &c.id)),
     ))
+}
+
+impl Purge {
+    /// The candidates of a purge by subject, for a person to confirm.
+    pub fn candidates(scope: PurgeScope, mut candidates: Vec<PurgeRecord>) -> Purge {
+        let counts = PurgeSet::of(candidates.iter().map(|c| (c.memory_type, &c.id))).counts();
+        let truncated = candidates.len() > MAX_LISTED;
+        candidates.truncate(MAX_LISTED);
+        Purge {
+            dry_run: true,
+            scope,
+            purge_id: None,
+            counts,
+            records: candidates,
+            truncated,
+            events_rewritten: 0,
+        }
+    }
+
+    /// A dry run's answer: what `set` holds, by type and id (the first [`MAX_LISTED`]).
+    pub fn would_erase(scope: PurgeScope, set: &PurgeSet) -> Purge {
+        let records = set
+            .by_type()
+            .into_iter()
+            .flat_map(|(memory_type, ids)| {
+                ids.iter().map(move |id| PurgeRecord {
+                    memory_type,
+                    id: *id,
+                    preview: None,
+                    matched: None,
+                    content_hash: None,
+                })
+            })
+            .take(MAX_LISTED)
+            .collect();
+        Purge {
+            dry_run: true,
+            scope,
+            purge_id: None,
+            counts: set.counts(),
+            records,
+            truncated: set.all_ids().len() > MAX_LISTED,
+            events_rewritten: 0,
+        }
+    }
+}
+
+/// A purge's reason, checked: required (it is recorded with every purged record's event)
+/// and bounded like every reason.
+pub fn purge_reason(reason: String, limits: &Limits) -> MemoryResult<String> {
+    check_reason("reason", Some(reason), limits)?
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| {
+            MemoryError::new(
+                ErrorCode::EmptyValue,
+                "a purge needs a `reason`, for the audit",
+            )
+        })
 }
 
 /// Most records a purge's answer lists.

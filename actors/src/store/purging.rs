@@ -13,8 +13,12 @@ use uuid::Uuid;
 use crate::domain::author::Author;
 use crate::domain::event::EventType;
 use crate::domain::memory_type::MemoryType;
-use crate::domain::purge::{PurgeRecord, PurgeScope, PurgeSet, content_hash, preview};
-use crate::error::MemoryResult;
+use crate::domain::purge::{
+    MAX_LISTED, Purge, PurgeRecord, PurgeScope, PurgeSet, PurgeTarget, confirmed_set, content_hash,
+    preview,
+};
+use crate::domain::text::check_name;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 use super::Store;
 
@@ -158,7 +162,7 @@ async fn lock_rows(
 /// tenant), with each fact's supersession chain. A fact that would supersede one of them
 /// after this waits on the lock, then fails its foreign key: no new version of a purged
 /// fact can appear behind the purge.
-pub async fn lock_purge_set(
+async fn lock_purge_set(
     conn: &mut PgConnection,
     tenant_id: &str,
     named: &PurgeSet,
@@ -188,13 +192,13 @@ pub async fn lock_purge_set(
 
 /// One purge as recorded: its id and kind, who ordered it, when and why, and the key of the
 /// hashes of what it erased.
-pub struct PurgeOrder<'a> {
-    pub purge_id: Uuid,
-    pub scope: PurgeScope,
-    pub reason: &'a str,
-    pub audit_key: &'a [u8],
-    pub author: &'a Author,
-    pub now: DateTime<Utc>,
+struct PurgeOrder<'a> {
+    purge_id: Uuid,
+    scope: PurgeScope,
+    reason: &'a str,
+    audit_key: &'a [u8],
+    author: &'a Author,
+    now: DateTime<Utc>,
 }
 
 /// A record about to be erased: what of it is erased, as PostgreSQL's canonical JSON text
@@ -211,7 +215,7 @@ struct Erased {
 /// Erases `set` (locked by [`lock_purge_set`]) and records the purge. Answers each record
 /// with the keyed hash of what was erased, and how many past events were rewritten.
 #[tracing::instrument(target = "otel", name = "db.purge", skip_all, fields(db.system.name = "postgresql", db.operation.name = "DELETE"))]
-pub async fn erase(
+async fn erase(
     conn: &mut PgConnection,
     tenant_id: &str,
     set: &PurgeSet,
@@ -380,12 +384,111 @@ pub async fn erase(
     Ok((records, rewritten as u64))
 }
 
-/// Vacuums the tables a purge deleted from, so the erased rows' space (and their index
-/// entries) is reclaimed soon rather than at autovacuum's leisure. Best effort.
-pub async fn vacuum_after_purge(store: &Store) {
-    let sql = "VACUUM episodes, facts, rules, memory_links, rule_applications, \
-               consolidation_items, consolidation_jobs, memory_events";
-    if let Err(e) = sqlx::query(sql).execute(store.pool()).await {
-        tracing::warn!(error = %e, "vacuum after a purge failed; autovacuum will get there");
+/// Most candidates a purge by subject considers: a subject with more records than this is
+/// purged in rounds (each round's purge removes what it confirmed from the next list).
+const MAX_CANDIDATES: usize = 10_000;
+
+impl Store {
+    /// Purges `target` in `tenant` (the caller's: a `Tenant` target must name it) for good,
+    /// or with `dry_run` lists what it would purge. Answers what was erased; caches and
+    /// metrics are the caller's business.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one purge as ordered: all of it is needed"
+    )]
+    pub async fn purge(
+        &self,
+        tenant: &str,
+        target: &PurgeTarget,
+        reason: &str,
+        dry_run: bool,
+        audit_key: &[u8],
+        author: &Author,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Purge> {
+        let scope = target.scope();
+        // What is named: ids (records, confirmed candidates), or an owner whose rows all go.
+        let (named, owner): (PurgeSet, Option<Option<&str>>) = match &target {
+            PurgeTarget::Record { memory_type, id } => {
+                if self.record(tenant, *memory_type, *id, now).await?.is_none() {
+                    return Err(MemoryError::not_found(*memory_type, *id));
+                }
+                (PurgeSet::of([(*memory_type, id)]), None)
+            }
+            PurgeTarget::Subject { subject, confirm } => {
+                if subject.trim().is_empty() {
+                    return Err(MemoryError::new(
+                        ErrorCode::EmptyValue,
+                        "`subject` is empty: name who or what to purge",
+                    ));
+                }
+                let candidates = self
+                    .purge_candidates(tenant, subject.trim(), MAX_CANDIDATES + 1)
+                    .await?;
+                match confirm {
+                    Some(confirm) if !dry_run => (confirmed_set(&candidates, confirm)?, None),
+                    _ => return Ok(Purge::candidates(scope, candidates)),
+                }
+            }
+            PurgeTarget::Butler(butler) => {
+                check_name("butler", butler)?;
+                (PurgeSet::default(), Some(Some(butler.as_str())))
+            }
+            PurgeTarget::Tenant(named) if named == tenant => (PurgeSet::default(), Some(None)),
+            PurgeTarget::Tenant(named) => {
+                return Err(MemoryError::new(
+                    ErrorCode::InvalidPurgeTarget,
+                    format!(
+                        "`tenant` must name the key's own tenant to confirm; `{named}` does not"
+                    ),
+                ));
+            }
+        };
+        if dry_run {
+            let set = match owner {
+                Some(butler) => self.purge_counts(tenant, butler).await?,
+                None => named,
+            };
+            return Ok(Purge::would_erase(scope, &set));
+        }
+
+        let purge_id = Uuid::now_v7();
+        let mut tx = self.begin().await?;
+        let set = lock_purge_set(&mut tx, tenant, &named, owner).await?;
+        let order = PurgeOrder {
+            purge_id,
+            scope,
+            reason,
+            audit_key,
+            author,
+            now,
+        };
+        let (mut records, events_rewritten) = erase(&mut tx, tenant, &set, owner, &order).await?;
+        tx.commit().await?;
+        tracing::info!(
+            %purge_id, %scope, episodes = set.episodes.len(), facts = set.facts.len(),
+            rules = set.rules.len(), events_rewritten, "purged"
+        );
+        let truncated = records.len() > MAX_LISTED;
+        records.truncate(MAX_LISTED);
+        Ok(Purge {
+            dry_run: false,
+            scope,
+            purge_id: Some(purge_id),
+            counts: set.counts(),
+            records,
+            truncated,
+            events_rewritten,
+        })
+    }
+
+    /// Vacuums the tables a purge deleted from, so the erased rows' space (and their index
+    /// entries) is reclaimed soon rather than at autovacuum's leisure. Best effort.
+    pub async fn vacuum_after_purge(&self) {
+        let sql = "VACUUM episodes, facts, rules, memory_links, rule_applications, \
+                   consolidation_items, consolidation_jobs, memory_events";
+        if let Err(e) = sqlx::query(sql).execute(self.pool()).await {
+            tracing::warn!(error = %e, "vacuum after a purge failed; autovacuum will get there");
+        }
     }
 }
