@@ -88,6 +88,13 @@ pub async fn require_key(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     match auth.caller(header) {
+        Some(caller) if caller.role == Role::Auditor && request.uri().path() != "/mcp" => {
+            // `/mcp` is where every call of an auditor is recorded before it runs.
+            crate::http::error_response(&MemoryError::new(
+                ErrorCode::AuditorReadsOnly,
+                "auditor keys investigate over /mcp, where every call is recorded",
+            ))
+        }
         Some(caller) if caller.role == Role::Auditor => {
             match investigation(caller, request.headers()) {
                 Ok(caller) => {

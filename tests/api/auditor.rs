@@ -195,6 +195,19 @@ async fn an_auditor_reads_one_named_tenant_for_a_reason_and_every_read_is_record
     .await;
     assert!(error && body["code"] == "not_found", "{body}");
 
+    // Investigations go over /mcp only, where every call is recorded.
+    let response = reqwest::Client::new()
+        .get(app.url("/api/memory/facts"))
+        .header("Authorization", format!("Bearer {AUDITOR}"))
+        .header("X-Audit-Tenant", "tenant-a")
+        .header("X-Audit-Reason", REASON)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "auditor_reads_only", "{body}");
+
     // The record is append-only.
     let mut sql = app.sql().await;
     let err = sqlx::query("UPDATE audit_reads SET reason = 'nothing to see'")

@@ -336,8 +336,10 @@ async fn import(
         fields.insert("tenant_id".into(), json!(tenant_id));
         match kind {
             RowKind::Episode | RowKind::Fact | RowKind::Rule => {
-                // Consolidation jobs stay with the database they ran in.
+                // Consolidation jobs stay with the database they ran in; the model of an
+                // embedding is this database's, set below, never the bundle's say.
                 fields.remove("consolidation_job_id");
+                fields.remove("embedding_version_id");
                 match (fields.contains_key("embedding"), keep_embeddings) {
                     (true, Some(version)) => {
                         fields.insert("embedding_version_id".into(), json!(version));
