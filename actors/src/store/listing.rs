@@ -66,6 +66,7 @@ impl Store {
              ORDER BY id DESC LIMIT $11",
             fact_columns!()
         );
+        // The count binds the cursor ($9) as NULL only so that `now` keeps its number ($10).
         let count = format!("SELECT count(*) FROM facts{FACT_FILTERS} AND $9::uuid IS NULL");
         macro_rules! bind {
             ($q:expr) => {
