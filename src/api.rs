@@ -171,7 +171,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/memory/activity",
-        summary: "The audit stream, oldest first (admin keys)",
+        summary: "The audit stream, oldest first: an admin's whole tenant, a butler key's visible records",
         method: "get",
         body: None,
         query: Some(schema::<ActivityQuery>),

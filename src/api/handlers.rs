@@ -134,7 +134,7 @@ pub async fn activity(
             let since = Since::parse(q.since.as_deref())?;
             let events = s
                 .engine
-                .activity(&c, since, q.scope, q.butler, q.limit)
+                .activity_for_dashboard(&c, since, q.scope, q.butler, q.limit)
                 .await?;
             let next_cursor = since.next_cursor(&events);
             Ok(ActivityPage {

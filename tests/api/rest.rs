@@ -223,8 +223,22 @@ async fn lists_records_and_stats_follow_the_keys_visibility_and_page_stably() {
     assert_eq!((status, body["code"].as_str()), (403, Some("operator_key")));
     let (status, _) = get(&app, None, "/api/memory/facts").await;
     assert_eq!(status, 401);
-    let (status, body) = get(&app, Some(TENANT_A_HEALTH), "/api/memory/activity").await;
-    assert_eq!((status, body["code"].as_str()), (403, Some("admin_only")));
+    // The audit stream: a butler key sees the events of what it may see, an admin all.
+    let theirs = ok(&app, TENANT_A_HEALTH, "/api/memory/activity?limit=1000").await;
+    let entities: BTreeSet<String> = theirs["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["entity_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(entities.contains(&facts[1]), "its own facts' events");
+    assert!(!entities.contains(&private), "not another butler's scope");
+    let all = ok(&app, TENANT_A_ADMIN, "/api/memory/activity?limit=1000").await;
+    let every = all["events"].as_array().unwrap().len();
+    assert!(every > entities.len(), "admins see more");
+    assert!(all.to_string().contains(&private));
+    let (status, body) = get(&app, Some(OPERATOR), "/api/memory/activity").await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("operator_key")));
 
     // A record with its links, and reading it changes nothing.
     let detail = ok(

@@ -10,8 +10,9 @@ use uuid::Uuid;
 use super::Engine;
 use crate::actors::ShardMsg;
 use crate::domain::author::Author;
-use crate::domain::caller::Caller;
+use crate::domain::caller::{Caller, Role};
 use crate::domain::episode::Episode;
+use crate::domain::event::{Since, StoredEvent};
 use crate::domain::fact::{Fact, FactInput, StoredFact};
 use crate::domain::feedback::StoredApplication;
 use crate::domain::governance::Governance;
@@ -240,6 +241,24 @@ impl Engine {
             })
             .await?;
         Ok(rule.at(self.services.clock.now()))
+    }
+
+    /// `GET /api/memory/activity`: the audit stream, for an admin the tenant's, for a butler
+    /// key the events of what it may see (its scopes' facts and rules, its episodes).
+    pub async fn activity_for_dashboard(
+        &self,
+        caller: &Caller,
+        since: Since,
+        scope: Option<String>,
+        butler: Option<String>,
+        limit: Option<u32>,
+    ) -> MemoryResult<Vec<StoredEvent>> {
+        let visible = match caller.role {
+            Role::Admin | Role::Auditor => None,
+            Role::Butler | Role::Operator => Some(self.visible(caller, None, None)?),
+        };
+        self.activity_within(caller, since, scope, butler, limit, visible)
+            .await
     }
 
     /// `PUT /api/memory/facts/{id}` (admin): a new version of a live fact, superseding it,

@@ -18,6 +18,7 @@ use crate::domain::feedback::{Mark, Rated, RuleApplication};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::record::{Forgetting, MemoryRecord};
 use crate::domain::request_context::Lineage;
+use crate::domain::search::SearchScope;
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
 use crate::domain::text::{check_name, check_reason};
@@ -224,8 +225,22 @@ impl Engine {
         butler: Option<String>,
         limit: Option<u32>,
     ) -> MemoryResult<Vec<StoredEvent>> {
-        self.services.database.check()?;
         caller.require_admin_read()?;
+        self.activity_within(caller, since, scope, butler, limit, None)
+            .await
+    }
+
+    /// The audit stream as far as `visible` reaches (`None`: the whole tenant), one page.
+    pub(super) async fn activity_within(
+        &self,
+        caller: &Caller,
+        since: Since,
+        scope: Option<String>,
+        butler: Option<String>,
+        limit: Option<u32>,
+        visible: Option<SearchScope>,
+    ) -> MemoryResult<Vec<StoredEvent>> {
+        self.services.database.check()?;
         if let Some(s) = &scope {
             check_name("scope", s)?;
         }
@@ -249,6 +264,7 @@ impl Engine {
             since,
             scopes: scope.map(|s| vec![s]),
             butlers: butler.map(|b| vec![b]),
+            visible,
             limit: i64::from(limit),
         };
         self.read(|reply| ReaderMsg::Activity {

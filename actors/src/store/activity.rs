@@ -6,6 +6,7 @@ use crate::error::MemoryResult;
 
 use super::Store;
 use crate::domain::event::StoredEvent;
+use crate::domain::search::SearchScope;
 
 /// Which events to page through.
 #[derive(Debug, Clone)]
@@ -17,6 +18,9 @@ pub struct ActivityFilter {
     pub since: Option<chrono::DateTime<chrono::Utc>>,
     pub scopes: Option<Vec<String>>,
     pub butlers: Option<Vec<String>>,
+    /// What the reader may see (`None`: everything of the tenant): the events of facts and
+    /// rules of `visible.scopes`, and of episodes of `visible.butlers`.
+    pub visible: Option<SearchScope>,
     pub limit: i64,
 }
 
@@ -32,6 +36,9 @@ impl Store {
                AND ($3::timestamptz IS NULL OR occurred_at >= $3)
                AND ($4::text[] IS NULL OR scope = ANY($4))
                AND ($5::text[] IS NULL OR butler = ANY($5))
+               AND ($7::bool IS NULL
+                    OR (entity_type <> 'episode' AND scope = ANY($8))
+                    OR (entity_type = 'episode' AND butler = ANY($9)))
              ORDER BY id
              LIMIT $6",
         )
@@ -41,6 +48,21 @@ impl Store {
         .bind(&filter.scopes)
         .bind(&filter.butlers)
         .bind(filter.limit)
+        .bind(filter.visible.as_ref().map(|_| true))
+        .bind(
+            filter
+                .visible
+                .as_ref()
+                .and_then(|v| v.scopes.clone())
+                .unwrap_or_default(),
+        )
+        .bind(
+            filter
+                .visible
+                .as_ref()
+                .and_then(|v| v.butlers.clone())
+                .unwrap_or_default(),
+        )
         .fetch_all(self.pool())
         .await?)
     }
