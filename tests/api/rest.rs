@@ -465,6 +465,19 @@ async fn corrections_go_through_the_engine_and_are_audited() {
         "{body}"
     );
 
+    // An oversized body is refused in the error shape, never a 500.
+    let huge = "x".repeat(3 * 1024 * 1024);
+    let (status, body) = send(
+        &app,
+        TENANT_A_ADMIN,
+        "PUT",
+        &format!("/api/memory/facts/{fact}"),
+        Some(json!({ "content": huge })),
+    )
+    .await;
+    assert!(status == 400 || status == 413, "{status}");
+    assert_eq!(body["class"], "invalid_input", "{body}");
+
     // Editing a fact writes a new version that supersedes it, with what was not given kept.
     let (status, edited) = send(
         &app,
