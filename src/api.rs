@@ -11,10 +11,11 @@ pub mod openapi;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post, put};
 use butler_memory_actors::{
-    EpisodeQuery, FactEdit, FactQuery, GovernanceRequest, MemoryRecord, MemoryStats, Page,
-    Provenance, RecordWithLinks, RuleEdit, RuleQuery, SearchMode, StoredApplication, StoredEvent,
+    EpisodeQuery, FactEdit, FactQuery, GovernanceRequest, MemoryRecord, MemoryStats, MemoryType,
+    Page, Provenance, RecordWithLinks, RuleEdit, RuleQuery, SearchMode, StoredApplication,
+    StoredEvent,
 };
 use schemars::JsonSchema;
 use schemars::generate::SchemaGenerator;
@@ -362,39 +363,46 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/openapi.json", get(openapi::document))
         .route("/api/memory/stats", get(stats))
         .route("/api/memory/facts", get(facts))
-        .route(
-            "/api/memory/facts/{id}",
-            get(fact).put(edit_fact).delete(forget_fact),
-        )
-        .route("/api/memory/facts/{id}/restore", post(restore_fact))
-        .route("/api/memory/facts/{id}/provenance", get(fact_provenance))
+        .route("/api/memory/rules", get(rules))
+        .route("/api/memory/episodes", get(episodes))
         .route("/api/memory/search", get(search))
         .route("/api/memory/purge", post(purge))
-        .route("/api/memory/rules", get(rules))
-        .route(
-            "/api/memory/rules/{id}",
-            get(rule).put(edit_rule).delete(forget_rule),
-        )
-        .route("/api/memory/rules/{id}/restore", post(restore_rule))
-        .route("/api/memory/rules/{id}/provenance", get(rule_provenance))
+        .route("/api/memory/activity", get(activity))
+        .merge(records("facts", MemoryType::Fact, put(edit_fact)))
+        .merge(records("rules", MemoryType::Rule, put(edit_rule)))
+        .merge(records(
+            "episodes",
+            MemoryType::Episode,
+            MethodRouter::new(),
+        ))
         .route("/api/memory/rules/{id}/applications", get(applications))
         .route("/api/memory/rules/{id}/promote", post(promote_rule))
         .route("/api/memory/rules/{id}/demote", post(demote_rule))
         .route("/api/memory/rules/{id}/disable", post(disable_rule))
         .route("/api/memory/rules/{id}/enable", post(enable_rule))
-        .route("/api/memory/episodes", get(episodes))
-        .route(
-            "/api/memory/episodes/{id}",
-            get(episode).delete(forget_episode),
-        )
-        .route("/api/memory/episodes/{id}/restore", post(restore_episode))
-        .route(
-            "/api/memory/episodes/{id}/provenance",
-            get(episode_provenance),
-        )
-        .route("/api/memory/activity", get(activity))
         .route("/api/butlers/{name}/memory/stats", get(butler_stats))
         .route("/api/butlers/{name}/memory/facts", get(butler_facts))
         .route("/api/butlers/{name}/memory/rules", get(butler_rules))
         .route("/api/butlers/{name}/memory/episodes", get(butler_episodes))
+}
+
+/// One type's record routes (read, forget, restore, provenance, and `edit` where the type
+/// has one), each handler told the type by the router.
+fn records(
+    kind: &str,
+    memory_type: MemoryType,
+    edit: MethodRouter<Arc<AppState>>,
+) -> Router<Arc<AppState>> {
+    use handlers::*;
+    Router::new()
+        .route(
+            &format!("/api/memory/{kind}/{{id}}"),
+            edit.get(record).delete(forget),
+        )
+        .route(&format!("/api/memory/{kind}/{{id}}/restore"), post(restore))
+        .route(
+            &format!("/api/memory/{kind}/{{id}}/provenance"),
+            get(provenance),
+        )
+        .layer(axum::Extension(memory_type))
 }

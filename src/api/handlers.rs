@@ -95,32 +95,17 @@ pub async fn episodes(
     answer(s.engine.list_episodes(&c, parsed!(query(q))).await)
 }
 
-async fn record(s: &AppState, c: &Caller, memory_type: MemoryType, id: Uuid) -> Response {
-    answer(s.engine.record_for_dashboard(c, memory_type, id).await)
-}
+/// The memory type of a record route (each type's routes carry theirs, `api::routes`).
+type Kind = Extension<MemoryType>;
 
-pub async fn fact(
+pub async fn record(
     State(s): Api,
     Extension(c): Key,
+    Extension(memory_type): Kind,
     id: Result<Path<Uuid>, PathRejection>,
 ) -> Response {
-    record(&s, &c, MemoryType::Fact, parsed!(path(id))).await
-}
-
-pub async fn rule(
-    State(s): Api,
-    Extension(c): Key,
-    id: Result<Path<Uuid>, PathRejection>,
-) -> Response {
-    record(&s, &c, MemoryType::Rule, parsed!(path(id))).await
-}
-
-pub async fn episode(
-    State(s): Api,
-    Extension(c): Key,
-    id: Result<Path<Uuid>, PathRejection>,
-) -> Response {
-    record(&s, &c, MemoryType::Episode, parsed!(path(id))).await
+    let id = parsed!(path(id));
+    answer(s.engine.record_for_dashboard(&c, memory_type, id).await)
 }
 
 pub async fn activity(
@@ -238,128 +223,47 @@ pub async fn edit_rule(
     answer(s.engine.edit_rule(&c, id, edit, meta.lineage()).await)
 }
 
-async fn forget(
-    s: &AppState,
-    c: &Caller,
-    meta: &RequestMeta,
-    memory_type: MemoryType,
+pub async fn forget(
+    State(s): Api,
+    Extension(c): Key,
+    Extension(meta): Meta,
+    Extension(memory_type): Kind,
     id: Result<Path<Uuid>, PathRejection>,
     q: Result<Query<ForgetQuery>, QueryRejection>,
 ) -> Response {
     let (id, q) = (parsed!(path(id)), parsed!(query(q)));
     answer(
         s.engine
-            .forget_for_dashboard(c, memory_type, id, q.reason, meta.lineage())
+            .forget_for_dashboard(&c, memory_type, id, q.reason, meta.lineage())
             .await
             .map(|done| done.record),
     )
 }
 
-pub async fn forget_fact(
+pub async fn restore(
     State(s): Api,
     Extension(c): Key,
     Extension(meta): Meta,
-    id: Result<Path<Uuid>, PathRejection>,
-    q: Result<Query<ForgetQuery>, QueryRejection>,
-) -> Response {
-    forget(&s, &c, &meta, MemoryType::Fact, id, q).await
-}
-
-pub async fn forget_rule(
-    State(s): Api,
-    Extension(c): Key,
-    Extension(meta): Meta,
-    id: Result<Path<Uuid>, PathRejection>,
-    q: Result<Query<ForgetQuery>, QueryRejection>,
-) -> Response {
-    forget(&s, &c, &meta, MemoryType::Rule, id, q).await
-}
-
-pub async fn forget_episode(
-    State(s): Api,
-    Extension(c): Key,
-    Extension(meta): Meta,
-    id: Result<Path<Uuid>, PathRejection>,
-    q: Result<Query<ForgetQuery>, QueryRejection>,
-) -> Response {
-    forget(&s, &c, &meta, MemoryType::Episode, id, q).await
-}
-
-async fn restore(
-    s: &AppState,
-    c: &Caller,
-    meta: &RequestMeta,
-    memory_type: MemoryType,
+    Extension(memory_type): Kind,
     id: Result<Path<Uuid>, PathRejection>,
 ) -> Response {
     let id = parsed!(path(id));
     answer(
         s.engine
-            .restore(c, memory_type, id, meta.lineage())
+            .restore(&c, memory_type, id, meta.lineage())
             .await
             .map(|done| done.record),
     )
 }
 
-pub async fn restore_fact(
+pub async fn provenance(
     State(s): Api,
     Extension(c): Key,
-    Extension(meta): Meta,
-    id: Result<Path<Uuid>, PathRejection>,
-) -> Response {
-    restore(&s, &c, &meta, MemoryType::Fact, id).await
-}
-
-pub async fn restore_rule(
-    State(s): Api,
-    Extension(c): Key,
-    Extension(meta): Meta,
-    id: Result<Path<Uuid>, PathRejection>,
-) -> Response {
-    restore(&s, &c, &meta, MemoryType::Rule, id).await
-}
-
-pub async fn restore_episode(
-    State(s): Api,
-    Extension(c): Key,
-    Extension(meta): Meta,
-    id: Result<Path<Uuid>, PathRejection>,
-) -> Response {
-    restore(&s, &c, &meta, MemoryType::Episode, id).await
-}
-
-async fn provenance(
-    s: &AppState,
-    c: &Caller,
-    memory_type: MemoryType,
+    Extension(memory_type): Kind,
     id: Result<Path<Uuid>, PathRejection>,
 ) -> Response {
     let id = parsed!(path(id));
-    answer(s.engine.provenance(c, memory_type, id).await)
-}
-
-pub async fn fact_provenance(
-    State(s): Api,
-    Extension(c): Key,
-    id: Result<Path<Uuid>, PathRejection>,
-) -> Response {
-    provenance(&s, &c, MemoryType::Fact, id).await
-}
-
-pub async fn rule_provenance(
-    State(s): Api,
-    Extension(c): Key,
-    id: Result<Path<Uuid>, PathRejection>,
-) -> Response {
-    provenance(&s, &c, MemoryType::Rule, id).await
-}
-
-pub async fn episode_provenance(
-    State(s): Api,
-    Extension(c): Key,
-    id: Result<Path<Uuid>, PathRejection>,
-) -> Response {
-    provenance(&s, &c, MemoryType::Episode, id).await
+    answer(s.engine.provenance(&c, memory_type, id).await)
 }
 
 pub async fn applications(

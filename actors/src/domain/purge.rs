@@ -17,7 +17,7 @@ use sha2::Sha256;
 use uuid::Uuid;
 
 use super::memory_type::MemoryType;
-use super::text::{Limits, check_reason};
+use super::text::{Limits, check_required_reason};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// What a purge erases.
@@ -228,14 +228,7 @@ impl Purge {
 /// A purge's reason, checked: required (it is recorded with every purged record's event)
 /// and bounded like every reason.
 pub fn purge_reason(reason: String, limits: &Limits) -> MemoryResult<String> {
-    check_reason("reason", Some(reason), limits)?
-        .filter(|r| !r.trim().is_empty())
-        .ok_or_else(|| {
-            MemoryError::new(
-                ErrorCode::EmptyValue,
-                "a purge needs a `reason`, for the audit",
-            )
-        })
+    check_required_reason(reason, limits, "a purge, for the audit,")
 }
 
 /// Most records a purge's answer lists.

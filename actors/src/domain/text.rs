@@ -90,6 +90,14 @@ pub fn check_reason(
     Ok(reason)
 }
 
+/// Checks a reason that must be given (a purge, a decision about a rule: `what`), else
+/// `empty_value`; otherwise as [`check_reason`].
+pub fn check_required_reason(reason: String, limits: &Limits, what: &str) -> MemoryResult<String> {
+    check_reason("reason", Some(reason), limits)?
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| MemoryError::new(ErrorCode::EmptyValue, format!("{what} needs a `reason`")))
+}
+
 /// Checks a request id, session id or similar opaque identifier.
 pub fn check_identifier_text(field: &str, value: &str) -> MemoryResult<()> {
     if value.trim().is_empty() {

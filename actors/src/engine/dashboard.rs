@@ -28,7 +28,7 @@ use crate::domain::request_context::Lineage;
 use crate::domain::rule::Rule;
 use crate::domain::rule::RuleInput;
 use crate::domain::search::{SearchInput, SearchOutcome};
-use crate::domain::text::{check_name, check_reason, normalize_key};
+use crate::domain::text::{check_name, check_required_reason, normalize_key};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 impl Engine {
@@ -221,14 +221,8 @@ impl Engine {
     ) -> MemoryResult<Rule> {
         self.services.database.check()?;
         caller.require_admin()?;
-        let reason = check_reason("reason", Some(reason), &self.services.config.limits)?
-            .filter(|r| !r.trim().is_empty())
-            .ok_or_else(|| {
-                MemoryError::new(
-                    ErrorCode::EmptyValue,
-                    "a decision about a rule needs a `reason`",
-                )
-            })?;
+        let limits = &self.services.config.limits;
+        let reason = check_required_reason(reason, limits, "a decision about a rule")?;
         let (owner, _) = self.owner_of(caller, None, MemoryType::Rule, id).await?;
         let author = Author::new(caller.actor(), lineage);
         let rule = self
@@ -271,22 +265,9 @@ impl Engine {
         lineage: Lineage,
     ) -> MemoryResult<StoredFact> {
         caller.require_admin()?;
-        let MemoryRecord::Fact(old) = self
-            .look_up(caller, MemoryType::Fact, id, None)
-            .await?
-            .record
-        else {
+        let MemoryRecord::Fact(old) = self.editable(caller, MemoryType::Fact, id).await? else {
             return Err(MemoryError::internal("a fact lookup answered another type"));
         };
-        if !old.validity.is_live() {
-            return Err(MemoryError::new(
-                ErrorCode::NotLive,
-                format!(
-                    "fact {id} is {}: only a live fact can be edited",
-                    old.validity
-                ),
-            ));
-        }
         let input = FactInput {
             subject: old.subject,
             predicate: old.predicate,
@@ -314,22 +295,9 @@ impl Engine {
         lineage: Lineage,
     ) -> MemoryResult<Rule> {
         caller.require_admin()?;
-        let MemoryRecord::Rule(old) = self
-            .look_up(caller, MemoryType::Rule, id, None)
-            .await?
-            .record
-        else {
+        let MemoryRecord::Rule(old) = self.editable(caller, MemoryType::Rule, id).await? else {
             return Err(MemoryError::internal("a rule lookup answered another type"));
         };
-        if !old.validity.is_live() {
-            return Err(MemoryError::new(
-                ErrorCode::NotLive,
-                format!(
-                    "rule {id} is {}: only a live rule can be edited",
-                    old.validity
-                ),
-            ));
-        }
         let input = RuleInput {
             content: edit.content,
             scope: Some(old.scope),
@@ -360,6 +328,32 @@ impl Engine {
         )
         .await?;
         Ok(new)
+    }
+
+    /// A live fact or rule the caller may see, to edit (history is not edited: `not_live`).
+    async fn editable(
+        &self,
+        caller: &Caller,
+        memory_type: MemoryType,
+        id: Uuid,
+    ) -> MemoryResult<MemoryRecord> {
+        let record = self.look_up(caller, memory_type, id, None).await?.record;
+        let validity = match &record {
+            MemoryRecord::Fact(f) => f.validity,
+            MemoryRecord::Rule(r) => r.validity,
+            MemoryRecord::Episode(_) => {
+                return Err(MemoryError::internal("episodes are not edited"));
+            }
+        };
+        if !validity.is_live() {
+            return Err(MemoryError::new(
+                ErrorCode::NotLive,
+                format!(
+                    "{memory_type} {id} is {validity}: only a live {memory_type} can be edited"
+                ),
+            ));
+        }
+        Ok(record)
     }
 
     /// `DELETE /api/memory/{type}/{id}` (admin): `memory_forget`, reversible.
