@@ -8,8 +8,8 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
+use crate::binary::{Service, run_cli as cli, write_config};
 use crate::helpers::*;
-use crate::process::{Service, run_cli as cli, write_config};
 
 fn succeeded(out: &Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::binary::{run_cli, write_config};
 use crate::events::replay;
 use crate::helpers::*;
-use crate::process::{run_cli, write_config};
 
 fn id(v: &Value) -> String {
     v["id"].as_str().unwrap().to_owned()

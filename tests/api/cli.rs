@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::process::run_cli as run;
+use crate::binary::run_cli as run;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

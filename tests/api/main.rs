@@ -4,6 +4,7 @@
 mod auditor;
 mod auth_and_tenancy;
 mod backup;
+mod binary;
 mod bundle;
 mod bursty_writes;
 mod butler_client;
@@ -28,6 +29,7 @@ mod redaction;
 mod reembedding;
 mod request_ids;
 mod rest;
+mod rest_writes;
 mod retrieval;
 mod startup;
 mod store_tools;

@@ -472,10 +472,10 @@ async fn a_purge_also_runs_over_rest_and_from_the_command_line() {
 
     // From the command line, on the same database: candidates first, then the confirmed.
     let dir = tempfile::tempdir().unwrap();
-    let config = crate::process::write_config(dir.path(), "");
+    let config = crate::binary::write_config(dir.path(), "");
     let (url, _) = app.database();
     let cli = |args: &[&str]| {
-        crate::process::run_cli(&config, args, &[("BUTLER_MEMORY_DATABASE_URL", &url)])
+        crate::binary::run_cli(&config, args, &[("BUTLER_MEMORY_DATABASE_URL", &url)])
     };
     let listed = cli(&[
         "purge",

@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
+use crate::binary::{Service, write_config};
 use crate::helpers::*;
-use crate::process::{Service, write_config};
 
 const CARD: &str = "4111 1111 1111 1111";
 const AWS_KEY: &str = "AKIAIOSFODNN7EXAMPLE";

@@ -15,8 +15,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use prost::Message;
 use serde_json::json;
 
+use crate::binary::{Service, write_config};
 use crate::helpers::*;
-use crate::process::{Service, write_config};
 
 /// One received span: its name, trace, parent and attributes (as text).
 #[derive(Debug, Clone)]
