@@ -32,8 +32,10 @@ pub async fn export(
     output: &Path,
 ) -> Result<String, CommandError> {
     check_name("tenant", options.tenant)?;
+    // Encrypted facts are opened into the bundle (their owner's data, readable).
+    let vault = config.vault().map_err(CommandError::Config)?;
     let target = DatabaseTarget::open(config, true).await?;
-    let store = Store::open(target.options.clone(), &config.edge.database);
+    let store = Store::open(target.options.clone(), &config.edge.database).with_vault(vault);
     let written = async {
         let mut exporter = store
             .exporter(
@@ -79,8 +81,10 @@ pub async fn import(
         .collect::<Result<_, _>>()
         .map_err(file_error(input))?;
     let (header, rows) = parse_bundle(lines.iter().map(String::as_str))?;
+    // High-risk facts are sealed on the way in, by this database's policy and keys.
+    let vault = config.vault().map_err(CommandError::Config)?;
     let target = DatabaseTarget::open(config, false).await?;
-    let store = Store::open(target.options.clone(), &config.edge.database);
+    let store = Store::open(target.options.clone(), &config.edge.database).with_vault(vault);
     let embedder = &config.engine.embedder;
     let running = EmbeddingModel {
         model: embedder.model_name.clone(),

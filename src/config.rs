@@ -15,7 +15,9 @@ mod secret;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use butler_memory_actors::{DatabaseConfig, EmbeddedPostgresConfig, EngineConfig};
+use butler_memory_actors::{
+    DatabaseConfig, EmbeddedPostgresConfig, EncryptionConfig, EngineConfig, MIN_SECRET_CHARS, Vault,
+};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use figment::value::Dict;
@@ -125,6 +127,45 @@ impl Config {
             key if !key.is_empty() => Ok(key.clone()),
             _ => key_in_file(&self.edge.data_dir.join("audit.key"), "", MIN_KEY_CHARS),
         }
+    }
+
+    /// `[encryption]` with the master key's secret in place: configured, or read from
+    /// `master_key_file`, or from `data_dir/master.key` — made there once, when a predicate or
+    /// scope is named and no key is given (an existing key file is never overwritten).
+    pub fn encryption(&self) -> std::io::Result<EncryptionConfig> {
+        let mut encryption = self.engine.encryption.clone();
+        if !encryption.master_key.is_empty() {
+            return Ok(encryption);
+        }
+        let generated = self.edge.data_dir.join("master.key");
+        let file = match &encryption.master_key_file {
+            named if !named.as_os_str().is_empty() => named.clone(),
+            _ if generated.exists() || encryption.seals_any() => generated,
+            _ => return Ok(encryption),
+        };
+        if !file.exists() {
+            tracing::warn!(path = %file.display(), "no master key is configured: one was generated; keep a copy apart from the database");
+            encryption.master_key = key_in_file(&file, "", MIN_SECRET_CHARS)?;
+            return Ok(encryption);
+        }
+        let secret = std::fs::read_to_string(&file)?.trim().to_owned();
+        if secret.chars().count() < MIN_SECRET_CHARS {
+            return Err(std::io::Error::other(format!(
+                "{} holds fewer than {MIN_SECRET_CHARS} characters",
+                file.display()
+            )));
+        }
+        encryption.master_key = secret;
+        Ok(encryption)
+    }
+
+    /// The vault of `[encryption]` (master key in place), for commands that read or write
+    /// facts straight in the database.
+    pub fn vault(&self) -> Result<std::sync::Arc<Vault>, String> {
+        let encryption = self
+            .encryption()
+            .map_err(|e| format!("encryption: reading the master key: {e}"))?;
+        encryption.vault().map(std::sync::Arc::new)
     }
 
     /// Defaults, then `file`, then the environment.

@@ -21,6 +21,8 @@ pub enum CommandError {
     Target(#[from] TargetError),
     #[error("{0}")]
     Memory(#[from] butler_memory_actors::MemoryError),
+    #[error("{0}")]
+    Config(String),
     #[error("{path}: {source}")]
     File {
         path: String,

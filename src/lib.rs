@@ -12,6 +12,7 @@ pub mod database_watch;
 pub mod http;
 pub mod mcp;
 pub mod purge_command;
+pub mod rotate_keys;
 pub mod startup;
 pub mod stdio;
 pub mod telemetry;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use butler_memory::config::Config;
 use butler_memory::startup::{Application, migrate};
 use butler_memory::telemetry;
-use butler_memory::{backup, bundle_files, purge_command};
+use butler_memory::{backup, bundle_files, purge_command, rotate_keys};
 use butler_memory_actors::{MemoryType, PurgeTarget};
 use clap::{Parser, Subcommand};
 
@@ -117,6 +117,15 @@ enum Command {
         /// List what would be purged, and purge nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Rotate the encryption keys: re-wrap every data key under the current master key
+    /// (set encryption.master_key to the new one and list the old one in
+    /// encryption.previous_master_keys), then give each tenant a new data key and re-seal its
+    /// encrypted facts under it. May run beside the service.
+    RotateKeys {
+        /// Only re-wrap the data keys (no new data keys, no fact re-sealed).
+        #[arg(long)]
+        rewrap_only: bool,
     },
     /// Replace the database with a backup, then apply newer migrations. The service must
     /// be stopped; a database holding memories is refused without --force.
@@ -245,6 +254,10 @@ fn main() -> ExitCode {
                 let purged =
                     purge_command::purge(&config, &tenant, target, reason, dry_run).await?;
                 println!("{}", serde_json::to_string_pretty(&purged)?);
+            }
+            Command::RotateKeys { rewrap_only } => {
+                let report = rotate_keys::rotate_keys(&config, rewrap_only).await?;
+                println!("{}", serde_json::to_string_pretty(&report)?);
             }
             Command::Restore { input, force } => {
                 println!("{}", backup::restore(&config, &input, force).await?);

@@ -56,6 +56,11 @@ pub enum StartupError {
         #[source]
         source: std::io::Error,
     },
+    #[error("encryption: reading or creating the master key: {source}")]
+    MasterKey {
+        #[source]
+        source: std::io::Error,
+    },
     #[error("creating the audit key in {path}: {source}")]
     AuditKey {
         path: PathBuf,
@@ -108,6 +113,9 @@ fn engine_config(config: &Config) -> Result<EngineConfig, StartupError> {
             path: config.edge.data_dir.join("audit.key"),
             source,
         })?;
+    engine.encryption = config
+        .encryption()
+        .map_err(|source| StartupError::MasterKey { source })?;
     Ok(engine)
 }
 

@@ -22,6 +22,7 @@ use crate::domain::scoring::{MaturityWeights, ScoreWeights};
 use crate::domain::search::{Fusion, SearchMode};
 use crate::domain::text::Limits;
 use crate::embedder::EmbedderConfig;
+use crate::vault::{MIN_SECRET_CHARS, MasterKey, SealedNames, Vault};
 
 /// Everything the engine needs: the engine's sections of the configuration file. Keys of
 /// the file that are not the engine's (`listen`, `[mcp]`, ...) are the edge's, and ignored
@@ -41,6 +42,57 @@ pub struct EngineConfig {
     pub consolidation: ConsolidationConfig,
     pub redaction: RedactionConfig,
     pub privacy: PrivacyConfig,
+    pub encryption: EncryptionConfig,
+}
+
+/// `[encryption]`: high-risk facts stored encrypted (`vault.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncryptionConfig {
+    /// Predicates whose facts are sealed: exact names or prefixes ending in `*`.
+    pub predicates: Vec<String>,
+    /// Scopes whose facts are sealed.
+    pub scopes: Vec<String>,
+    /// The secret the master key is derived from (at least 32 characters). The edge fills
+    /// it from `master_key_file`, or from a key file in `data_dir`, when it is empty.
+    pub master_key: String,
+    /// A file holding the master key's secret (empty: none).
+    pub master_key_file: PathBuf,
+    /// Earlier master keys' secrets: they unwrap data keys until `rotate-keys` re-wraps them.
+    pub previous_master_keys: Vec<String>,
+    /// A tenant's predicates and scopes, sealed on top of the global ones.
+    pub tenants: BTreeMap<String, SealedNames>,
+}
+
+impl EncryptionConfig {
+    /// The vault of this policy and these keys, or what is wrong with them.
+    pub fn vault(&self) -> Result<Vault, String> {
+        let secrets: Vec<String> = std::iter::once(&self.master_key)
+            .chain(&self.previous_master_keys)
+            .cloned()
+            .collect();
+        self.vault_with_secrets(&secrets)
+    }
+
+    /// The vault of this policy with the master keys of `secrets` (current first).
+    fn vault_with_secrets(&self, secrets: &[String]) -> Result<Vault, String> {
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        let names = SealedNames {
+            predicates: self.predicates.clone(),
+            scopes: self.scopes.clone(),
+        };
+        Vault::from_config(names, self.tenants.clone(), &secrets)
+    }
+
+    /// Whether any fact can be sealed.
+    pub fn seals_any(&self) -> bool {
+        !self.predicates.is_empty()
+            || !self.scopes.is_empty()
+            || self
+                .tenants
+                .values()
+                .any(|t| !t.predicates.is_empty() || !t.scopes.is_empty())
+    }
 }
 
 /// `[privacy]`: erasure (`domain/purge.rs`).
@@ -325,6 +377,21 @@ impl EngineConfig {
             } else {
                 format!("redaction: {why}")
             });
+        }
+        // The master key itself may still come from a key file (the edge reads it later).
+        if let Err(why) = self
+            .encryption
+            .vault_with_secrets(&["x".repeat(MIN_SECRET_CHARS)])
+        {
+            out.push(why);
+        }
+        for secret in std::iter::once(&self.encryption.master_key)
+            .chain(&self.encryption.previous_master_keys)
+            .filter(|s| !s.is_empty())
+        {
+            if let Err(why) = MasterKey::derive(secret) {
+                out.push(format!("encryption: {why}"));
+            }
         }
         let mut check = |ok: bool, key: &str, why: &str| {
             if !ok {

@@ -32,6 +32,7 @@ pub mod result_quality;
 pub mod rule;
 pub mod rule_evidence;
 pub mod scoring;
+pub mod sealed_bytes;
 pub mod search;
 pub mod shard_key;
 pub mod stats;

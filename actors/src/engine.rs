@@ -58,6 +58,8 @@ pub enum EngineStartError {
     Tree(#[source] ractor::SpawnErr),
     #[error("{0}")]
     Redaction(String),
+    #[error("{0}")]
+    Encryption(String),
     #[error("privacy.audit_key: at least 16 characters are needed")]
     AuditKey,
 }
@@ -117,6 +119,11 @@ impl Engine {
         })?;
         let extractor =
             Extractor::from_config(&config.consolidation).map_err(EngineStartError::Extractor)?;
+        let vault = config
+            .encryption
+            .vault()
+            .map_err(EngineStartError::Encryption)?;
+        let store = store.with_vault(Arc::new(vault));
         let reader_runtime = ReaderRuntime::start(config.retrieval.threads.get(), &store)
             .map_err(EngineStartError::ReaderRuntime)?;
         open_connections(&store, &reader_runtime).await;

@@ -12,6 +12,7 @@
 //! consolidation/ the extractors (heuristic, OpenAI-compatible LLM client)
 //! domain/        validated types, states, answers and pure rules (no IO)
 //! store/         every SQL statement, the pools, the embedded PostgreSQL
+//! vault/         encrypted high-risk facts: the policy, master and data keys
 //! embedder/      every line of ONNX Runtime, behind a trait
 //! ```
 
@@ -27,6 +28,7 @@ mod error;
 mod read_path;
 mod services;
 mod store;
+mod vault;
 mod write_path;
 
 /// The `tracing` target of the spans meant for trace export (the edge exports them with
@@ -44,8 +46,9 @@ pub use services::DatabaseHealth;
 
 // Configuration: the engine's sections, reused by the edge's configuration.
 pub use config::{
-    ConsolidationConfig, ContextConfig, EngineConfig, EpisodesConfig, ExtractorKind, FactsConfig,
-    IndexerConfig, LifecycleConfig, LlmConfig, RetrievalConfig, ShardsConfig, WritesConfig,
+    ConsolidationConfig, ContextConfig, EncryptionConfig, EngineConfig, EpisodesConfig,
+    ExtractorKind, FactsConfig, IndexerConfig, LifecycleConfig, LlmConfig, RetrievalConfig,
+    ShardsConfig, WritesConfig,
 };
 pub use domain::cron::CronSchedule;
 pub use domain::rule_evidence::{AntiPatternTrigger, Promotion, RuleThresholds};
@@ -55,7 +58,9 @@ pub use embedder::{DIMENSIONS, EmbedError, EmbedderConfig};
 pub use store::embedded_postgres::{
     EmbeddedPostgres, EmbeddedPostgresConfig, EmbeddedPostgresError,
 };
+pub use store::key_rotation::RotationReport;
 pub use store::{AppliedMigration, DatabaseConfig, Store, StoreStartError};
+pub use vault::{MIN_SECRET_CHARS, Vault};
 
 // Errors.
 pub use error::{ErrorClass, ErrorCode, MemoryError, MemoryResult};

@@ -8,6 +8,7 @@ pub mod bundle;
 pub mod columns;
 pub mod consolidation;
 pub mod consolidation_queue;
+pub mod data_keys;
 pub mod decay_sweep;
 pub mod embedded_postgres;
 pub mod embedding_backlog;
@@ -19,6 +20,7 @@ pub mod facts;
 pub mod feedback;
 pub mod forgetting;
 pub mod governance;
+pub mod key_rotation;
 pub mod lifecycle_locks;
 pub mod lifecycle_runs;
 pub mod links;
@@ -28,9 +30,11 @@ pub mod records;
 pub mod references;
 pub mod relation_sizes;
 pub mod rules;
+pub mod sealing;
 pub mod search;
 pub mod stats;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::try_join_all;
@@ -38,6 +42,7 @@ use serde::Deserialize;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::error::{MemoryError, MemoryResult};
+use crate::vault::Vault;
 
 /// The migrations under `migrations/`, compiled into the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
@@ -117,6 +122,8 @@ pub struct Store {
     /// How `pool` connects, for a read pool of another runtime (`with_reads_here`).
     read_options: PgPoolOptions,
     connect: PgConnectOptions,
+    /// Seals high-risk facts on their way in and opens them on their way out.
+    vault: Arc<Vault>,
 }
 
 impl Store {
@@ -162,6 +169,7 @@ impl Store {
             writer,
             read_options,
             connect: options,
+            vault: Arc::new(Vault::none()),
         }
     }
 
@@ -178,7 +186,19 @@ impl Store {
             writer: self.writer.clone(),
             read_options: self.read_options.clone(),
             connect: self.connect.clone(),
+            vault: self.vault.clone(),
         }
+    }
+
+    /// This store, sealing and opening high-risk facts with `vault` (its clones too).
+    pub fn with_vault(mut self, vault: Arc<Vault>) -> Store {
+        self.vault = vault;
+        self
+    }
+
+    /// The vault of high-risk facts.
+    pub fn vault(&self) -> &Vault {
+        &self.vault
     }
 
     /// Opens the write pool's connections and the read pool's `min_connections` now, for

@@ -7,7 +7,14 @@ use figment::value::{Dict, Value};
 use super::ConfigError;
 
 /// Keys whose values are secrets wherever they appear.
-const SECRET_KEYS: &[&str] = &["key", "api_key", "hash_key", "audit_key"];
+const SECRET_KEYS: &[&str] = &[
+    "key",
+    "api_key",
+    "hash_key",
+    "audit_key",
+    "master_key",
+    "previous_master_keys",
+];
 
 /// `given` as TOML, secrets redacted.
 pub(super) fn render(mut given: Dict) -> Result<String, ConfigError> {
@@ -19,10 +26,18 @@ pub(super) fn render(mut given: Dict) -> Result<String, ConfigError> {
 fn redact(dict: &mut Dict) {
     for (key, value) in dict.iter_mut() {
         if SECRET_KEYS.contains(&key.as_str()) {
-            if let Value::String(tag, text) = value
-                && !text.is_empty()
-            {
-                *value = Value::String(*tag, "<redacted>".into());
+            match value {
+                Value::String(tag, text) if !text.is_empty() => {
+                    *value = Value::String(*tag, "<redacted>".into());
+                }
+                Value::Array(_, items) => {
+                    for item in items {
+                        if let Value::String(tag, _) = item {
+                            *item = Value::String(*tag, "<redacted>".into());
+                        }
+                    }
+                }
+                _ => {}
             }
         } else if key == "headers" {
             if let Value::Dict(_, headers) = value {

@@ -99,7 +99,7 @@ async fn answers(client: &McpClient, ids: &[(&str, String)]) -> Vec<Value> {
     out
 }
 
-async fn export(app: &TestApp, key: &str, query: &str) -> reqwest::Response {
+pub(crate) async fn export(app: &TestApp, key: &str, query: &str) -> reqwest::Response {
     reqwest::Client::new()
         .get(app.url(&format!("/admin/export{query}")))
         .header("Authorization", format!("Bearer {key}"))
@@ -108,7 +108,7 @@ async fn export(app: &TestApp, key: &str, query: &str) -> reqwest::Response {
         .unwrap()
 }
 
-async fn import(app: &TestApp, key: &str, body: String) -> (u16, Value) {
+pub(crate) async fn import(app: &TestApp, key: &str, body: String) -> (u16, Value) {
     let response = reqwest::Client::new()
         .post(app.url("/admin/import"))
         .header("Authorization", format!("Bearer {key}"))

@@ -14,6 +14,7 @@ mod consolidation;
 mod context;
 mod decay_and_maturity;
 mod embedding;
+mod encryption;
 mod events;
 mod forgetting;
 mod helpers;

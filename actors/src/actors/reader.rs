@@ -254,7 +254,7 @@ impl ReaderState {
             };
             caller.may_read(butler, scope, owner)
         });
-        let Some(record) = visible else {
+        let Some(mut record) = visible else {
             // Out of reach looks exactly like absent; a probe across tenants is logged.
             if store
                 .exists_elsewhere(&caller.tenant_id, memory_type, id)
@@ -267,6 +267,7 @@ impl ReaderState {
             }
             return Err(MemoryError::not_found(memory_type, id));
         };
+        store.open_record(&mut record).await?;
         let links = store.links(&caller.tenant_id, memory_type, id).await?;
         Ok(RecordWithLinks { record, links })
     }

@@ -51,6 +51,18 @@ pub struct Fact {
     pub metadata: Value,
     pub embedding_model: Option<String>,
     pub request_id: Option<String>,
+    /// The version of its tenant's data key that seals it at rest (a high-risk fact,
+    /// `[encryption]`); absent when it is stored in the clear.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_version: Option<i32>,
+    /// Its content and metadata sealed, until it is opened for a caller: only the audit
+    /// stream carries it (base64), never an answer.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::sealed_bytes::serialize"
+    )]
+    #[schemars(skip)]
+    pub sealed: Option<Vec<u8>>,
 }
 
 impl Fact {

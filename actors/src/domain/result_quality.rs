@@ -71,6 +71,9 @@ mod tests {
                 session_id: session.map(str::to_owned),
                 metadata: Value::Null,
                 signal: 0.5,
+                tenant_id: None,
+                key_version: None,
+                sealed: None,
             },
             score: 0.5,
             scores: ComponentScores {

@@ -363,6 +363,9 @@ mod tests {
             session_id: None,
             metadata: serde_json::json!({}),
             signal,
+            tenant_id: None,
+            key_version: None,
+            sealed: None,
         }
     }
 

@@ -101,6 +101,14 @@ pub struct Candidate {
     pub metadata: Value,
     /// Cosine similarity (semantic list) or full-text rank (keyword list).
     pub signal: f64,
+    /// A sealed fact's tenant, data key version and ciphertext (`vault.rs`), until the
+    /// store opens it; only fact candidates have them.
+    #[sqlx(default)]
+    pub tenant_id: Option<String>,
+    #[sqlx(default)]
+    pub key_version: Option<i32>,
+    #[sqlx(default)]
+    pub sealed: Option<Vec<u8>>,
 }
 
 impl Candidate {

@@ -131,7 +131,7 @@ impl Engine {
             };
             caller.may_read(acting, scope, owner)
         };
-        let (versions, source) = match &record.record {
+        let (mut versions, source) = match &record.record {
             // A fact's versions share its key, scope included: what it may see.
             MemoryRecord::Fact(f) => (
                 store.fact_versions(tenant, id, now).await?,
@@ -151,7 +151,7 @@ impl Engine {
                 }),
             None => None,
         };
-        let derived = match memory_type {
+        let mut derived: Vec<MemoryRecord> = match memory_type {
             MemoryType::Episode => store
                 .derived_from(tenant, id, now)
                 .await?
@@ -160,6 +160,11 @@ impl Engine {
                 .collect(),
             _ => Vec::new(),
         };
+        // Opened once what the caller may see is settled (the audit events stay sealed).
+        store.open_facts(&mut versions).await?;
+        for record in &mut derived {
+            store.open_record(record).await?;
+        }
         let events = store.events_for(tenant, id).await?;
         Ok(Provenance {
             record,

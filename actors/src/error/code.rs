@@ -115,6 +115,7 @@ error_codes! {
     NotForgotten => ("not_forgotten", Integrity, "`memory_restore` of a memory that is not retracted (or has no tombstone)"),
     NoSuchTransition => ("no_such_transition", Integrity, "a rule decision its state does not allow: promoting a proven rule, demoting a candidate, moving an anti-pattern, disabling a disabled rule, enabling an enabled one"),
     NewerFact => ("newer_fact", Integrity, "`memory_restore` of a fact whose scope, subject and predicate a newer live fact holds"),
+    SealedUnreadable => ("sealed_unreadable", Integrity, "an encrypted fact that cannot be opened: its data key was wrapped by a master key this service does not have, or the key or the ciphertext does not authenticate; nothing is returned in its place"),
     // internal: a bug.
     Internal => ("internal", Internal, "a bug: the service could not complete the request"),
 }

@@ -24,6 +24,7 @@ use crate::domain::record::MemoryRecord;
 use crate::domain::request_context::Lineage;
 use crate::domain::rule::Rule;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::vault::{Opened, SEALED_CONTENT, Vault};
 
 use super::columns::{episode_columns, fact_columns, rule_columns};
 use super::{Store, events};
@@ -42,7 +43,12 @@ fn row_json(table: &str, embeddings: bool) -> String {
     };
     let generated = match table {
         "episodes" => "- 'search_vector' - 'consolidated' - 'embedding' - 'embedding_version_id'",
-        "facts" | "rules" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
+        "facts" => {
+            "- 'search_vector' - 'embedding' - 'embedding_version_id' - 'sealed'
+             || CASE WHEN t.sealed IS NULL THEN '{}'::jsonb
+                     ELSE jsonb_build_object('sealed', replace(encode(t.sealed, 'base64'), E'\\n', '')) END"
+        }
+        "rules" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
         _ => "",
     };
     format!("(to_jsonb(t) {generated}) {embedding}")
@@ -171,6 +177,10 @@ impl Exporter {
             .fetch_all(self.store.pool())
             .await?;
         let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
+        let mut rows = rows;
+        for (_, row) in &mut rows {
+            self.store.open_row(row).await?;
+        }
         let mut lines: Vec<Value> = rows
             .into_iter()
             .map(|(_, row)| json!({"kind": kind, "row": row}))
@@ -291,6 +301,14 @@ async fn insert_row(
     Ok(written.rows_affected() == 1)
 }
 
+/// Who imports, when, and the vault that seals what this database's policy names.
+#[derive(Clone, Copy)]
+struct Importer<'a> {
+    now: DateTime<Utc>,
+    actor: &'a str,
+    vault: &'a Vault,
+}
+
 /// Imports bundle rows into `tenant_id` in one transaction: ids kept, or remapped when the
 /// bundle is another tenant's; rows already there skipped; embeddings kept only when they
 /// are `model`'s (the running model, whose version id is `model_version`), otherwise left
@@ -302,9 +320,9 @@ async fn import(
     header: &BundleHeader,
     rows: Vec<BundleRow>,
     running_model: Option<(&EmbeddingModel, i16)>,
-    now: DateTime<Utc>,
-    actor: &str,
+    by: &Importer<'_>,
 ) -> MemoryResult<ImportReport> {
+    let Importer { now, actor, vault } = *by;
     sqlx::query("SET LOCAL statement_timeout = '10min'")
         .execute(&mut *conn)
         .await?;
@@ -340,6 +358,9 @@ async fn import(
                 // embedding is this database's, set below, never the bundle's say.
                 fields.remove("consolidation_job_id");
                 fields.remove("embedding_version_id");
+                // Sealing is this database's decision, under its keys, never the bundle's.
+                fields.remove("key_version");
+                fields.remove("sealed");
                 match (fields.contains_key("embedding"), keep_embeddings) {
                     (true, Some(version)) => {
                         fields.insert("embedding_version_id".into(), json!(version));
@@ -364,11 +385,16 @@ async fn import(
             }
             RowKind::Link | RowKind::RuleApplication => {}
         }
+        if kind == RowKind::Fact {
+            seal_row(conn, vault, &mut row).await?;
+        }
         if insert_row(conn, &columns, kind, &row).await? {
             report.imported.add(kind, 1);
             if matches!(kind, RowKind::Episode | RowKind::Fact | RowKind::Rule) {
                 let id = row["id"].as_str().unwrap_or_default().to_owned();
-                if keep_embeddings.is_none() || row.get("embedding").is_none() {
+                if (keep_embeddings.is_none() || row.get("embedding").is_none())
+                    && row.get("sealed").is_none()
+                {
                     report.to_embed += 1;
                 }
                 imported.push((kind, id.parse().map_err(|_| invalid_row(kind, "id"))?));
@@ -391,6 +417,32 @@ async fn import(
     }
     append_imported_events(conn, tenant_id, header, &imported, now, actor).await?;
     Ok(report)
+}
+
+/// A fact row sealed in place (placeholder content, no metadata, no embedding) when this
+/// database's policy names its scope or predicate.
+async fn seal_row(conn: &mut PgConnection, vault: &Vault, row: &mut Value) -> MemoryResult<()> {
+    let text = |field: &str| row.get(field).and_then(Value::as_str).unwrap_or_default();
+    if !vault.seals(text("tenant_id"), text("scope"), text("predicate")) {
+        return Ok(());
+    }
+    let id: Uuid = text("id")
+        .parse()
+        .map_err(|_| invalid_row(RowKind::Fact, "id"))?;
+    let opened = Opened {
+        content: text("content").to_owned(),
+        metadata: row.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    };
+    let sealed = vault.seal(conn, text("tenant_id"), id, &opened).await?;
+    let fields = row.as_object_mut().expect("rows are objects (parse_row)");
+    fields.insert("content".into(), json!(SEALED_CONTENT));
+    fields.insert("metadata".into(), json!({}));
+    fields.insert("key_version".into(), json!(sealed.key_version));
+    // bytea's text form, which jsonb_populate_record reads.
+    let hex: String = sealed.bytes.iter().map(|b| format!("{b:02x}")).collect();
+    fields.insert("sealed".into(), json!(format!("\\x{hex}")));
+    fields.remove("embedding");
+    Ok(())
 }
 
 /// The records of one table among `ids`, read as the engine reads them (`select` is the
@@ -520,8 +572,11 @@ impl Store {
             header,
             rows,
             version.map(|v| (running_model, v)),
-            now,
-            actor,
+            &Importer {
+                now,
+                actor,
+                vault: self.vault(),
+            },
         )
         .await?;
         tx.commit().await?;

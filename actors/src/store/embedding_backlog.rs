@@ -65,9 +65,10 @@ impl Store {
                 embedding_text!(episode),
                 " WHERE e.embedding IS NULL ORDER BY e.created_at, e.id LIMIT $1"
             ),
+            // A sealed fact is never embedded: a vector leaks the text (`vault.rs`).
             MemoryType::Fact => concat!(
                 embedding_text!(fact),
-                " WHERE e.embedding IS NULL ORDER BY e.created_at, e.id LIMIT $1"
+                " WHERE e.embedding IS NULL AND e.sealed IS NULL ORDER BY e.created_at, e.id LIMIT $1"
             ),
             MemoryType::Rule => concat!(
                 embedding_text!(rule),
@@ -186,7 +187,7 @@ impl Store {
         Ok(sqlx::query_scalar(
             "SELECT min(oldest) FROM (
                  (SELECT created_at AS oldest FROM episodes WHERE embedding IS NULL ORDER BY created_at LIMIT 1)
-                 UNION ALL (SELECT created_at FROM facts WHERE embedding IS NULL ORDER BY created_at LIMIT 1)
+                 UNION ALL (SELECT created_at FROM facts WHERE embedding IS NULL AND sealed IS NULL ORDER BY created_at LIMIT 1)
                  UNION ALL (SELECT created_at FROM rules WHERE embedding IS NULL ORDER BY created_at LIMIT 1)) b",
         )
         .fetch_one(self.pool())
@@ -198,7 +199,7 @@ impl Store {
         Ok(sqlx::query_as(
             "SELECT sum(n)::bigint, min(oldest) FROM (
                  SELECT count(*) AS n, min(created_at) AS oldest FROM episodes WHERE embedding IS NULL
-                 UNION ALL SELECT count(*), min(created_at) FROM facts WHERE embedding IS NULL
+                 UNION ALL SELECT count(*), min(created_at) FROM facts WHERE embedding IS NULL AND sealed IS NULL
                  UNION ALL SELECT count(*), min(created_at) FROM rules WHERE embedding IS NULL) b",
         )
         .fetch_one(self.pool())

@@ -18,7 +18,8 @@ use crate::error::MemoryResult;
 
 use super::columns::fact_columns;
 use super::episodes::Embedded;
-use super::{events, links};
+use super::{events, links, sealing};
+use crate::vault::{SEALED_CONTENT, Vault};
 
 /// Serialises, until the transaction ends, every writer of one fact key (supersession,
 /// restore), whichever shard it runs in.
@@ -46,6 +47,7 @@ pub async fn insert_superseding(
     fact: &NewFact,
     embedding: Option<&Embedded>,
     author: &Author,
+    vault: &Vault,
 ) -> MemoryResult<StoredFact> {
     lock_fact_key(
         conn,
@@ -82,8 +84,12 @@ pub async fn insert_superseding(
         payload,
     };
 
+    let old_content = match &live {
+        Some(old) => Some(sealing::opened_in(conn, vault, old).await?.content),
+        None => None,
+    };
     if let Some(old) = &live
-        && old.content == fact.content
+        && old_content.as_deref() == Some(fact.content.as_str())
         && old.permanence == fact.permanence
     {
         // Saying the same thing again confirms it; a duplicate would only dilute retrieval.
@@ -139,14 +145,21 @@ pub async fn insert_superseding(
         None => None,
     };
 
+    // A high-risk fact keeps its content and metadata only sealed, and no embedding.
+    let sealed = sealing::seal_new(conn, vault, fact).await?;
+    let embedding = embedding.filter(|_| sealed.is_none());
+    let (content, metadata) = match &sealed {
+        Some(_) => (SEALED_CONTENT.to_owned(), json!({})),
+        None => (fact.content.clone(), fact.metadata.clone()),
+    };
     let stored: Fact = sqlx::query_as(concat!(
         "INSERT INTO facts
              (id, tenant_id, subject, predicate, content, embedding, embedding_version_id,
               importance, confidence, decay_rate, permanence, scope, validity, source_butler,
               source_episode_id, supersedes_id, created_at, last_confirmed_at, last_referenced_at,
-              tags, metadata, request_id)
+              tags, metadata, request_id, key_version, sealed)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $14, $15,
-                 $16, $16, $16, $17, $18, $19)
+                 $16, $16, $16, $17, $18, $19, $20, $21)
          RETURNING ",
         fact_columns!()
     ))
@@ -154,7 +167,7 @@ pub async fn insert_superseding(
     .bind(&fact.tenant_id)
     .bind(&fact.subject)
     .bind(&fact.predicate)
-    .bind(&fact.content)
+    .bind(&content)
     .bind(embedding.map(|e| &e.vector))
     .bind(embedding.map(|e| e.version_id))
     .bind(fact.importance)
@@ -167,8 +180,10 @@ pub async fn insert_superseding(
     .bind(superseded.as_ref().map(|old| old.id))
     .bind(fact.created_at)
     .bind(json!(fact.tags))
-    .bind(&fact.metadata)
+    .bind(&metadata)
     .bind(&author.lineage.request_id)
+    .bind(sealed.as_ref().map(|s| s.key_version))
+    .bind(sealed.as_ref().map(|s| &s.bytes))
     .fetch_one(&mut *conn)
     .await?;
 

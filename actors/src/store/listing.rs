@@ -91,7 +91,8 @@ impl Store {
             .bind(now)
             .fetch_one(self.pool())
             .await?;
-        let items = items.into_iter().map(|f| f.at(now)).collect();
+        let mut items: Vec<Fact> = items.into_iter().map(|f| f.at(now)).collect();
+        self.open_facts(&mut items).await?;
         Ok(page(items, size, |f: &Fact| f.id, total))
     }
 

@@ -230,8 +230,11 @@ async fn erase(
                 NULL AS scope, butler
          FROM episodes WHERE tenant_id = $1 AND id = ANY ($2)
          UNION ALL
-         SELECT 'fact', id, jsonb_build_object('subject', subject, 'predicate', predicate,
-                    'content', content, 'tags', tags, 'metadata', metadata)::text,
+         SELECT 'fact', id, (jsonb_build_object('subject', subject, 'predicate', predicate,
+                    'content', content, 'tags', tags, 'metadata', metadata)
+                    -- A sealed fact's hash covers its ciphertext (its content is a placeholder).
+                    || CASE WHEN sealed IS NULL THEN '{}'::jsonb
+                            ELSE jsonb_build_object('sealed', encode(sealed, 'base64')) END)::text,
                 scope, source_butler
          FROM facts WHERE tenant_id = $1 AND id = ANY ($3)
          UNION ALL
@@ -293,6 +296,14 @@ async fn erase(
         .bind(butler)
         .execute(&mut *conn)
         .await?;
+    }
+    if owner == Some(None) {
+        // A purged tenant's data keys go too: what they sealed, wherever a copy survives
+        // (a backup, an export of the stream), can never be opened again.
+        sqlx::query("DELETE FROM data_keys WHERE tenant_id = $1")
+            .bind(tenant_id)
+            .execute(&mut *conn)
+            .await?;
     }
 
     sqlx::query(

@@ -31,7 +31,8 @@ macro_rules! fact_candidate {
     () => {
         "f.id, f.content, f.importance, f.created_at, f.last_referenced_at, f.confidence, f.decay_rate,
          f.last_confirmed_at, f.subject, f.predicate, f.scope, f.permanence, f.validity,
-         NULL::text AS maturity, f.source_butler AS butler, NULL::text AS session_id, f.metadata"
+         NULL::text AS maturity, f.source_butler AS butler, NULL::text AS session_id, f.metadata,
+         f.tenant_id, f.key_version, f.sealed"
     };
 }
 macro_rules! rule_candidate {
@@ -259,7 +260,8 @@ impl Store {
         if let Some(version) = filter.embedding_version {
             query = query.bind(version);
         }
-        let rows: Vec<Candidate> = query.fetch_all(self.pool()).await?;
+        let mut rows: Vec<Candidate> = query.fetch_all(self.pool()).await?;
+        self.open_candidates(&mut rows).await?;
         Ok(typed(rows, memory_type))
     }
 
@@ -318,7 +320,8 @@ impl Store {
         if recent {
             query = query.bind(recent_common_matches(depth, common_df));
         }
-        let rows: Vec<Candidate> = query.fetch_all(self.pool()).await?;
+        let mut rows: Vec<Candidate> = query.fetch_all(self.pool()).await?;
+        self.open_candidates(&mut rows).await?;
         Ok(typed(rows, memory_type))
     }
 
@@ -405,6 +408,8 @@ impl Store {
         .bind(depth)
         .fetch_all(self.pool())
         .await?;
+        let mut rows = rows;
+        self.open_candidates(&mut rows).await?;
         Ok(typed(rows, MemoryType::Fact))
     }
 

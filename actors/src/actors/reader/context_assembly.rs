@@ -209,6 +209,9 @@ mod tests {
             session_id: None,
             metadata: serde_json::json!({}),
             signal: 0.0,
+            tenant_id: None,
+            key_version: None,
+            sealed: None,
         }
     }
 

@@ -248,6 +248,9 @@ mod tests {
             session_id: Some(session.into()),
             metadata: serde_json::json!({}),
             signal,
+            tenant_id: None,
+            key_version: None,
+            sealed: None,
         }
     }
 

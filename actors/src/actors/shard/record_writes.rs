@@ -37,9 +37,15 @@ impl ShardState {
         author: &Author,
     ) -> MemoryResult<StoredFact> {
         let mut tx = self.services.store.begin().await?;
-        let stored = facts::insert_superseding(&mut tx, fact, None, author).await?;
+        let store = &self.services.store;
+        let mut stored =
+            facts::insert_superseding(&mut tx, fact, None, author, store.vault()).await?;
         tx.commit().await?;
         self.committed();
+        store.open_fact(&mut stored.fact).await?;
+        if let Some(old) = &mut stored.superseded {
+            store.open_fact(old).await?;
+        }
         if stored.outcome == FactOutcome::Superseded {
             metrics::counter!("butler_memory_supersessions_total", "path" => "store_fact")
                 .increment(1);
@@ -90,6 +96,8 @@ impl ShardState {
         };
         tx.commit().await?;
         self.committed();
+        let mut record = record;
+        self.services.store.open_record(&mut record).await?;
         Ok(record)
     }
 
@@ -143,6 +151,8 @@ impl ShardState {
         if done.changed {
             self.committed();
         }
+        let mut done = done;
+        self.services.store.open_record(&mut done.record).await?;
         Ok(done)
     }
 
@@ -182,6 +192,8 @@ impl ShardState {
             forgetting::restore(&mut tx, &self.key.tenant_id, memory_type, id, now, author).await?;
         tx.commit().await?;
         self.committed();
+        let mut done = done;
+        self.services.store.open_record(&mut done.record).await?;
         Ok(done)
     }
 }
