@@ -7,7 +7,7 @@
 use butler_memory_actors::{RotationReport, Store};
 
 use crate::config::Config;
-use crate::database_target::{CommandError, DatabaseTarget};
+use crate::database_target::{CLI_ACTOR, CommandError, DatabaseTarget};
 
 /// Rotates the keys of the configured database with the configured master keys.
 pub async fn rotate_keys(
@@ -17,7 +17,9 @@ pub async fn rotate_keys(
     let vault = config.vault().map_err(CommandError::Config)?;
     let target = DatabaseTarget::open(config, true).await?;
     let store = Store::open(target.options.clone(), &config.edge.database).with_vault(vault);
-    let report = store.rotate_keys(rewrap_only, chrono::Utc::now()).await;
+    let report = store
+        .rotate_keys(rewrap_only, CLI_ACTOR, chrono::Utc::now())
+        .await;
     store.close().await;
     target.close().await?;
     Ok(report?)

@@ -104,6 +104,11 @@ impl Vault {
         self.policy.seals(tenant_id, scope, predicate)
     }
 
+    /// The policy of what is sealed.
+    pub fn policy(&self) -> &SealPolicy {
+        &self.policy
+    }
+
     /// The id of the master key that wraps new data keys.
     pub fn master_key_id(&self) -> Option<&str> {
         self.masters.first().map(MasterKey::id)

@@ -174,6 +174,44 @@ async fn high_risk_facts_are_sealed_at_rest_and_opened_for_their_readers() {
     assert_eq!(newer["outcome"], "superseded", "{newer}");
     assert_eq!(newer["content"], json!(update), "{newer}");
 
+    // Opened only where the caller may read its scope: another butler of the tenant does
+    // not see the health butler's own fact at all.
+    let private = mcp
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "health.medication", "content": "Metformin",
+                   "scope": "health"}),
+        )
+        .await;
+    assert_eq!(private["content"], "Metformin", "{private}");
+    let general = app.client(TENANT_A_GENERAL).await;
+    let err = general
+        .err("memory_get", json!({"type": "fact", "id": private["id"]}))
+        .await;
+    assert_eq!(err["class"], "not_found", "{err}");
+    let seen = general
+        .ok(
+            "memory_search",
+            json!({"query": "health medication", "types": ["fact"], "mode": "keyword"}),
+        )
+        .await;
+    assert!(!seen.to_string().contains("Metformin"), "{seen}");
+
+    // The answers of lifecycle writes, opened.
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let forgotten = mcp
+        .ok("memory_forget", json!({"type": "fact", "id": newer["id"]}))
+        .await;
+    assert_eq!(forgotten["content"], json!(update), "{forgotten}");
+    let restored = admin
+        .ok("memory_restore", json!({"type": "fact", "id": newer["id"]}))
+        .await;
+    assert_eq!(restored["content"], json!(update), "{restored}");
+    let confirmed = mcp
+        .ok("memory_confirm", json!({"type": "fact", "id": newer["id"]}))
+        .await;
+    assert_eq!(confirmed["content"], json!(update), "{confirmed}");
+
     // The dashboard's views, opened.
     let (status, list) = crate::rest::get(
         &app,
@@ -206,7 +244,6 @@ async fn high_risk_facts_are_sealed_at_rest_and_opened_for_their_readers() {
     );
 
     // The audit stream carries the ciphertext, never the plaintext.
-    let admin = app.client(TENANT_A_ADMIN).await;
     let events = activity(&admin, 1).await;
     let stream = serde_json::to_string(&events).unwrap();
     assert!(stream.contains("\"sealed\""), "{stream}");
@@ -346,13 +383,25 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
         ids.push(stored["id"].as_str().unwrap().to_owned());
     }
 
-    // The new master key, the old one listed until the rotation is done: the service is
-    // restarted with both, and runs on while the rotation re-seals.
+    // Stored in the clear: the policy does not name it yet.
+    let (failed, clear) = service
+        .call(
+            "memory_store_fact",
+            json!({"subject": "patient 0", "predicate": "diagnosis", "content": "Tinnitus",
+                   "metadata": {"ear": "left"}, "butler": "health"}),
+        )
+        .await;
+    assert!(!failed, "{clear}");
+    let clear_id = clear["id"].as_str().unwrap().to_owned();
+
+    // The new master key, the old one listed until the rotation is done, and a policy that
+    // now names `diagnosis`: the service is restarted with them, and runs on while the
+    // rotation re-seals.
     service.stop().await;
     let rotated = write_config(
         dir.path(),
         &format!(
-            "[encryption]\npredicates = [\"health.*\"]\nmaster_key = \"{MASTER_B}\"\nprevious_master_keys = [\"{MASTER_A}\"]\n"
+            "[encryption]\npredicates = [\"health.*\", \"diagnosis\"]\nmaster_key = \"{MASTER_B}\"\nprevious_master_keys = [\"{MASTER_A}\"]\n"
         ),
     );
     let service = Service::start_with(&rotated, &env);
@@ -366,6 +415,7 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
     assert_eq!(report["rewrapped"], 1, "{report}");
     assert_eq!(report["tenants"], 1, "{report}");
     assert_eq!(report["resealed"], 3, "{report}");
+    assert_eq!(report["sealed_in_place"], 1, "{report}");
     // Still served by the running service, which loads the new data key when it meets it.
     let (failed, got) = service
         .call("memory_get", json!({"type": "fact", "id": ids[2]}))
@@ -390,9 +440,37 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
             .await
             .unwrap();
     assert_eq!(versions, vec![2]);
+    let (content, metadata, embedded): (String, Value, bool) = sqlx::query_as(
+        "SELECT content, metadata, embedding IS NOT NULL FROM facts WHERE id = $1::uuid",
+    )
+    .bind(&clear_id)
+    .fetch_one(&mut sql)
+    .await
+    .unwrap();
+    assert_eq!(
+        (content.as_str(), metadata, embedded),
+        ("[encrypted]", json!({}), false)
+    );
+    let sealed_events: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM memory_events WHERE entity_id = $1::uuid AND event_type = 'fact_sealed'
+           AND NOT payload::text LIKE '%Tinnitus%'",
+    )
+    .bind(&clear_id)
+    .fetch_one(&mut sql)
+    .await
+    .unwrap();
+    assert_eq!(sealed_events, 1);
 
     // The new key alone reads everything; the old one alone reads nothing.
     let service = Service::start_with(&write_config(dir.path(), &policy(MASTER_B)), &env);
+    let (failed, got) = service
+        .call("memory_get", json!({"type": "fact", "id": clear_id}))
+        .await;
+    assert!(!failed, "{got}");
+    assert_eq!(
+        (&got["content"], &got["metadata"]),
+        (&json!("Tinnitus"), &json!({"ear": "left"}))
+    );
     for (id, condition) in ids.iter().zip(["Migraine", "Hay fever", "Gout"]) {
         let (failed, got) = service
             .call("memory_get", json!({"type": "fact", "id": id}))

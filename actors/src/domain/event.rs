@@ -43,6 +43,9 @@ super::string_enum! {
         FactDecayed => "fact_decayed",
         FactPurged => "fact_purged",
         FactImported => "fact_imported",
+        /// Stored in the clear before the encryption policy named it, then sealed in place
+        /// by `rotate-keys` (`vault.rs`); `after` holds the sealed fields, never the text.
+        FactSealed => "fact_sealed",
         RuleCreated => "rule_created",
         RuleConfirmed => "rule_confirmed",
         RuleMarkedHelpful => "rule_marked_helpful",

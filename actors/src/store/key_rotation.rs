@@ -1,16 +1,27 @@
 //! `butler-memory rotate-keys`: re-wraps every data key under the current master key (no
 //! fact changes), then gives each tenant a new data key and re-seals its facts under it, a
 //! batch per transaction, beside a running service. Earlier data key versions are kept: the
-//! audit stream's events of sealed facts stay sealed under the version of their time.
+//! audit stream's events of sealed facts stay sealed under the version of their time. Last,
+//! facts stored in the clear before the policy named them are sealed in place.
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
 
-use super::Store;
-use super::data_keys;
+use super::columns::fact_columns;
+use super::{Store, data_keys, events};
+use crate::domain::author::Author;
+use crate::domain::event::{EventType, NewEvent};
+use crate::domain::fact::Fact;
+use crate::domain::record::MemoryRecord;
+use crate::domain::request_context::Lineage;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::vault::{Opened, SEALED_CONTENT, Sealed};
 
 /// Facts re-sealed per transaction: short row locks beside a running service.
 const BATCH: i64 = 200;
@@ -26,13 +37,17 @@ pub struct RotationReport {
     pub tenants: u64,
     /// Facts re-sealed under their tenant's new data key.
     pub resealed: u64,
+    /// Facts stored in the clear before the policy named them, now sealed in place.
+    pub sealed_in_place: u64,
 }
 
 impl Store {
-    /// Rotates the keys: re-wraps, then (unless `rewrap_only`) new data keys and re-sealing.
+    /// Rotates the keys: re-wraps, then (unless `rewrap_only`) new data keys, re-sealing, and
+    /// sealing in place what the policy names and was stored in the clear.
     pub async fn rotate_keys(
         &self,
         rewrap_only: bool,
+        actor: &str,
         now: DateTime<Utc>,
     ) -> MemoryResult<RotationReport> {
         let vault = self.vault();
@@ -62,7 +77,88 @@ impl Store {
             report.resealed += self.rotate_tenant(tenant).await?;
             report.tenants += 1;
         }
+        // Last, so that what it seals is sealed under the newest data keys.
+        report.sealed_in_place = self.seal_in_place(actor, now).await?;
+        if report.sealed_in_place > 0 {
+            // Their plaintext lingers in dead row versions until a vacuum.
+            self.vacuum_after_purge().await;
+        }
         Ok(report)
+    }
+
+    /// Seals, in place, every live or past fact stored in the clear that the policy now
+    /// names: content and metadata sealed, embedding dropped, a `fact_sealed` event each.
+    /// The fact's earlier events keep the text they were written with (purge erases those).
+    async fn seal_in_place(&self, actor: &str, now: DateTime<Utc>) -> MemoryResult<u64> {
+        let vault = self.vault();
+        let (predicates, scopes) = vault.policy().like_patterns();
+        if predicates.is_empty() && scopes.is_empty() {
+            return Ok(0);
+        }
+        let author = Author::new(
+            actor,
+            Lineage {
+                request_id: format!("rotate-keys-{}", Uuid::now_v7()),
+                subrequest_id: None,
+                segment_id: None,
+                generated: true,
+            },
+        );
+        let mut sealed = 0;
+        let mut after: Option<Uuid> = None;
+        loop {
+            let mut tx = self.begin().await?;
+            let facts: Vec<Fact> = sqlx::query_as(concat!(
+                "SELECT ",
+                fact_columns!(),
+                " FROM facts
+                 WHERE key_version IS NULL
+                   AND (predicate LIKE ANY ($1) OR scope LIKE ANY ($2))
+                   AND ($3::uuid IS NULL OR id > $3)
+                 ORDER BY id LIMIT $4 FOR UPDATE"
+            ))
+            .bind(&predicates)
+            .bind(&scopes)
+            .bind(after)
+            .bind(BATCH)
+            .fetch_all(&mut *tx)
+            .await?;
+            let Some(last) = facts.last() else {
+                return Ok(sealed);
+            };
+            after = Some(last.id);
+            for fact in facts
+                .iter()
+                .filter(|f| vault.seals(&f.tenant_id, &f.scope, &f.predicate))
+            {
+                let opened = Opened {
+                    content: fact.content.clone(),
+                    metadata: fact.metadata.clone(),
+                };
+                let new = vault
+                    .seal(&mut tx, &fact.tenant_id, fact.id, &opened)
+                    .await?;
+                seal_row_in_place(&mut tx, fact.id, &new).await?;
+                let payload = json!({
+                    "after": {"content": SEALED_CONTENT, "metadata": {}, "embedding_model": null,
+                              "key_version": new.key_version,
+                              "sealed": base64::engine::general_purpose::STANDARD.encode(&new.bytes)},
+                    "reason": "the encryption policy names it",
+                });
+                let record = MemoryRecord::Fact(fact.clone());
+                let event = NewEvent::about(
+                    &fact.tenant_id,
+                    EventType::FactSealed,
+                    &record,
+                    fact.id,
+                    &author,
+                    payload,
+                );
+                events::append(&mut tx, &event, now).await?;
+                sealed += 1;
+            }
+            tx.commit().await?;
+        }
     }
 
     /// A new data key for `tenant`, then every fact an older one seals re-sealed under it.
@@ -106,4 +202,21 @@ impl Store {
             resealed += rows.len() as u64;
         }
     }
+}
+
+/// Seals a fact stored in the clear, in place: placeholder content, no metadata, no
+/// embedding (a vector of the text would leak it).
+async fn seal_row_in_place(conn: &mut PgConnection, id: Uuid, sealed: &Sealed) -> MemoryResult<()> {
+    sqlx::query(
+        "UPDATE facts SET content = $2, metadata = '{}', embedding = NULL,
+                          embedding_version_id = NULL, key_version = $3, sealed = $4
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(SEALED_CONTENT)
+    .bind(sealed.key_version)
+    .bind(&sealed.bytes)
+    .execute(conn)
+    .await?;
+    Ok(())
 }

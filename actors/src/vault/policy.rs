@@ -69,6 +69,40 @@ impl SealPolicy {
     }
 }
 
+impl SealPolicy {
+    /// Every predicate and every scope any tenant's policy names, as SQL `LIKE` patterns:
+    /// a superset of what [`SealPolicy::seals`] says yes to, for finding candidates in SQL.
+    pub fn like_patterns(&self) -> (Vec<String>, Vec<String>) {
+        let every = std::iter::once(&self.global).chain(self.tenants.values());
+        let mut predicates = Vec::new();
+        let mut scopes = Vec::new();
+        for names in every {
+            predicates.extend(names.predicates.iter().map(|p| like(p)));
+            scopes.extend(names.scopes.iter().map(|s| like(s)));
+        }
+        (predicates, scopes)
+    }
+}
+
+/// A name as a `LIKE` pattern (backslash escapes): `health.*` -> `health.%`.
+fn like(name: &str) -> String {
+    let (bare, prefix) = match name.strip_suffix('*') {
+        Some(bare) => (bare, true),
+        None => (name, false),
+    };
+    let mut out: String = bare
+        .chars()
+        .flat_map(|c| match c {
+            '\\' | '%' | '_' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect();
+    if prefix {
+        out.push('%');
+    }
+    out
+}
+
 fn matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
@@ -109,6 +143,15 @@ mod tests {
         assert!(!policy.seals("other", "hr", "salary"));
         assert!(!policy.is_empty());
         assert!(SealPolicy::default().is_empty());
+    }
+
+    #[test]
+    fn like_patterns_escape_and_cover_every_tenant() {
+        let tenants = BTreeMap::from([("acme".to_owned(), names(&["pay_grade"], &["h%r"]))]);
+        let policy = SealPolicy::new(names(&["health.*", "user.ssn"], &[]), tenants).unwrap();
+        let (predicates, scopes) = policy.like_patterns();
+        assert_eq!(predicates, vec!["health.%", "user.ssn", "pay\\_grade"]);
+        assert_eq!(scopes, vec!["h\\%r"]);
     }
 
     #[test]
