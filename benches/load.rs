@@ -22,8 +22,6 @@
 
 #[path = "load/report.rs"]
 mod report;
-#[path = "load/rpc.rs"]
-mod rpc;
 #[path = "support/mod.rs"]
 mod support;
 #[path = "load/traffic.rs"]
@@ -36,7 +34,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use serde_json::json;
 
-use rpc::Endpoint;
+use butler_memory::load::endpoint::Endpoint;
 use support::{Key, Service};
 use traffic::Sample;
 

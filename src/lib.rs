@@ -10,6 +10,7 @@ pub mod config;
 pub mod database_target;
 pub mod database_watch;
 pub mod http;
+pub mod load;
 pub mod mcp;
 pub mod purge_command;
 pub mod rotate_keys;

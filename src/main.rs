@@ -118,6 +118,30 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Drive a deployment (or a private service it starts) with a load scenario and report
+    /// latency, errors, lost writes and the server's counters; exits 99 when a threshold of
+    /// the scenario is breached. See docs/load.md.
+    Load {
+        /// The scenario (TOML; examples in config/scenarios/).
+        #[arg(long)]
+        scenario: PathBuf,
+        /// A running service's base URL (with --keys). Without it, a private service is
+        /// started with --config and stopped at the end.
+        #[arg(long, requires = "keys")]
+        url: Option<String>,
+        /// The keys file (TOML) for --url.
+        #[arg(long, requires = "url")]
+        keys: Option<PathBuf>,
+        /// Start a private service (the default when --url is not given).
+        #[arg(long, conflicts_with = "url")]
+        spawn: bool,
+        /// Write the whole report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Override the scenario's duration (seconds).
+        #[arg(long)]
+        duration: Option<f64>,
+    },
     /// Rotate the encryption keys: re-wrap every data key under the current master key
     /// (set encryption.master_key to the new one and list the old one in
     /// encryption.previous_master_keys), then give each tenant a new data key and re-seal its
@@ -255,6 +279,29 @@ fn main() -> ExitCode {
                     purge_command::purge(&config, &tenant, target, reason, dry_run).await?;
                 println!("{}", serde_json::to_string_pretty(&purged)?);
             }
+            Command::Load {
+                scenario,
+                url,
+                keys,
+                spawn: _,
+                json,
+                duration,
+            } => {
+                let report = butler_memory::load::run(butler_memory::load::LoadOptions {
+                    scenario,
+                    url,
+                    keys,
+                    config: cli.config.clone(),
+                    json,
+                    duration,
+                })
+                .await?;
+                print!("{}", report.table());
+                let breached = report.breached().len();
+                if breached > 0 {
+                    return Err(butler_memory::load::Breached(breached).into());
+                }
+            }
             Command::RotateKeys { rewrap_only } => {
                 let report = rotate_keys::rotate_keys(&config, rewrap_only).await?;
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -274,6 +321,10 @@ fn main() -> ExitCode {
     }
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<butler_memory::load::Breached>() => {
+            eprintln!("butler-memory: {e}");
+            ExitCode::from(99)
+        }
         Err(e) => {
             // One clear line (with its causes), not a backtrace.
             eprintln!("butler-memory: {e:#}");

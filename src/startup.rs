@@ -140,6 +140,14 @@ impl Core {
             );
         }
         let engine = Engine::start(store, engine_config(&config)?, clock, factory).await?;
+        // The load tester's lost-write drill, in test kit builds only.
+        #[cfg(feature = "testkit")]
+        if let Some(every) = std::env::var("TESTKIT_LOSE_ACKNOWLEDGED_EVERY")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            engine.lose_acknowledged_episodes(every);
+        }
         let watch = DatabaseWatch::start(
             engine.store().clone(),
             engine.database_health(),

@@ -91,6 +91,10 @@ pub struct Engine {
     supervisor_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The readers run on it; kept for the life of the engine.
     _reader_runtime: ReaderRuntime,
+    /// Test kit only: every n-th stored episode is answered with an id that was never
+    /// stored (0: off), so that a load test's verifier can be shown to catch a lost write.
+    #[cfg(feature = "testkit")]
+    lose_every: std::sync::atomic::AtomicU64,
 }
 
 impl Engine {
@@ -190,6 +194,8 @@ impl Engine {
             supervisor,
             supervisor_task: std::sync::Mutex::new(Some(task)),
             _reader_runtime: reader_runtime,
+            #[cfg(feature = "testkit")]
+            lose_every: Default::default(),
         })
     }
 

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::rpc::Endpoint;
 use crate::support::{CpuUse, MachineCpu, Rng};
 use crate::{Args, Butler};
+use butler_memory::load::endpoint::Endpoint;
 
 /// One finished call.
 pub struct Sample {

@@ -1,7 +1,7 @@
 //! What the in-process benchmarks share, one concept per file: a private service on the
 //! embedded PostgreSQL in a temporary directory and its MCP client ([`service`]), a seeded
 //! random source ([`rng`]), latency percentiles ([`latency`]), the machine's CPU accounting
-//! ([`machine_cpu`]) and the JSON output ([`output`]). Each bench includes this index with
+//! (the load generator's, re-exported) and the JSON output ([`output`]). Each bench includes this index with
 //! `#[path = "support/mod.rs"] mod support;` and uses the names it re-exports.
 
 // Each bench binary compiles this module on its own and uses a subset of it (and of the
@@ -9,13 +9,12 @@
 #![allow(dead_code, unused_imports)]
 
 mod latency;
-mod machine_cpu;
 mod output;
 mod rng;
 mod service;
 
+pub use butler_memory::load::machine_cpu::{CpuUse, MachineCpu};
 pub use latency::Latency;
-pub use machine_cpu::{CpuUse, MachineCpu};
 pub use output::{round3, write_json};
 pub use rng::Rng;
 pub use service::{Key, McpClient, Service, extra_toml};

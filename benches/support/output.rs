@@ -7,10 +7,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde_json::Value;
 
-/// `x` rounded to three decimals.
-pub fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
+pub use butler_memory::load::report::round3;
 
 /// Writes `value` as pretty JSON to `path`.
 pub fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {

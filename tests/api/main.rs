@@ -21,6 +21,7 @@ mod helpers;
 mod http_limits;
 mod invalid_input;
 mod llm_server;
+mod load;
 mod mcp_endpoint;
 mod operator;
 mod process;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::Engine;
 use crate::actors::{ReaderMsg, ShardMsg, SupervisorMsg};
+use crate::domain::episode::Inserted;
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::write_path::Admitted;
@@ -35,6 +36,26 @@ impl Engine {
                 "no such retrieval actor is running",
             )),
         }
+    }
+
+    /// From now on, every `every`-th episode `store_episode` stores is answered with an id
+    /// that was never stored (0: never): an acknowledged write lost, for the load tester's
+    /// verifier to catch.
+    pub fn lose_acknowledged_episodes(&self, every: u64) {
+        self.lose_every
+            .store(every, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// What an episode's writer is told was stored: its id replaced when the drill above
+    /// says so.
+    pub(super) fn acknowledged(&self, mut inserted: Inserted) -> Inserted {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static STORED: AtomicU64 = AtomicU64::new(0);
+        let every = self.lose_every.load(Ordering::Relaxed);
+        if every > 0 && STORED.fetch_add(1, Ordering::Relaxed) % every == every - 1 {
+            inserted.episode.id = uuid::Uuid::now_v7();
+        }
+        inserted
     }
 
     /// Takes `episodes` of room from the write budget and holds it until the returned value

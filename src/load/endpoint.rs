@@ -1,7 +1,8 @@
 //! The load generator's own MCP client: one JSON-RPC POST per tool call to the service's
-//! Streamable HTTP endpoint, stateless, reading only the ids and error class of each answer.
+//! Streamable HTTP endpoint, stateless, reading only the ids and error class of each answer;
+//! and `/metrics`, read as text.
 
-// Why not the test kit's `McpClient` (rmcp's client), as the other benches use: the
+// Why not the test kit's `McpClient` (rmcp's client), as the benches' other clients: the
 // generator shares the machine's cores with the service, and whatever it spends per call
 // is CPU the service does not get. rmcp's client runs a background task per connection,
 // handshakes (`initialize`) before its first call and decodes every answer whole into a
@@ -9,7 +10,7 @@
 // sessions) over one shared connection pool and deserialises only the ids and the error
 // class the generator counts. It has no per-call timeout either: a call that takes minutes
 // counts with its whole latency, not as a failure after the kit's 60 s. Every call the
-// generator makes goes through `Endpoint`, and nothing else in the benches uses it.
+// generator makes goes through `Endpoint` (`butler-memory load` and the load bench).
 
 use std::net::SocketAddr;
 
@@ -27,12 +28,61 @@ pub struct Endpoint {
 impl Endpoint {
     /// `/mcp` at `address`, keeping up to `connections` idle connections open.
     pub fn new(address: SocketAddr, connections: usize) -> anyhow::Result<Endpoint> {
-        let url: reqwest::Url = format!("http://{address}/mcp").parse()?;
+        Endpoint::at(&format!("http://{address}"), connections)
+    }
+
+    /// The service at `base` (`http://host:port` or `https://...`, with or without `/mcp`).
+    pub fn at(base: &str, connections: usize) -> anyhow::Result<Endpoint> {
+        let base = base.trim_end_matches('/');
+        let base = base.strip_suffix("/mcp").unwrap_or(base);
+        let url: reqwest::Url = format!("{base}/mcp").parse()?;
         butler_memory_actors::install_tls_provider();
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(connections)
             .build()?;
         Ok(Endpoint { http, url })
+    }
+
+    /// The service's `/metrics` text, or `None` when it does not answer it.
+    pub async fn metrics(&self) -> Option<String> {
+        let url = self.url.join("/metrics").ok()?;
+        let response = self.http.get(url).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        response.text().await.ok()
+    }
+
+    /// One tool call whose whole answer is wanted (`Ok(structuredContent)` or
+    /// `Err(error class)`), for the few calls outside the load (setup, verification).
+    pub async fn call_value(&self, key: &str, tool: &str, args: Value) -> Result<Value, String> {
+        let response = self.tool_call(key, tool, args).await?;
+        let reply: Value = response.json().await.map_err(|_| "protocol".to_owned())?;
+        let result = &reply["result"];
+        let content = result["structuredContent"].clone();
+        if result["isError"] == json!(true) {
+            return Err(content["class"].as_str().unwrap_or("unknown").to_owned());
+        }
+        if result.is_null() {
+            return Err("protocol".to_owned());
+        }
+        Ok(content)
+    }
+
+    /// `tools/call` of `tool`, its answer not yet read (`Err("transport")`: none came).
+    async fn tool_call(
+        &self,
+        key: &str,
+        tool: &str,
+        args: Value,
+    ) -> Result<reqwest::Response, String> {
+        self.post(
+            key,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": tool, "arguments": args}}),
+        )
+        .await
+        .map_err(|_| "transport".to_owned())
     }
 
     /// One JSON-RPC message to the MCP endpoint (stateless Streamable HTTP POST).
@@ -49,14 +99,7 @@ impl Endpoint {
     /// One MCP tool call over Streamable HTTP (stateless JSON-RPC POST): `Ok(the ids it
     /// stored)` or `Err(error class)`.
     pub async fn call(&self, key: &str, tool: &str, args: Value) -> Result<Vec<String>, String> {
-        let response = self
-            .post(
-                key,
-                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": tool, "arguments": args}}),
-            )
-            .await
-            .map_err(|_| "transport".to_owned())?;
+        let response = self.tool_call(key, tool, args).await?;
         let body = response.bytes().await.map_err(|_| "transport".to_owned())?;
         let reply: Reply = serde_json::from_slice(&body).map_err(|_| "protocol".to_owned())?;
         let result = reply.result.ok_or_else(|| "protocol".to_owned())?;

@@ -1,11 +1,12 @@
 //! The machine's CPU accounting from `/proc/stat`: how busy the cores were over a run and
-//! how much of them the hypervisor took (steal). Service, generator and PostgreSQL share the
-//! machine, and on a shared virtual machine a latency measured while half the CPU was
-//! stolen is not the service's own, so the benches report it next to their latencies.
+//! how much of them the hypervisor took (steal). Service, generator and PostgreSQL may share
+//! the machine, and on a shared virtual machine a latency measured while half the CPU was
+//! stolen is not the service's own, so the load generator and the benches report it next to
+//! their latencies.
 
 use serde_json::Value;
 
-use super::round3;
+use super::report::round3;
 
 /// The machine's CPU time by kind, from the first line of `/proc/stat` (clock ticks), so a
 /// run can say how busy the cores were and how much of them the hypervisor took (steal):

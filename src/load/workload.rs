@@ -1,0 +1,327 @@
+//! What each scheduled call says: which tool (drawn by weight), for which butler, with which
+//! texts. Texts are made of everyday words, a share with non-ASCII ones, of the scenario's
+//! lengths; every written text is distinct (a counter in it), prompts are fresh or repeat
+//! one of a small pool, facts cycle through a few subjects per butler so that most writes
+//! supersede an earlier one.
+
+use rand::Rng as _;
+use rand::rngs::SmallRng;
+use serde_json::{Value, json};
+
+use super::scenario::{Content, MixEntry, Scenario, Tool};
+use super::target::Shard;
+
+const WORDS: &[&str] = &[
+    "dinner",
+    "garden",
+    "meeting",
+    "train",
+    "doctor",
+    "birthday",
+    "invoice",
+    "flight",
+    "recipe",
+    "weekend",
+    "coffee",
+    "report",
+    "school",
+    "concert",
+    "budget",
+    "holiday",
+    "walk",
+    "market",
+    "letter",
+    "project",
+    "call",
+    "gift",
+    "museum",
+    "tennis",
+    "dentist",
+    "kitchen",
+    "rent",
+    "parcel",
+    "river",
+    "library",
+    "morning",
+    "evening",
+    "plan",
+    "remember",
+    "booked",
+    "asked",
+    "prefers",
+    "moved",
+    "bought",
+    "cancelled",
+    "visited",
+    "finished",
+    "started",
+    "with",
+    "the",
+    "for",
+    "after",
+    "before",
+    "next",
+    "last",
+    "friday",
+    "monday",
+    "sister",
+    "manager",
+    "friend",
+];
+
+const UNICODE_WORDS: &[&str] = &[
+    "café",
+    "naïve",
+    "Grüße",
+    "façade",
+    "東京",
+    "北京の駅",
+    "Москва",
+    "καλημέρα",
+    "😊",
+    "🎉",
+    "São Paulo",
+    "jalapeño",
+    "smörgåsbord",
+    "مرحبا",
+    "नमस्ते",
+];
+
+const SUBJECTS: usize = 8;
+const PREDICATES: &[&str] = &["prefers", "lives_in", "works_on", "allergic_to"];
+
+/// One call to make.
+pub struct Call {
+    pub tool: Tool,
+    /// The index of the shard (butler) it is for.
+    pub shard: usize,
+    /// The tool's name as called (a rule mark is helpful or harmful).
+    pub name: &'static str,
+    pub key: String,
+    pub args: Value,
+    /// Episodes it stores (0 for reads).
+    pub episodes: usize,
+}
+
+/// Draws calls for a scenario.
+pub struct Workload {
+    mix: Vec<MixEntry>,
+    total_weight: f64,
+    content: Content,
+    unicode_share: f64,
+    repeat_share: f64,
+    prompts: Vec<String>,
+    sessions: usize,
+    shards: Vec<Shard>,
+    written: u64,
+}
+
+impl Workload {
+    /// `shards`: every butler of the population, with the key it calls with and, once set
+    /// up, the rule its marks rate.
+    pub fn new(scenario: &Scenario, shards: Vec<Shard>, rng: &mut SmallRng) -> Workload {
+        let content = scenario.content.clone();
+        let prompts = (0..scenario.prompts.pool)
+            .map(|_| prompt(rng, scenario.content.unicode))
+            .collect();
+        Workload {
+            total_weight: scenario.mix.iter().map(|m| m.weight).sum(),
+            mix: scenario.mix.clone(),
+            unicode_share: content.unicode,
+            content,
+            repeat_share: scenario.prompts.repeat,
+            prompts,
+            sessions: scenario.population.sessions,
+            shards,
+            written: 0,
+        }
+    }
+
+    /// The next call.
+    pub fn draw(&mut self, rng: &mut SmallRng) -> Call {
+        let mut pick = rng.random::<f64>() * self.total_weight;
+        let entry = self
+            .mix
+            .iter()
+            .find(|m| {
+                pick -= m.weight;
+                pick < 0.0
+            })
+            .unwrap_or(&self.mix[self.mix.len() - 1])
+            .clone();
+        let index = rng.random_range(0..self.shards.len());
+        let shard = self.shards[index].clone();
+        let (name, args, episodes) = match entry.tool {
+            Tool::MemoryStoreEpisode => {
+                let episode = self.episode(rng, &shard);
+                ("memory_store_episode", episode, 1)
+            }
+            Tool::MemoryIngestBatch => {
+                let episodes: Vec<Value> = (0..entry.batch)
+                    .map(|_| self.episode(rng, &shard))
+                    .collect();
+                (
+                    "memory_ingest_batch",
+                    json!({ "episodes": episodes }),
+                    entry.batch,
+                )
+            }
+            Tool::MemoryContext => (
+                "memory_context",
+                json!({"trigger_prompt": self.prompt(rng), "butler": shard.butler}),
+                0,
+            ),
+            Tool::MemoryContextBatch => {
+                let requests: Vec<Value> = (0..entry.batch)
+                    .map(|_| json!({"trigger_prompt": self.prompt(rng), "butler": shard.butler}))
+                    .collect();
+                ("memory_context_batch", json!({ "requests": requests }), 0)
+            }
+            Tool::MemorySearch => (
+                "memory_search",
+                json!({"query": self.prompt(rng), "butler": shard.butler}),
+                0,
+            ),
+            Tool::MemoryRecall => (
+                "memory_recall",
+                json!({"topic": self.prompt(rng), "butler": shard.butler}),
+                0,
+            ),
+            Tool::MemoryStoreFact => {
+                let content = self.text(rng);
+                (
+                    "memory_store_fact",
+                    json!({"subject": format!("person {}", rng.random_range(0..SUBJECTS)),
+                           "predicate": PREDICATES[rng.random_range(0..PREDICATES.len())],
+                           "content": content, "butler": shard.butler}),
+                    0,
+                )
+            }
+            Tool::MemoryMarkRule => {
+                let name = if rng.random_bool(0.8) {
+                    "memory_mark_helpful"
+                } else {
+                    "memory_mark_harmful"
+                };
+                (
+                    name,
+                    json!({"rule_id": shard.rule_id, "butler": shard.butler}),
+                    0,
+                )
+            }
+        };
+        Call {
+            tool: entry.tool,
+            shard: index,
+            name,
+            key: shard.key,
+            args,
+            episodes,
+        }
+    }
+
+    fn episode(&mut self, rng: &mut SmallRng, shard: &Shard) -> Value {
+        let mut episode = json!({"content": self.text(rng), "butler": shard.butler});
+        if self.sessions > 0 {
+            episode["session_id"] =
+                json!(format!("session-{}", rng.random_range(0..self.sessions)));
+        }
+        episode
+    }
+
+    /// A distinct text of the scenario's length.
+    fn text(&mut self, rng: &mut SmallRng) -> String {
+        self.written += 1;
+        let length = rng.random_range(self.content.min_chars..=self.content.max_chars);
+        let mut text = format!("#{} ", self.written);
+        let unicode = rng.random_bool(self.unicode_share);
+        while text.chars().count() < length {
+            let word = if unicode && rng.random_bool(0.3) {
+                UNICODE_WORDS[rng.random_range(0..UNICODE_WORDS.len())]
+            } else {
+                WORDS[rng.random_range(0..WORDS.len())]
+            };
+            text.push_str(word);
+            text.push(' ');
+        }
+        text.chars()
+            .take(length)
+            .collect::<String>()
+            .trim_end()
+            .to_owned()
+    }
+
+    fn prompt(&mut self, rng: &mut SmallRng) -> String {
+        if rng.random_bool(self.repeat_share) {
+            self.prompts[rng.random_range(0..self.prompts.len())].clone()
+        } else {
+            prompt(rng, self.unicode_share)
+        }
+    }
+}
+
+/// A short question of everyday words.
+fn prompt(rng: &mut SmallRng, unicode_share: f64) -> String {
+    let words = rng.random_range(3..9);
+    let unicode = rng.random_bool(unicode_share);
+    let mut out: Vec<&str> = (0..words)
+        .map(|_| WORDS[rng.random_range(0..WORDS.len())])
+        .collect();
+    if unicode {
+        out.push(UNICODE_WORDS[rng.random_range(0..UNICODE_WORDS.len())]);
+    }
+    format!("What about the {}?", out.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn scenario(mix: &str) -> Scenario {
+        Scenario::parse(&format!(
+            "duration_secs = 1\narrival = {{ shape = \"constant\", rate = 1 }}\n\
+             content = {{ min_chars = 20, max_chars = 40, unicode = 0.5 }}\nmix = {mix}"
+        ))
+        .unwrap()
+    }
+
+    fn shards() -> Vec<Shard> {
+        (0..3)
+            .map(|i| Shard {
+                tenant: "t".into(),
+                butler: format!("b{i}"),
+                key: format!("k{i}"),
+                rule_id: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_mix_follows_its_weights_and_texts_their_lengths() {
+        let s = scenario(
+            r#"[{ tool = "memory_store_episode", weight = 3 }, { tool = "memory_search", weight = 1 }]"#,
+        );
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut workload = Workload::new(&s, shards(), &mut rng);
+        let calls: Vec<Call> = (0..4000).map(|_| workload.draw(&mut rng)).collect();
+        let writes = calls.iter().filter(|c| c.episodes == 1).count();
+        assert!((2850..3150).contains(&writes), "{writes}");
+        let mut texts = std::collections::HashSet::new();
+        for call in calls.iter().filter(|c| c.episodes == 1) {
+            let text = call.args["content"].as_str().unwrap();
+            assert!((15..=40).contains(&text.chars().count()), "{text}");
+            assert!(texts.insert(text.to_owned()), "every text is distinct");
+        }
+        assert!(texts.iter().any(|t| !t.is_ascii()), "some carry Unicode");
+    }
+
+    #[test]
+    fn batches_hold_their_size() {
+        let s = scenario(r#"[{ tool = "memory_ingest_batch", weight = 1, batch = 7 }]"#);
+        let mut rng = SmallRng::seed_from_u64(2);
+        let call = Workload::new(&s, shards(), &mut rng).draw(&mut rng);
+        assert_eq!(call.args["episodes"].as_array().unwrap().len(), 7);
+        assert_eq!(call.episodes, 7);
+    }
+}
