@@ -11,16 +11,20 @@
 //! endpoint.rs   the lean MCP poster      recorder.rs  histograms, errors, acknowledged ids
 //! verify.rs     read-back, /metrics      threshold.rs pass/fail conditions
 //! report.rs     JSON and the table       machine_cpu.rs  CPU and steal from /proc/stat
+//! timetable.rs  every call in due order (sessions' calls at their think-time delays)
+//! html.rs       the report for people: tables and plots in one HTML file
 //! ```
 
 pub mod arrival;
 pub mod endpoint;
+pub mod html;
 pub mod machine_cpu;
 pub mod recorder;
 pub mod report;
 pub mod scenario;
 pub mod target;
 pub mod threshold;
+pub mod timetable;
 pub mod verify;
 pub mod workload;
 
@@ -43,6 +47,7 @@ use recorder::Recorder;
 use report::{LoadReport, Measured};
 use scenario::{Scenario, Tool};
 use target::{Shard, Spawned};
+use timetable::Timetable;
 use workload::Workload;
 
 /// What `butler-memory load` was asked.
@@ -55,6 +60,8 @@ pub struct LoadOptions {
     pub config: Option<PathBuf>,
     /// Where to write the JSON report.
     pub json: Option<PathBuf>,
+    /// Where to write the HTML report with plots.
+    pub html: Option<PathBuf>,
     /// Overrides the scenario's duration (seconds).
     pub duration: Option<f64>,
 }
@@ -105,9 +112,13 @@ pub async fn run(options: LoadOptions) -> anyhow::Result<LoadReport> {
     if let Some(spawned) = spawned {
         spawned.stop();
     }
-    let report = result?;
+    let (report, recorder) = result?;
     if let Some(path) = &options.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &options.html {
+        std::fs::write(path, html::render(&report, &recorder))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(report)
@@ -142,7 +153,7 @@ async fn measure(
     endpoint: &Endpoint,
     shards: &[Shard],
     base: &str,
-) -> anyhow::Result<LoadReport> {
+) -> anyhow::Result<(LoadReport, Recorder)> {
     let before = endpoint.metrics().await;
     let cpu_before = MachineCpu::now();
     let (recorder, scheduled) = drive(scenario, endpoint, shards).await;
@@ -191,7 +202,7 @@ async fn measure(
         },
         &scenario.thresholds,
     );
-    Ok(report)
+    Ok((report, recorder))
 }
 
 /// One answered call, from its task to the recorder.
@@ -208,8 +219,9 @@ struct Done {
 /// recorder and the count of calls scheduled in the counted part.
 async fn drive(scenario: &Scenario, endpoint: &Endpoint, shards: &[Shard]) -> (Recorder, u64) {
     let mut rng = SmallRng::seed_from_u64(scenario.seed);
-    let mut schedule = Schedule::new(scenario.arrival.clone(), scenario.duration_secs);
-    let mut workload = Workload::new(scenario, shards.to_vec(), &mut rng);
+    let schedule = Schedule::new(scenario.arrival.clone(), scenario.duration_secs);
+    let workload = Workload::new(scenario, shards.to_vec(), &mut rng);
+    let mut timetable = Timetable::new(schedule, workload, scenario.duration_secs, &mut rng);
     let counted = scenario.duration_secs - scenario.warmup_secs;
     let recorder = Arc::new(Mutex::new(Recorder::new(bucket_secs(counted))));
     let slots = Arc::new(Semaphore::new(scenario.max_in_flight));
@@ -224,8 +236,7 @@ async fn drive(scenario: &Scenario, endpoint: &Endpoint, shards: &[Shard]) -> (R
         scenario.max_in_flight,
     ));
     let mut scheduled = 0u64;
-    while let Some(at) = schedule.next(&mut rng) {
-        let call = workload.draw(&mut rng);
+    while let Some((at, call)) = timetable.next(&mut rng) {
         let due = started + Duration::from_secs_f64(at);
         tokio::time::sleep_until(due.into()).await;
         let permit = match slots.clone().try_acquire_owned() {

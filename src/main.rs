@@ -138,6 +138,9 @@ enum Command {
         /// Write the whole report as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Write the report with its plots as one HTML file here.
+        #[arg(long)]
+        html: Option<PathBuf>,
         /// Override the scenario's duration (seconds).
         #[arg(long)]
         duration: Option<f64>,
@@ -285,6 +288,7 @@ fn main() -> ExitCode {
                 keys,
                 spawn: _,
                 json,
+                html,
                 duration,
             } => {
                 let report = butler_memory::load::run(butler_memory::load::LoadOptions {
@@ -293,6 +297,7 @@ fn main() -> ExitCode {
                     keys,
                     config: cli.config.clone(),
                     json,
+                    html,
                     duration,
                 })
                 .await?;

@@ -34,6 +34,8 @@ pub struct Scenario {
     pub content: Content,
     #[serde(default)]
     pub prompts: Prompts,
+    #[serde(default)]
+    pub session: Session,
     /// The tools called, with their weights.
     pub mix: Vec<MixEntry>,
     /// Conditions the run must meet, e.g. `memory_context p95 < 250ms`.
@@ -112,6 +114,25 @@ impl Default for Prompts {
     }
 }
 
+/// A butler's session, the mix's `session` entry: its context at the start, then its
+/// episodes one by one, `think_secs` apart. Every call of it is due at a time fixed when the
+/// session starts (open-loop: a slow answer delays none of them).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Session {
+    pub episodes: usize,
+    pub think_secs: f64,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session {
+            episodes: 4,
+            think_secs: 5.0,
+        }
+    }
+}
+
 /// One tool of the mix.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -142,6 +163,8 @@ pub enum Tool {
     MemoryStoreFact,
     /// A helpful or harmful mark on a rule the run stored at its start.
     MemoryMarkRule,
+    /// Not a tool: a session's calls (`[session]`), each counted under its own tool.
+    Session,
 }
 
 impl Tool {
@@ -157,6 +180,7 @@ impl Tool {
             Tool::MemoryRecall => "memory_recall",
             Tool::MemoryStoreFact => "memory_store_fact",
             Tool::MemoryMarkRule => "memory_mark_rule",
+            Tool::Session => "session",
         }
     }
 
@@ -165,7 +189,7 @@ impl Tool {
         Tool::ALL.into_iter().find(|t| t.name() == name)
     }
 
-    pub const ALL: [Tool; 8] = [
+    pub const ALL: [Tool; 9] = [
         Tool::MemoryStoreEpisode,
         Tool::MemoryIngestBatch,
         Tool::MemoryContext,
@@ -174,6 +198,7 @@ impl Tool {
         Tool::MemoryRecall,
         Tool::MemoryStoreFact,
         Tool::MemoryMarkRule,
+        Tool::Session,
     ];
 
     /// Whether its answer acknowledges episodes (which the verifier reads back).
@@ -258,6 +283,10 @@ impl Scenario {
                 _ => (1..=1000).contains(&m.batch),
             }),
             "a mix entry's batch must be 1 to 1000 (memory_context_batch: 1 to 64)",
+        );
+        check(
+            self.session.think_secs >= 0.0 && self.session.think_secs.is_finite(),
+            "session.think_secs must be at least 0",
         );
         check(
             (0.0..=1.0).contains(&self.verify.sample),

@@ -8,7 +8,7 @@ use rand::Rng as _;
 use rand::rngs::SmallRng;
 use serde_json::{Value, json};
 
-use super::scenario::{Content, MixEntry, Scenario, Tool};
+use super::scenario::{Content, MixEntry, Scenario, Session, Tool};
 use super::target::Shard;
 
 const WORDS: &[&str] = &[
@@ -112,6 +112,8 @@ pub struct Workload {
     repeat_share: f64,
     prompts: Vec<String>,
     sessions: usize,
+    session: Session,
+    started_sessions: u64,
     shards: Vec<Shard>,
     written: u64,
 }
@@ -132,13 +134,16 @@ impl Workload {
             repeat_share: scenario.prompts.repeat,
             prompts,
             sessions: scenario.population.sessions,
+            session: scenario.session.clone(),
+            started_sessions: 0,
             shards,
             written: 0,
         }
     }
 
-    /// The next call.
-    pub fn draw(&mut self, rng: &mut SmallRng) -> Call {
+    /// The calls of the next arrival, each with its delay after it (in seconds): one call,
+    /// or a session's calls.
+    pub fn draw(&mut self, rng: &mut SmallRng) -> Vec<(f64, Call)> {
         let mut pick = rng.random::<f64>() * self.total_weight;
         let entry = self
             .mix
@@ -150,20 +155,34 @@ impl Workload {
             .unwrap_or(&self.mix[self.mix.len() - 1])
             .clone();
         let index = rng.random_range(0..self.shards.len());
+        if entry.tool != Tool::Session {
+            return vec![(0.0, self.call(entry.tool, entry.batch, index, rng))];
+        }
+        self.started_sessions += 1;
+        let session_id = format!("load-session-{}", self.started_sessions);
+        let mut calls = vec![(0.0, self.call(Tool::MemoryContext, 1, index, rng))];
+        for i in 1..=self.session.episodes {
+            let mut episode = self.call(Tool::MemoryStoreEpisode, 1, index, rng);
+            episode.args["session_id"] = json!(session_id);
+            calls.push((self.session.think_secs * i as f64, episode));
+        }
+        calls
+    }
+
+    /// One call of `tool` for shard `index`.
+    fn call(&mut self, tool: Tool, batch: usize, index: usize, rng: &mut SmallRng) -> Call {
         let shard = self.shards[index].clone();
-        let (name, args, episodes) = match entry.tool {
+        let (name, args, episodes) = match tool {
             Tool::MemoryStoreEpisode => {
                 let episode = self.episode(rng, &shard);
                 ("memory_store_episode", episode, 1)
             }
             Tool::MemoryIngestBatch => {
-                let episodes: Vec<Value> = (0..entry.batch)
-                    .map(|_| self.episode(rng, &shard))
-                    .collect();
+                let episodes: Vec<Value> = (0..batch).map(|_| self.episode(rng, &shard)).collect();
                 (
                     "memory_ingest_batch",
                     json!({ "episodes": episodes }),
-                    entry.batch,
+                    batch,
                 )
             }
             Tool::MemoryContext => (
@@ -172,7 +191,7 @@ impl Workload {
                 0,
             ),
             Tool::MemoryContextBatch => {
-                let requests: Vec<Value> = (0..entry.batch)
+                let requests: Vec<Value> = (0..batch)
                     .map(|_| json!({"trigger_prompt": self.prompt(rng), "butler": shard.butler}))
                     .collect();
                 ("memory_context_batch", json!({ "requests": requests }), 0)
@@ -197,6 +216,7 @@ impl Workload {
                     0,
                 )
             }
+            Tool::Session => unreachable!("a session is drawn as its calls"),
             Tool::MemoryMarkRule => {
                 let name = if rng.random_bool(0.8) {
                     "memory_mark_helpful"
@@ -211,7 +231,7 @@ impl Workload {
             }
         };
         Call {
-            tool: entry.tool,
+            tool,
             shard: index,
             name,
             key: shard.key,
@@ -304,7 +324,10 @@ mod tests {
         );
         let mut rng = SmallRng::seed_from_u64(1);
         let mut workload = Workload::new(&s, shards(), &mut rng);
-        let calls: Vec<Call> = (0..4000).map(|_| workload.draw(&mut rng)).collect();
+        let calls: Vec<Call> = (0..4000)
+            .flat_map(|_| workload.draw(&mut rng))
+            .map(|(_, call)| call)
+            .collect();
         let writes = calls.iter().filter(|c| c.episodes == 1).count();
         assert!((2850..3150).contains(&writes), "{writes}");
         let mut texts = std::collections::HashSet::new();
@@ -320,8 +343,35 @@ mod tests {
     fn batches_hold_their_size() {
         let s = scenario(r#"[{ tool = "memory_ingest_batch", weight = 1, batch = 7 }]"#);
         let mut rng = SmallRng::seed_from_u64(2);
-        let call = Workload::new(&s, shards(), &mut rng).draw(&mut rng);
+        let (_, call) = Workload::new(&s, shards(), &mut rng)
+            .draw(&mut rng)
+            .remove(0);
         assert_eq!(call.args["episodes"].as_array().unwrap().len(), 7);
         assert_eq!(call.episodes, 7);
+    }
+
+    #[test]
+    fn a_session_is_its_context_then_its_episodes_think_time_apart() {
+        let mut s = scenario(r#"[{ tool = "session", weight = 1 }]"#);
+        s.session = Session {
+            episodes: 3,
+            think_secs: 2.5,
+        };
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut workload = Workload::new(&s, shards(), &mut rng);
+        let calls = workload.draw(&mut rng);
+        let at: Vec<f64> = calls.iter().map(|(t, _)| *t).collect();
+        assert_eq!(at, vec![0.0, 2.5, 5.0, 7.5]);
+        assert_eq!(calls[0].1.name, "memory_context");
+        let session = &calls[1].1.args["session_id"];
+        assert!(
+            calls[1..]
+                .iter()
+                .all(|(_, c)| c.name == "memory_store_episode"
+                    && &c.args["session_id"] == session
+                    && c.shard == calls[0].1.shard)
+        );
+        let next = workload.draw(&mut rng);
+        assert_ne!(&next[1].1.args["session_id"], session, "a new session");
     }
 }

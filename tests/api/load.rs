@@ -34,7 +34,9 @@ mix = [
     {{ tool = "memory_recall", weight = 5 }},
     {{ tool = "memory_store_fact", weight = 10 }},
     {{ tool = "memory_mark_rule", weight = 10 }},
+    {{ tool = "session", weight = 5 }},
 ]
+session = {{ episodes = 2, think_secs = 0.5 }}
 thresholds = [{}]
 [verify]
 drain_timeout_secs = 60
@@ -91,11 +93,12 @@ async fn a_short_scenario_against_a_spawned_service_passes_and_reports_every_too
         ],
     );
     let json = dir.path().join("report.json");
+    let html = dir.path().join("report.html");
     let out = load(
         &config,
         &scenario,
         &json,
-        &[],
+        &["--html", html.to_str().unwrap()],
         &[("BUTLER_MEMORY_DATABASE_URL", &database)],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -149,6 +152,23 @@ async fn a_short_scenario_against_a_spawned_service_passes_and_reports_every_too
             .iter()
             .all(|t| t["ok"] == json!(true))
     );
+    // The page for people: its tables and a plot per view, drawn (lines, labelled axes).
+    let page = std::fs::read_to_string(&html).unwrap();
+    for heading in [
+        "Throughput",
+        "memory_context: latency over time",
+        "Errors per time bucket",
+        "Latency distribution",
+    ] {
+        assert!(page.contains(heading), "{heading}");
+    }
+    let plots = page.matches("<svg").count();
+    assert!(plots >= 3 + tools.len(), "{plots} plots");
+    assert!(
+        page.matches("<polyline").count() >= plots,
+        "every plot has its lines"
+    );
+    assert!(page.contains("PASS") && !page.contains("could not be drawn"));
 }
 
 #[tokio::test]
