@@ -6,8 +6,6 @@
 
 use serde_json::Value;
 
-use super::report::round3;
-
 /// The machine's CPU time by kind, from the first line of `/proc/stat` (clock ticks), so a
 /// run can say how busy the cores were and how much of them the hypervisor took (steal):
 /// on a shared virtual machine a latency measured while half the CPU was stolen is not the
@@ -85,7 +83,9 @@ pub struct CpuUse {
 }
 
 impl CpuUse {
+    /// The shares and CPU-seconds, to three decimals.
     pub fn json(&self) -> Value {
+        let round3 = |x: f64| (x * 1000.0).round() / 1000.0;
         serde_json::json!({
             "user": round3(self.user),
             "system": round3(self.system),
