@@ -235,15 +235,15 @@ async fn drive(scenario: &Scenario, endpoint: &Endpoint, shards: &[Shard]) -> (R
         slots.clone(),
         scenario.max_in_flight,
     ));
-    let mut scheduled = 0u64;
+    // The scheduler's own counts, kept here: no lock on its path.
+    let (mut scheduled, mut client_waits, mut worst_send_lag) = (0u64, 0u64, Duration::ZERO);
     while let Some((at, call)) = timetable.next(&mut rng) {
         let due = started + Duration::from_secs_f64(at);
         tokio::time::sleep_until(due.into()).await;
         let permit = match slots.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
-                recorder.lock().expect("the recorder").client_waits +=
-                    u64::from(at >= scenario.warmup_secs);
+                client_waits += u64::from(at >= scenario.warmup_secs);
                 slots
                     .clone()
                     .acquire_owned()
@@ -251,11 +251,7 @@ async fn drive(scenario: &Scenario, endpoint: &Endpoint, shards: &[Shard]) -> (R
                     .expect("the semaphore is never closed")
             }
         };
-        let lag = Instant::now().saturating_duration_since(due);
-        {
-            let mut r = recorder.lock().expect("the recorder");
-            r.worst_send_lag = r.worst_send_lag.max(lag);
-        }
+        worst_send_lag = worst_send_lag.max(Instant::now().saturating_duration_since(due));
         scheduled += u64::from(at >= scenario.warmup_secs);
         let endpoint = endpoint.clone();
         let done_tx = done_tx.clone();
@@ -281,11 +277,13 @@ async fn drive(scenario: &Scenario, endpoint: &Endpoint, shards: &[Shard]) -> (R
     }
     drop(done_tx);
     let _ = collector.await;
-    let recorder = Arc::try_unwrap(recorder)
+    let mut recorder = Arc::try_unwrap(recorder)
         .ok()
         .expect("every call has answered")
         .into_inner()
         .expect("the recorder");
+    recorder.client_waits = client_waits;
+    recorder.worst_send_lag = worst_send_lag;
     (recorder, scheduled)
 }
 

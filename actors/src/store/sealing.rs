@@ -55,13 +55,23 @@ pub async fn opened_in(
 }
 
 impl Store {
-    /// The data key `(tenant, version)`: cached, or read on a connection of its own.
-    async fn data_key(&self, tenant_id: &str, version: i32) -> MemoryResult<Arc<LessSafeKey>> {
-        if let Some(key) = self.vault().cached(tenant_id, version) {
-            return Ok(key);
-        }
-        let mut conn = self.pool().acquire().await?;
-        self.vault().key(&mut conn, tenant_id, version).await
+    /// What fact `id` of `tenant` sealed under data key `version`: the key cached, or read
+    /// on a connection of its own.
+    async fn open_sealed(
+        &self,
+        tenant_id: &str,
+        id: Uuid,
+        version: i32,
+        bytes: &[u8],
+    ) -> MemoryResult<Opened> {
+        let key: Arc<LessSafeKey> = match self.vault().cached(tenant_id, version) {
+            Some(key) => key,
+            None => {
+                let mut conn = self.pool().acquire().await?;
+                self.vault().key(&mut conn, tenant_id, version).await?
+            }
+        };
+        self.vault().open_with(&key, tenant_id, id, version, bytes)
     }
 
     /// `fact` as a caller sees it: opened when sealed (its ciphertext dropped). Failing to
@@ -70,10 +80,9 @@ impl Store {
         let (Some(version), Some(bytes)) = (fact.key_version, fact.sealed.take()) else {
             return Ok(());
         };
-        let key = self.data_key(&fact.tenant_id, version).await?;
         let opened = self
-            .vault()
-            .open_with(&key, &fact.tenant_id, fact.id, version, &bytes)?;
+            .open_sealed(&fact.tenant_id, fact.id, version, &bytes)
+            .await?;
         fact.content = opened.content;
         fact.metadata = opened.metadata;
         Ok(())
@@ -123,10 +132,7 @@ impl Store {
         };
         let version = i32::try_from(version)
             .map_err(|_| MemoryError::internal("a key version out of range"))?;
-        let key = self.data_key(tenant_id, version).await?;
-        let opened = self
-            .vault()
-            .open_with(&key, tenant_id, id, version, &bytes)?;
+        let opened = self.open_sealed(tenant_id, id, version, &bytes).await?;
         fields.insert("content".into(), Value::String(opened.content));
         fields.insert("metadata".into(), opened.metadata);
         Ok(())
@@ -142,10 +148,9 @@ impl Store {
             ) else {
                 continue;
             };
-            let key = self.data_key(tenant_id, version).await?;
             let opened = self
-                .vault()
-                .open_with(&key, tenant_id, candidate.id, version, &bytes)?;
+                .open_sealed(tenant_id, candidate.id, version, &bytes)
+                .await?;
             candidate.content = opened.content;
             candidate.metadata = opened.metadata;
         }
