@@ -15,7 +15,7 @@ use axum::routing::{MethodRouter, get, post, put};
 use butler_memory_actors::{
     EpisodeQuery, FactEdit, FactQuery, GovernanceRequest, MemoryRecord, MemoryStats, MemoryType,
     Page, Provenance, RecordWithLinks, RuleEdit, RuleQuery, SearchMode, StoredApplication,
-    StoredEvent,
+    StoredEvent, Timeline,
 };
 use schemars::JsonSchema;
 use schemars::generate::SchemaGenerator;
@@ -31,6 +31,16 @@ pub struct StatsQuery {
     pub scope: Option<String>,
     /// Count only this butler's episodes.
     pub butler: Option<String>,
+}
+
+/// `GET /api/memory/timeline`'s query.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineQuery {
+    /// Only this butler's episodes and lifecycle runs.
+    pub butler: Option<String>,
+    /// Days back, today included (1 to 90, default 14).
+    pub days: Option<u32>,
 }
 
 /// `GET /api/memory/activity`'s query.
@@ -121,6 +131,14 @@ pub const ENDPOINTS: &[Endpoint] = &[
         body: None,
         query: Some(schema::<StatsQuery>),
         response: schema::<MemoryStats>,
+    },
+    Endpoint {
+        path: "/api/memory/timeline",
+        summary: "Day by day (UTC): episodes stored by consolidation status, lifecycle runs and their changes",
+        method: "get",
+        body: None,
+        query: Some(schema::<TimelineQuery>),
+        response: schema::<Timeline>,
     },
     Endpoint {
         path: "/api/memory/facts",
@@ -362,6 +380,7 @@ pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/openapi.json", get(openapi::document))
         .route("/api/memory/stats", get(stats))
+        .route("/api/memory/timeline", get(timeline))
         .route("/api/memory/facts", get(facts))
         .route("/api/memory/rules", get(rules))
         .route("/api/memory/episodes", get(episodes))

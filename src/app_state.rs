@@ -7,6 +7,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::auth::Authenticator;
 use crate::config::Config;
+use crate::dashboard::session::Sessions;
 
 /// The state behind every route.
 pub struct AppState {
@@ -14,4 +15,6 @@ pub struct AppState {
     pub auth: Authenticator,
     pub config: Config,
     pub metrics: PrometheusHandle,
+    /// The dashboard's signed-in browsers.
+    pub sessions: Sessions,
 }

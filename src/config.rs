@@ -23,6 +23,7 @@ use figment::providers::{Env, Format, Toml};
 use figment::value::Dict;
 use serde::Deserialize;
 
+pub use crate::dashboard::DashboardConfig;
 pub use crate::http::server::HttpConfig;
 pub use key_file::key_in_file;
 pub use keys::{AuthConfig, KeyConfig, MIN_KEY_CHARS};
@@ -55,6 +56,7 @@ pub struct EdgeConfig {
     pub metrics: MetricsConfig,
     pub log: LogConfig,
     pub traces: TracesConfig,
+    pub dashboard: DashboardConfig,
 }
 
 /// `[traces]`: OpenTelemetry trace export over OTLP/HTTP, off unless `endpoint` is set.

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod backup;
 pub mod bundle_files;
 pub mod config;
+pub mod dashboard;
 pub mod database_target;
 pub mod database_watch;
 pub mod http;

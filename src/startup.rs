@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app_state::AppState;
 use crate::auth::{Authenticator, effective_keys, require_key};
 use crate::config::Config;
+use crate::dashboard::session::Sessions;
 use crate::database_watch::DatabaseWatch;
 use crate::{http, mcp, telemetry};
 
@@ -160,11 +161,15 @@ impl Core {
                 source,
             }
         })?;
+        let sessions = Sessions::new(Duration::from_secs(
+            config.edge.dashboard.session_idle_minutes.get() * 60,
+        ));
         let state = Arc::new(AppState {
             engine,
             auth: Authenticator::new(&keys),
             config,
             metrics,
+            sessions,
         });
         Ok(Core { state, watch })
     }
@@ -329,9 +334,10 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
             http::resource_metadata::PATH_FOR_MCP,
             get(http::resource_metadata::document),
         )
-        .with_state(state)
+        .with_state(state.clone())
         .merge(mcp)
         .merge(admin)
+        .merge(crate::dashboard::routes(state))
         // Outermost, so that refusals (401, 413) have an id and a log line too.
         .layer(axum::middleware::from_fn_with_state(
             access_log,

@@ -100,5 +100,5 @@ pub use domain::maturity::Maturity;
 pub use domain::record::{Forgetting, MemoryRecord, RecordWithLinks};
 pub use domain::rule::Rule;
 pub use domain::search::{ComponentScores, Hit, SearchOutcome};
-pub use domain::stats::MemoryStats;
+pub use domain::stats::{MAX_TIMELINE_DAYS, MemoryStats, Timeline, TimelineDay};
 pub use embedder::token_counter::TokenizerCounter;

@@ -15,7 +15,10 @@ use butler_memory_actors::{
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{ActivityPage, ActivityQuery, ApplicationsQuery, ForgetQuery, SearchQuery, StatsQuery};
+use super::{
+    ActivityPage, ActivityQuery, ApplicationsQuery, ForgetQuery, SearchQuery, StatsQuery,
+    TimelineQuery,
+};
 use crate::app_state::AppState;
 use crate::http::error_response;
 use crate::http::request_meta::RequestMeta;
@@ -69,6 +72,15 @@ pub async fn stats(
 ) -> Response {
     let q = parsed!(query(q));
     answer(s.engine.stats(&c, q.scope, q.butler).await)
+}
+
+pub async fn timeline(
+    State(s): Api,
+    Extension(c): Key,
+    q: Result<Query<TimelineQuery>, QueryRejection>,
+) -> Response {
+    let q = parsed!(query(q));
+    answer(s.engine.timeline(&c, q.butler, q.days).await)
 }
 
 pub async fn facts(

@@ -7,7 +7,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use butler_memory_actors::{ActorKind, ErrorCode, MemoryError, Role};
+use butler_memory_actors::{
+    ActorKind, ActorSnapshot, Caller, Engine, ErrorCode, MemoryError, MemoryResult, Role,
+};
 use serde_json::json;
 
 use super::error_response;
@@ -21,6 +23,18 @@ pub async fn actors(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
     let Some(caller) = state.auth.caller(authorization) else {
         return unauthorized(&headers);
     };
+    match visible_actors(&state.engine, &caller) {
+        Ok(actors) => {
+            let shards = actors.iter().filter(|a| a.kind == ActorKind::Shard).count();
+            Json(json!({ "shards": shards, "actors": actors })).into_response()
+        }
+        Err(e) => error_response(&e),
+    }
+}
+
+/// The actors a key may see: an operator every one, an admin the shared actors and its own
+/// tenant's shards; a butler or auditor key none (`operator_only`).
+pub fn visible_actors(engine: &Engine, caller: &Caller) -> MemoryResult<Vec<ActorSnapshot>> {
     let own_prefix = format!("{}/", caller.tenant_id);
     let visible = |kind: ActorKind, key: &str| match caller.role {
         Role::Operator => true,
@@ -28,17 +42,14 @@ pub async fn actors(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
         Role::Butler | Role::Auditor => false,
     };
     if matches!(caller.role, Role::Butler | Role::Auditor) {
-        return error_response(&MemoryError::new(
+        return Err(MemoryError::new(
             ErrorCode::OperatorOnly,
-            "/actors needs an operator or admin key",
+            "the actor tree needs an operator or admin key",
         ));
     }
-    let actors: Vec<_> = state
-        .engine
+    Ok(engine
         .actors()
         .into_iter()
         .filter(|a| visible(a.kind, &a.key))
-        .collect();
-    let shards = actors.iter().filter(|a| a.kind == ActorKind::Shard).count();
-    Json(json!({ "shards": shards, "actors": actors })).into_response()
+        .collect())
 }

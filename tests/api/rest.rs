@@ -543,3 +543,76 @@ async fn provenance_history_and_search_show_why_a_record_exists() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_timeline_counts_each_day_what_came_in_and_what_the_lifecycle_did() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let general = app.client(TENANT_A_GENERAL).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    for content in [
+        "Hi, my name is Ada. I'm allergic to peanuts.",
+        "We chatted about the weather.",
+    ] {
+        health
+            .ok(
+                "memory_store_episode",
+                json!({"content": content, "butler": "health"}),
+            )
+            .await;
+    }
+    general
+        .ok(
+            "memory_store_episode",
+            json!({"content": "The bill was paid.", "butler": "general"}),
+        )
+        .await;
+    let report = admin
+        .ok("memory_run_sweep", json!({"kinds": ["consolidation"]}))
+        .await;
+    let changed: u64 = report["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["changes"].as_object().unwrap().values())
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert!(changed > 0, "{report}");
+
+    let timeline = ok(&app, TENANT_A_ADMIN, "/api/memory/timeline?days=7").await;
+    let days = timeline["days"].as_array().unwrap();
+    assert_eq!(days.len(), 7, "every day of the window, oldest first");
+    let today = days.last().unwrap();
+    assert_eq!(today["episodes"]["consolidated"], 3, "{timeline}");
+    assert_eq!(
+        today["runs"]["consolidation"], 2,
+        "one run per shard: {timeline}"
+    );
+    assert_eq!(today["changes"]["consolidation"], changed, "{timeline}");
+    assert!(
+        days[..6]
+            .iter()
+            .all(|d| d["episodes"].as_object().unwrap().is_empty())
+    );
+
+    // A butler key counts its own butler's episodes; the window is bounded.
+    let own = ok(&app, TENANT_A_HEALTH, "/api/memory/timeline").await;
+    let own_today = own["days"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(own["days"].as_array().unwrap().len(), 14);
+    assert_eq!(own_today["episodes"]["consolidated"], 2, "{own}");
+    let foreign = ok(&app, TENANT_B_HEALTH, "/api/memory/timeline").await;
+    let foreign_today = foreign["days"].as_array().unwrap().last().unwrap().clone();
+    assert!(foreign_today["episodes"].as_object().unwrap().is_empty());
+    for bad in ["days=0", "days=91", "days=many", "colour=red"] {
+        let (status, body) = get(
+            &app,
+            Some(TENANT_A_ADMIN),
+            &format!("/api/memory/timeline?{bad}"),
+        )
+        .await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let (status, _) = get(&app, Some(OPERATOR), "/api/memory/timeline").await;
+    assert_eq!(status, 403);
+    app.stop().await;
+}

@@ -143,6 +143,8 @@ pub struct StoredEvent {
 pub enum Since {
     Cursor(i64),
     Time(DateTime<Utc>),
+    /// The newest events, newest first (the dashboard's live feed).
+    Latest,
 }
 
 impl Since {
@@ -174,7 +176,7 @@ impl Since {
         match (events.last(), self) {
             (Some(last), _) => Some(last.id.to_string()),
             (None, Since::Cursor(c)) => Some(c.to_string()),
-            (None, Since::Time(_)) => None,
+            (None, Since::Time(_) | Since::Latest) => None,
         }
     }
 }

@@ -52,3 +52,26 @@ pub struct KnowledgeStats {
     pub total: i64,
     pub breakdown: Breakdown,
 }
+
+/// Most days a timeline covers.
+pub const MAX_TIMELINE_DAYS: u32 = 90;
+
+/// Day by day (UTC), what came in and what the lifecycle did: the dashboard's charts of
+/// episodes per day and consolidation activity.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Timeline {
+    /// Every day of the window, oldest first (days with nothing included, at zero).
+    pub days: Vec<TimelineDay>,
+}
+
+/// One day of a [`Timeline`].
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+pub struct TimelineDay {
+    pub day: chrono::NaiveDate,
+    /// Episodes stored that day (not forgotten), by their consolidation status now.
+    pub episodes: BTreeMap<String, i64>,
+    /// Lifecycle runs finished that day, by kind (`consolidation`, `decay_sweep`, ...).
+    pub runs: BTreeMap<String, i64>,
+    /// What those runs changed, by kind (the sum of their reports' changes).
+    pub changes: BTreeMap<String, i64>,
+}

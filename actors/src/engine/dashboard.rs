@@ -28,8 +28,10 @@ use crate::domain::request_context::Lineage;
 use crate::domain::rule::Rule;
 use crate::domain::rule::RuleInput;
 use crate::domain::search::{SearchInput, SearchOutcome};
+use crate::domain::stats::{MAX_TIMELINE_DAYS, Timeline};
 use crate::domain::text::{check_name, check_required_reason, normalize_key};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::store::stats::StatsFilter;
 
 impl Engine {
     /// A page of the facts the caller may see.
@@ -373,6 +375,34 @@ impl Engine {
         caller.require_admin()?;
         self.forget(caller, memory_type, id, reason, None, lineage)
             .await
+    }
+
+    /// The last `days` days (UTC, today included) of what the caller may see: episodes
+    /// stored per day and lifecycle runs, for the dashboard's charts.
+    pub async fn timeline(
+        &self,
+        caller: &Caller,
+        butler: Option<String>,
+        days: Option<u32>,
+    ) -> MemoryResult<Timeline> {
+        self.services.database.check()?;
+        let days = days.unwrap_or(14);
+        if days == 0 || days > MAX_TIMELINE_DAYS {
+            return Err(MemoryError::new(
+                ErrorCode::InvalidLimit,
+                format!("`days` must be between 1 and {MAX_TIMELINE_DAYS}"),
+            ));
+        }
+        let scope = self.visible(caller, None, butler)?;
+        let filter = StatsFilter {
+            tenant_id: scope.tenant_id,
+            scopes: scope.scopes,
+            butlers: scope.butlers,
+        };
+        let today = self.services.clock.now().date_naive();
+        let first = today - chrono::Days::new(u64::from(days - 1));
+        let from = first.and_time(chrono::NaiveTime::MIN).and_utc();
+        self.services.store.timeline(&filter, from, days).await
     }
 }
 

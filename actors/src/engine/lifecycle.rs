@@ -254,9 +254,11 @@ impl Engine {
                 format!("`limit` must be between 1 and {MAX_ACTIVITY_PAGE}"),
             ));
         }
+        let since_kind = since;
         let (after_id, since) = match since {
             Since::Cursor(id) => (id, None),
             Since::Time(t) => (0, Some(t)),
+            Since::Latest => (0, None),
         };
         let filter = ActivityFilter {
             tenant_id: caller.tenant_id.clone(),
@@ -266,6 +268,7 @@ impl Engine {
             butlers: butler.map(|b| vec![b]),
             visible,
             limit: i64::from(limit),
+            newest_first: matches!(since_kind, Since::Latest),
         };
         self.read(|reply| ReaderMsg::Activity {
             filter,

@@ -85,6 +85,7 @@ error_codes! {
     OperatorOnly => ("operator_only", Forbidden, "a butler key on `/actors`"),
     OtherButler => ("other_butler", Forbidden, "a key bound to one butler acting as another"),
     ScopeForbidden => ("scope_forbidden", Forbidden, "a butler key naming a scope other than `global` or its own butler's"),
+    CsrfRejected => ("csrf_rejected", Forbidden, "a dashboard form without its session's CSRF token, or sent from another origin"),
     // not_found: nothing the caller may see has that id.
     NotFound => ("not_found", NotFound, "no such record, or another tenant's"),
     // conflict: a concurrent write won; retry.
@@ -93,6 +94,7 @@ error_codes! {
     // overloaded: refused at once to protect the service; retry after `retry_after_ms`.
     WritesInFlight => ("writes_in_flight", Overloaded, "the episodes accepted and not yet committed, with this call's, would exceed `writes.max_in_flight`"),
     ShardBusy => ("shard_busy", Overloaded, "the butler's shard (for a batch, the busiest of its shards) has `writes.max_queued_per_shard` messages waiting"),
+    TooManySessions => ("too_many_sessions", Overloaded, "the dashboard has 10,000 browser sessions open; sign in again later"),
     EmbedderQueueFull => ("embedder_queue_full", Overloaded, "more texts wait for the embedder than `embedder.max_queue`"),
     // unavailable: a part of the service cannot answer now; retry.
     DatabaseUnavailable => ("database_unavailable", Unavailable, "the database did not answer, or not in time"),

@@ -22,13 +22,16 @@ pub struct ActivityFilter {
     /// rules of `visible.scopes`, and of episodes of `visible.butlers`.
     pub visible: Option<SearchScope>,
     pub limit: i64,
+    /// The newest events first (the dashboard's feed), instead of oldest first.
+    pub newest_first: bool,
 }
 
 impl Store {
-    /// One page of events, oldest first.
+    /// One page of events, oldest first (or newest first, when the filter says so).
     #[tracing::instrument(target = "otel", name = "db.activity", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn activity(&self, filter: &ActivityFilter) -> MemoryResult<Vec<StoredEvent>> {
-        Ok(sqlx::query_as(
+        let order = if filter.newest_first { "id DESC" } else { "id" };
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT id, tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
                     request_id, subrequest_id, segment_id, payload
              FROM memory_events
@@ -39,9 +42,9 @@ impl Store {
                AND ($7::bool IS NULL
                     OR (entity_type <> 'episode' AND scope = ANY($8))
                     OR (entity_type = 'episode' AND butler = ANY($9)))
-             ORDER BY id
-             LIMIT $6",
-        )
+             ORDER BY {order}
+             LIMIT $6"
+        )))
         .bind(&filter.tenant_id)
         .bind(filter.after_id)
         .bind(filter.since)

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::stats::{Backlog, Breakdown, EpisodeStats, KnowledgeStats};
+use crate::domain::stats::{
+    Backlog, Breakdown, EpisodeStats, KnowledgeStats, Timeline, TimelineDay,
+};
 use crate::error::MemoryResult;
 
 use super::Store;
@@ -213,4 +215,72 @@ impl Store {
         .await?;
         Ok(rows.into_iter().collect())
     }
+
+    /// Day by day since `from` (a UTC midnight): episodes stored, by consolidation status, and
+    /// lifecycle runs with the sum of their changes, by kind. Two grouped range scans of the
+    /// window (the shard indexes lead with tenant, butler and time).
+    #[tracing::instrument(target = "otel", name = "db.timeline", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
+    pub async fn timeline(
+        &self,
+        filter: &StatsFilter,
+        from: DateTime<Utc>,
+        days: u32,
+    ) -> MemoryResult<Timeline> {
+        let episodes: Vec<(chrono::NaiveDate, String, i64)> = sqlx::query_as(
+            "SELECT (created_at AT TIME ZONE 'UTC')::date, consolidation_status, count(*)
+             FROM episodes
+             WHERE tenant_id = $1 AND ($2::text[] IS NULL OR butler = ANY($2))
+               AND created_at >= $3 AND forgotten_at IS NULL
+             GROUP BY 1, 2",
+        )
+        .bind(&filter.tenant_id)
+        .bind(&filter.butlers)
+        .bind(from)
+        .fetch_all(self.pool())
+        .await?;
+        let runs: Vec<(chrono::NaiveDate, String, i64, i64)> = sqlx::query_as(
+            "SELECT (finished_at AT TIME ZONE 'UTC')::date, kind, count(*),
+                    coalesce(sum((SELECT sum(value::bigint) FROM jsonb_each_text(result->'changes'))), 0)::bigint
+             FROM lifecycle_runs
+             WHERE tenant_id = $1 AND ($2::text[] IS NULL OR butler = ANY($2))
+               AND finished_at >= $3
+             GROUP BY 1, 2",
+        )
+        .bind(&filter.tenant_id)
+        .bind(&filter.butlers)
+        .bind(from)
+        .fetch_all(self.pool())
+        .await?;
+        let first = from.date_naive();
+        let mut timeline = Timeline {
+            days: (0..days)
+                .map(|i| TimelineDay {
+                    day: first + chrono::Days::new(u64::from(i)),
+                    ..TimelineDay::default()
+                })
+                .collect(),
+        };
+        for (d, status, n) in episodes {
+            if let Some(slot) = slot_of(&mut timeline, first, d) {
+                slot.episodes.insert(status, n);
+            }
+        }
+        for (d, kind, n, changes) in runs {
+            if let Some(slot) = slot_of(&mut timeline, first, d) {
+                slot.runs.insert(kind.clone(), n);
+                slot.changes.insert(kind, changes);
+            }
+        }
+        Ok(timeline)
+    }
+}
+
+/// The day of a timeline that `day` falls on, if it is within the window.
+fn slot_of(
+    timeline: &mut Timeline,
+    first: chrono::NaiveDate,
+    day: chrono::NaiveDate,
+) -> Option<&mut TimelineDay> {
+    let index = usize::try_from((day - first).num_days()).ok()?;
+    timeline.days.get_mut(index)
 }
