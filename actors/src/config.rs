@@ -181,6 +181,9 @@ pub struct RetrievalConfig {
     pub call_timeout_ms: NonZeroU64,
     /// Candidates fetched from each list (semantic, keyword) per memory type before fusion.
     pub candidate_depth: u32,
+    /// How old the effective-confidence bands of `memory_stats` may be before a read has
+    /// them recounted (in the background; the read answers the ones it has).
+    pub stats_bands_max_age_secs: u64,
     /// A query word in more of a tenant's memories of one type than this is common: it
     /// scores but does not pick keyword candidates (`domain::bm25`).
     pub keyword_common_df: NonZeroU32,

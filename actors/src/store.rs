@@ -25,6 +25,7 @@ pub mod lifecycle_locks;
 pub mod lifecycle_runs;
 pub mod links;
 pub mod listing;
+pub mod projections;
 pub mod purging;
 pub mod records;
 pub mod references;

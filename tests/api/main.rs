@@ -36,6 +36,7 @@ mod rest;
 mod rest_writes;
 mod retrieval;
 mod startup;
+mod stats_projection;
 mod store_tools;
 mod supersession;
 mod supervision;

@@ -284,22 +284,23 @@ impl ReaderState {
     async fn stats(&self, filter: StatsFilter) -> MemoryResult<MemoryStats> {
         let store = &self.kit.store;
         let now = self.services.clock.now();
-        let (episodes, facts, rules, last_runs) = futures::try_join!(
-            store.episode_stats(&filter, now, self.embedding_version),
-            store.fact_stats(&filter, now, self.embedding_version),
-            store.rule_stats(&filter, now, self.embedding_version),
+        let bands_max_age =
+            Duration::from_secs(self.services.config.retrieval.stats_bands_max_age_secs);
+        let (projected, last_runs) = futures::try_join!(
+            store.projected_stats(&filter, now, self.embedding_version, bands_max_age),
             store.last_runs(&filter),
         )?;
         Ok(MemoryStats {
             tenant_id: filter.tenant_id,
             scopes: filter.scopes,
             butlers: filter.butlers,
-            consolidation_backlog: episodes.backlog.clone(),
-            episodes,
-            facts,
-            rules,
+            consolidation_backlog: projected.episodes.backlog.clone(),
+            episodes: projected.episodes,
+            facts: projected.facts,
+            rules: projected.rules,
             last_runs,
             computed_at: now,
+            confidence_bands_counted_at: projected.bands_counted_at,
         })
     }
 }

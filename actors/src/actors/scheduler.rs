@@ -7,7 +7,8 @@
 //! scheduled time passed while the service was down runs at the first tick
 //! (`lifecycle.catch_up_missed_runs`).
 //!
-//! Each tick it also has the shards whose consolidation backlog reached
+//! Each tick it also folds the count deltas the writers appended for `memory_stats`
+//! (`store/projections.rs`), and has the shards whose consolidation backlog reached
 //! `consolidation.trigger_backlog_size` or `trigger_backlog_age_secs` consolidated
 //! (DECISIONS.md #14), so freshness holds between cron runs. While episodes are admitted
 //! faster than `indexer.yield_above_writes_per_sec`, only the age trigger applies: a burst
@@ -126,6 +127,10 @@ impl Actor for Scheduler {
                 let now = state.services.clock.now();
                 let hot = state.writes_hot();
                 state.work.consolidate_backlogs(now, hot).await;
+                // The stats' projections: fold the deltas the writers appended since.
+                if let Err(error) = state.services.store.compact_counts().await {
+                    tracing::warn!(%error, "folding the stats' count deltas failed; the next tick retries");
+                }
                 for i in 0..state.jobs.len() {
                     if state.jobs[i].next.is_some_and(|due| due <= now) {
                         state.info.begin();

@@ -20,6 +20,10 @@ pub struct MemoryStats {
     pub consolidation_backlog: Backlog,
     pub last_runs: BTreeMap<String, Option<DateTime<Utc>>>,
     pub computed_at: DateTime<Utc>,
+    /// When the `effective_confidence` bands were counted: they move with the clock, not
+    /// with writes, and are recounted when older than `retrieval.stats_bands_max_age_secs`
+    /// (every other count is current).
+    pub confidence_bands_counted_at: Option<DateTime<Utc>>,
 }
 
 /// Counts by dimension and value, e.g. `{"validity": {"active": 3}}`.

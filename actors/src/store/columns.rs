@@ -53,4 +53,15 @@ macro_rules! effective_confidence {
     };
 }
 
-pub(crate) use {effective_confidence, episode_columns, fact_columns, rule_columns};
+/// Bands of effective confidence, named by their bounds (dashboard colours: `>= 0.8`
+/// green, `0.5-0.8` yellow, below red; `< 0.2` fades, `< 0.05` expires).
+macro_rules! confidence_band_sql {
+    () => {
+        "CASE WHEN eff < 0.05 THEN 'below_0.05' WHEN eff < 0.2 THEN '0.05_to_0.2'
+              WHEN eff < 0.5 THEN '0.2_to_0.5' WHEN eff < 0.8 THEN '0.5_to_0.8' ELSE '0.8_and_above' END"
+    };
+}
+
+pub(crate) use {
+    confidence_band_sql, effective_confidence, episode_columns, fact_columns, rule_columns,
+};

@@ -332,6 +332,18 @@ async fn erase(
         .await?;
     }
 
+    if owner == Some(None) {
+        // The tenant's counts go with it (the deletes above left only their negations).
+        for table in ["memory_counts", "memory_bands"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE tenant_id = $1"
+            )))
+            .bind(tenant_id)
+            .execute(&mut *conn)
+            .await?;
+        }
+    }
+
     let rewritten: i64 = sqlx::query_scalar("SELECT memory_events_purge($1, $2)")
         .bind(tenant_id)
         .bind(&ids)

@@ -11,7 +11,7 @@ use crate::domain::stats::{
 use crate::error::MemoryResult;
 
 use super::Store;
-use super::columns::effective_confidence;
+use super::columns::{confidence_band_sql, effective_confidence};
 
 /// Which part of a tenant's memory to count.
 #[derive(Debug, Clone, Default)]
@@ -50,15 +50,6 @@ macro_rules! embedding_state_sql {
     () => {
         "CASE WHEN embedding_version_id IS NULL THEN 'pending'
               WHEN embedding_version_id = $4 THEN 'current' ELSE 'stale' END"
-    };
-}
-
-/// Bands of effective confidence, named by their bounds (dashboard colours: `>= 0.8`
-/// green, `0.5-0.8` yellow, below red; `< 0.2` fades, `< 0.05` expires).
-macro_rules! confidence_band_sql {
-    () => {
-        "CASE WHEN eff < 0.05 THEN 'below_0.05' WHEN eff < 0.2 THEN '0.05_to_0.2'
-              WHEN eff < 0.5 THEN '0.2_to_0.5' WHEN eff < 0.8 THEN '0.5_to_0.8' ELSE '0.8_and_above' END"
     };
 }
 
