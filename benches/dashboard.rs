@@ -1,6 +1,7 @@
 //! The dashboard's reads on a large tenant: `GET /api/memory/stats` (issue 20: ≤ 20 ms p95
 //! with 1,000,000 facts and 100,000 episodes in the tenant), the list pages (≤ 50 ms p95) and
-//! the overview page, against the scan of the tables that the projections replaced.
+//! the web pages a signed-in browser loads (overview, facts, episodes), against the scan of
+//! the tables that the projections replaced.
 //!
 //! Runs a private service in-process (embedded PostgreSQL in a temporary directory), loads
 //! the rows straight into the tables with `generate_series` INSERTs (the projections' triggers
@@ -58,15 +59,19 @@ async fn main() -> anyhow::Result<()> {
     let extra = "[lifecycle]\ncatch_up_missed_runs = false\ndecay_sweep_cron = \"0 3 29 2 *\"\n\
                  episode_cleanup_cron = \"0 4 29 2 *\"\nconsolidation_cron = \"0 5 29 2 *\"\n\
                  [consolidation]\ntrigger_backlog_size = 1000000000\ntrigger_backlog_age_secs = 1000000000.0\n\
-                 [indexer]\npoll_interval_ms = 3600000\n";
+                 [indexer]\npoll_interval_ms = 3600000\n\
+                 [log]\nlevel = \"warn,rmcp=error,sqlx=error\"\n";
     let service = Service::start(&[Key::admin(ADMIN_KEY, TENANT)], extra).await?;
     let load_s = load(&service, &args).await?;
     let base = format!("http://{}", service.address);
-    let http = reqwest::Client::new();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let session = sign_in(&http, &base).await?;
 
     let mut results = Vec::new();
     // The first read counts the confidence bands (a scan, once per tenant and bound).
-    let first = timed(&http, &base, "/api/memory/stats").await?;
+    let first = timed(&http, &base, "/api/memory/stats", None).await?;
     eprintln!(
         "first stats read (bands counted): {:.1} ms",
         first.as_secs_f64() * 1e3
@@ -84,7 +89,15 @@ async fn main() -> anyhow::Result<()> {
         "/api/memory/timeline",
         "/api/memory/activity?limit=50",
     ] {
-        results.push(series(&http, &base, path, args.reads).await?);
+        results.push(series(&http, &base, path, None, args.reads).await?);
+    }
+    // The dashboard's pages, as a signed-in browser asks for them.
+    for path in [
+        "/memory",
+        "/memory/facts?subject=subject-42",
+        "/memory/episodes",
+    ] {
+        results.push(series(&http, &base, path, Some(&session), args.reads).await?);
     }
     let scans = scans(&service, 5).await?;
     report(&args, load_s, first, &results, &scans)?;
@@ -98,10 +111,11 @@ async fn load(service: &Service, args: &Args) -> anyhow::Result<f64> {
     let started = Instant::now();
     // Facts: 5,000 subjects, five permanence classes, confirmation ages over 400 days, a
     // tenth in each butler's scope, the rest global; a tenth superseded.
-    let facts = "INSERT INTO facts (id, tenant_id, subject, predicate, content, permanence, decay_rate,
+    let facts =
+        "INSERT INTO facts (id, tenant_id, subject, predicate, content, permanence, decay_rate,
                                     scope, validity, source_butler, created_at, last_confirmed_at,
                                     last_referenced_at)
-                 SELECT gen_random_uuid(), $1, 'subject-' || (i % 5000), 'p' || i, 'synthetic fact ' || i,
+                 SELECT uuidv7(), $1, 'subject-' || (i % 5000), 'p' || i, 'synthetic fact ' || i,
                         (ARRAY['permanent','stable','standard','volatile','ephemeral'])[1 + i % 5],
                         (ARRAY[0.0, 0.002, 0.008, 0.03, 0.1])[1 + i % 5],
                         CASE WHEN i % 10 = 0 THEN 'b' || (i / 10 % 10) ELSE 'global' END,
@@ -113,17 +127,17 @@ async fn load(service: &Service, args: &Args) -> anyhow::Result<f64> {
     // Episodes: ten butlers, over the last 14 days, a fifth still pending.
     let episodes =
         "INSERT INTO episodes (id, tenant_id, butler, content, importance, consolidation_status,
-                                         consolidated, created_at, last_referenced_at, expires_at)
-                    SELECT gen_random_uuid(), $1, 'b' || (i % 10), 'synthetic episode ' || i, 5,
-                           CASE WHEN i % 5 = 0 THEN 'pending' ELSE 'consolidated' END, i % 5 <> 0,
+                                         created_at, last_referenced_at, expires_at)
+                    SELECT uuidv7(), $1, 'b' || (i % 10), 'synthetic episode ' || i, 5,
+                           CASE WHEN i % 5 = 0 THEN 'pending' ELSE 'consolidated' END,
                            now() - make_interval(secs => (i % 1209600)::double precision),
                            now(), now() + interval '30 days'
                     FROM generate_series($2::bigint, $3::bigint) AS i";
     let rules = "INSERT INTO rules (id, tenant_id, content, scope, maturity, validity, confidence,
                                    decay_rate, effectiveness_score, applied_count, success_count,
                                    source_butler, created_at, last_confirmed_at, last_referenced_at)
-                 SELECT gen_random_uuid(), $1, 'synthetic rule ' || i, 'global',
-                        (ARRAY['candidate','established','proven','anti_pattern'])[1 + i % 4], 'active',
+                 SELECT uuidv7(), $1, 'synthetic rule ' || i, 'global',
+                        (ARRAY['candidate','established','proven'])[1 + i % 3], 'active',
                         0.5 + (i % 5) / 10.0, 0.008, (i % 10) / 10.0, i % 7, (i % 7) / 2,
                         'b' || (i % 10), now(), now() - make_interval(days => (i % 60)::int), now()
                  FROM generate_series($2::bigint, $3::bigint) AS i";
@@ -146,7 +160,7 @@ async fn load(service: &Service, args: &Args) -> anyhow::Result<f64> {
                 .bind(to as i64)
                 .execute(&mut *tx)
                 .await
-                .with_context(|| format!("loading {what} {from}..={to}"))?;
+                .map_err(|e| anyhow::anyhow!("loading {what} {from}..={to}: {e:?}"))?;
             tx.commit().await?;
             from = to + 1;
         }
@@ -172,13 +186,36 @@ async fn load(service: &Service, args: &Args) -> anyhow::Result<f64> {
     Ok(load_s)
 }
 
-async fn timed(http: &reqwest::Client, base: &str, path: &str) -> anyhow::Result<Duration> {
-    let t = Instant::now();
+/// Signs in to the dashboard; answers the session cookie.
+async fn sign_in(http: &reqwest::Client, base: &str) -> anyhow::Result<String> {
     let response = http
-        .get(format!("{base}{path}"))
-        .header("Authorization", format!("Bearer {ADMIN_KEY}"))
+        .post(format!("{base}/sign-in"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("key={ADMIN_KEY}"))
         .send()
         .await?;
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .context("no session cookie")?
+        .to_str()?;
+    Ok(cookie.split(';').next().unwrap_or_default().to_owned())
+}
+
+/// One call: with the admin key, or as a signed-in browser (`session`).
+async fn timed(
+    http: &reqwest::Client,
+    base: &str,
+    path: &str,
+    session: Option<&str>,
+) -> anyhow::Result<Duration> {
+    let t = Instant::now();
+    let request = http.get(format!("{base}{path}"));
+    let request = match session {
+        Some(cookie) => request.header("Cookie", cookie),
+        None => request.header("Authorization", format!("Bearer {ADMIN_KEY}")),
+    };
+    let response = request.send().await?;
     let status = response.status();
     let body = response.bytes().await?;
     anyhow::ensure!(
@@ -194,13 +231,14 @@ async fn series(
     http: &reqwest::Client,
     base: &str,
     path: &str,
+    session: Option<&str>,
     reads: usize,
 ) -> anyhow::Result<Value> {
     let cpu = MachineCpu::now();
     let started = Instant::now();
     let mut samples = Vec::with_capacity(reads);
     for _ in 0..reads {
-        samples.push(timed(http, base, path).await?);
+        samples.push(timed(http, base, path, session).await?);
     }
     let wall = started.elapsed().as_secs_f64();
     let used = cpu.until(&MachineCpu::now());

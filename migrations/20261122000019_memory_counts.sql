@@ -9,6 +9,9 @@
 -- tick (Store::compact_counts), so a read sums a few hundred rows whatever the tenant holds.
 -- `part` is a fact's or rule's scope, an episode's butler: the stats' filters.
 --
+-- memory_days counts episodes per day stored (UTC), butler and consolidation status, the same
+-- way (the dashboard's episodes-per-day chart; forgotten episodes are not counted).
+--
 -- What depends on the time of the read, not on any write (the effective-confidence bands of
 -- live facts and rules), is recounted per tenant into memory_bands when a read finds it older
 -- than retrieval.stats_bands_max_age_secs (Store::recount_bands); expired episodes and the
@@ -25,6 +28,20 @@ CREATE TABLE memory_counts (
 );
 CREATE INDEX memory_counts_tenant ON memory_counts (tenant_id, kind, part);
 CREATE INDEX memory_counts_deltas ON memory_counts (tenant_id) WHERE NOT compacted;
+
+CREATE TABLE memory_days (
+    tenant_id TEXT NOT NULL,
+    butler    TEXT NOT NULL,
+    day       DATE NOT NULL,
+    status    TEXT NOT NULL,
+    n         BIGINT NOT NULL,
+    compacted BOOLEAN NOT NULL DEFAULT false
+);
+CREATE INDEX memory_days_tenant ON memory_days (tenant_id, day);
+CREATE INDEX memory_days_deltas ON memory_days (tenant_id) WHERE NOT compacted;
+
+-- The facts list filtered by subject (any case), newest first.
+CREATE INDEX facts_subject_listing ON facts (tenant_id, lower(subject), id);
 
 CREATE TABLE memory_bands (
     tenant_id  TEXT NOT NULL,
@@ -77,11 +94,19 @@ BEGIN
         SELECT r.tenant_id, 'episode', r.butler, k.dim, k.key, count(*)
         FROM new_rows r, episode_count_keys(r.consolidation_status, r.forgotten_at IS NOT NULL, r.embedding_version_id) k
         GROUP BY 1, 2, 3, 4, 5;
+        INSERT INTO memory_days (tenant_id, butler, day, status, n)
+        SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, consolidation_status, count(*)
+        FROM new_rows WHERE forgotten_at IS NULL
+        GROUP BY 1, 2, 3, 4;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
         SELECT r.tenant_id, 'episode', r.butler, k.dim, k.key, -count(*)
         FROM old_rows r, episode_count_keys(r.consolidation_status, r.forgotten_at IS NOT NULL, r.embedding_version_id) k
         GROUP BY 1, 2, 3, 4, 5;
+        INSERT INTO memory_days (tenant_id, butler, day, status, n)
+        SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, consolidation_status, -count(*)
+        FROM old_rows WHERE forgotten_at IS NULL
+        GROUP BY 1, 2, 3, 4;
     ELSE
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
         SELECT r.tenant_id, 'episode', r.butler, k.dim, k.key, sum(r.sign)
@@ -91,6 +116,13 @@ BEGIN
              episode_count_keys(r.consolidation_status, r.forgotten_at IS NOT NULL, r.embedding_version_id) k
         GROUP BY 1, 2, 3, 4, 5
         HAVING sum(r.sign) <> 0;
+        INSERT INTO memory_days (tenant_id, butler, day, status, n)
+        SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, consolidation_status, sum(sign)
+        FROM (SELECT 1 AS sign, tenant_id, butler, created_at, consolidation_status FROM new_rows WHERE forgotten_at IS NULL
+              UNION ALL
+              SELECT -1, tenant_id, butler, created_at, consolidation_status FROM old_rows WHERE forgotten_at IS NULL) r
+        GROUP BY 1, 2, 3, 4
+        HAVING sum(sign) <> 0;
     END IF;
     RETURN NULL;
 END $$;
@@ -177,3 +209,7 @@ INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n, compacted)
 SELECT r.tenant_id, 'rule', r.scope, k.dim, k.key, count(*), true
 FROM rules r, rule_count_keys(r.validity, r.maturity, r.embedding_version_id, r.applied_count, r.effectiveness_score) k
 GROUP BY 1, 2, 3, 4, 5;
+INSERT INTO memory_days (tenant_id, butler, day, status, n, compacted)
+SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, consolidation_status, count(*), true
+FROM episodes WHERE forgotten_at IS NULL
+GROUP BY 1, 2, 3, 4;

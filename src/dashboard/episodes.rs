@@ -83,7 +83,7 @@ pub async fn list(
             .filter(|e| e.consolidation_status.as_str() == "dead_letter")
             .count();
         Ok(html! {
-            h1 { "Episodes " span.muted { "(" (page.total) ")" } }
+            h1 { "Episodes " span.muted { (super::widgets::total(page.total)) } }
             (filter_form(&shown))
             @if let Some(done) = super::changes::done_note(raw.as_deref()) { div.flash role="status" { (done) } }
             @if viewer.can_write() && dead > 0 {

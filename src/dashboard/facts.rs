@@ -46,7 +46,7 @@ pub async fn list(
         let page = state.engine.list_facts(&viewer.caller, query).await?;
         let now = state.engine.clock().now();
         Ok(html! {
-            h1 { "Facts " span.muted { "(" (page.total) ")" } }
+            h1 { "Facts " span.muted { (super::widgets::total(page.total)) } }
             (filter_form(&shown))
             @if let Some(done) = super::changes::done_note(raw.as_deref()) { div.flash role="status" { (done) } }
             (grouped(&page.items, now))

@@ -304,21 +304,21 @@ async fn butler_records(state: &AppState, viewer: &Viewer, name: &str) -> Memory
     Ok(html! {
         div.charts {
             section.panel {
-                h2 { "Facts it wrote " span.muted { "(" (facts.total) ")" } }
+                h2 { "Facts it wrote " span.muted { (super::widgets::total(facts.total)) } }
                 ul { @for f in &facts.items {
                     li { (drawer_link("fact", &f.id, html! { (f.subject) " · " (f.predicate) })) " " (meter(f.effective_confidence, "confidence")) }
                 } }
                 a href=(format!("/memory/facts?source_butler={name}")) { "All its facts →" }
             }
             section.panel {
-                h2 { "Rules it wrote " span.muted { "(" (rules.total) ")" } }
+                h2 { "Rules it wrote " span.muted { (super::widgets::total(rules.total)) } }
                 ul { @for r in &rules.items {
                     li { (badge(r.maturity.as_str())) (drawer_link("rule", &r.id, html! { (r.content) })) }
                 } }
                 a href=(format!("/memory/playbook?source_butler={name}")) { "All its rules →" }
             }
             section.panel {
-                h2 { "Its episodes " span.muted { "(" (episodes.total) ")" } }
+                h2 { "Its episodes " span.muted { (super::widgets::total(episodes.total)) } }
                 ul { @for e in &episodes.items {
                     li { (badge(e.consolidation_status.as_str())) (drawer_link("episode", &e.id, html! { (excerpt(&e.content, 80)) })) }
                 } }

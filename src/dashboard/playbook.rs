@@ -57,7 +57,7 @@ pub async fn list(
             .collect();
         let gone = page.items.len() - live.len();
         Ok(html! {
-            h1 { "Playbook " span.muted { "(" (page.total) ")" } }
+            h1 { "Playbook " span.muted { (super::widgets::total(page.total)) } }
             (filter_form(&shown))
             @if let Some(done) = super::changes::done_note(raw.as_deref()) { div.flash role="status" { (done) } }
             @for (maturity, title) in SECTIONS {
@@ -212,7 +212,7 @@ pub async fn detail(
                 dt { "Id" } dd { code { (rule.id) } }
             }
             @if viewer.can_write() && matches!(rule.validity, Validity::Active | Validity::Fading) { (govern_form(&viewer, rule)) }
-            h3 { "Applications " span.muted { "(" (applications.total) ")" } }
+            h3 { "Applications " span.muted { (super::widgets::total(applications.total)) } }
             @if applications.items.is_empty() { p.muted { "Not applied yet." } }
             table.records {
                 tbody {

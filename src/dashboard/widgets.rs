@@ -56,6 +56,14 @@ pub fn ago(when: DateTime<Utc>, now: DateTime<Utc>) -> Markup {
     html! { time datetime=(when.to_rfc3339()) title=(when.to_rfc3339()) { (text) } }
 }
 
+/// A list's total, in parentheses: "(1,204)", or "(many)" when it was too slow to count.
+pub fn total(total: Option<i64>) -> String {
+    match total {
+        Some(n) => format!("({n})"),
+        None => "(many)".to_owned(),
+    }
+}
+
 /// The first eight characters of an id.
 pub fn short(id: &Uuid) -> String {
     id.to_string()[..8].to_owned()

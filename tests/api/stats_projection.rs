@@ -74,6 +74,68 @@ async fn assert_projection_holds(app: &TestApp, clock: &ManualClock, moment: &st
         let (answered, scanned) = answered_and_scanned(app, key, query).await;
         assert_eq!(answered, scanned, "{moment}: {key}{query}");
     }
+    // The lists' totals and the timeline's episodes per day come from the projections too.
+    let mut sql = app.sql().await;
+    for (key, list, condition) in [
+        (
+            TENANT_A_ADMIN,
+            "/api/memory/facts",
+            "SELECT count(*) FROM facts WHERE tenant_id = 'tenant-a'",
+        ),
+        (
+            TENANT_A_ADMIN,
+            "/api/memory/facts?validity=active",
+            "SELECT count(*) FROM facts WHERE tenant_id = 'tenant-a' AND validity = 'active'",
+        ),
+        (
+            TENANT_A_HEALTH,
+            "/api/memory/facts",
+            "SELECT count(*) FROM facts WHERE tenant_id = 'tenant-a' AND scope IN ('global', 'health')",
+        ),
+        (
+            TENANT_A_ADMIN,
+            "/api/memory/rules?validity=active",
+            "SELECT count(*) FROM rules WHERE tenant_id = 'tenant-a' AND validity = 'active'",
+        ),
+        (
+            TENANT_A_ADMIN,
+            "/api/memory/episodes?consolidation_status=pending",
+            "SELECT count(*) FROM episodes WHERE tenant_id = 'tenant-a' AND consolidation_status = 'pending'",
+        ),
+        (
+            TENANT_A_HEALTH,
+            "/api/memory/episodes",
+            "SELECT count(*) FROM episodes WHERE tenant_id = 'tenant-a' AND butler = 'health'",
+        ),
+    ] {
+        let (_, page) = get(app, Some(key), list).await;
+        let counted: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(condition))
+            .fetch_one(&mut sql)
+            .await
+            .unwrap();
+        assert_eq!(page["total"], counted, "{moment}: {list} as {key}");
+    }
+    let (_, timeline) = get(app, Some(TENANT_A_ADMIN), "/api/memory/timeline?days=90").await;
+    let mut answered = std::collections::BTreeMap::new();
+    for day in timeline["days"].as_array().unwrap() {
+        for (status, n) in day["episodes"].as_object().unwrap() {
+            answered.insert(
+                (day["day"].as_str().unwrap().to_owned(), status.clone()),
+                n.as_i64().unwrap(),
+            );
+        }
+    }
+    let scanned: std::collections::BTreeMap<(String, String), i64> = sqlx::query_as(
+        "SELECT to_char((created_at AT TIME ZONE 'UTC')::date, 'YYYY-MM-DD'), consolidation_status, count(*)
+         FROM episodes WHERE tenant_id = 'tenant-a' AND forgotten_at IS NULL GROUP BY 1, 2",
+    )
+    .fetch_all(&mut sql)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(day, status, n): (String, String, i64)| ((day, status), n))
+    .collect();
+    assert_eq!(answered, scanned, "{moment}: episodes per day");
 }
 
 #[tokio::test]

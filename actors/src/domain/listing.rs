@@ -107,8 +107,10 @@ pub struct Page<T> {
     pub items: Vec<T>,
     /// Pass it back as `cursor` for the next page; `null` on the last page.
     pub next_cursor: Option<Uuid>,
-    /// Records matching the filters, on every page.
-    pub total: i64,
+    /// Records matching the filters, on every page: exact from the stats' projections for
+    /// the filters they count (scope or butler, state), else counted within a few
+    /// milliseconds; `null` when that count would take longer than a page should.
+    pub total: Option<i64>,
 }
 
 /// The page size asked for, checked.

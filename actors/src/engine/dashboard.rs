@@ -203,7 +203,7 @@ impl Engine {
                 None
             },
             items,
-            total,
+            total: Some(total),
         })
     }
 

@@ -1,5 +1,7 @@
 //! The dashboard's lists (`domain/listing.rs`): one statement per page (newest first by
-//! id, keyset after the cursor) and one for the total, with the same filters. The caller's
+//! id, keyset after the cursor) and the total: from the stats' projections when the filters
+//! are ones they count (the caller's scopes or butlers, a state), else one count with the same
+//! filters that may take [`COUNT_BUDGET_MS`] (past it, the page has no total). The caller's
 //! visibility arrives as the scopes and butlers it may see (`None`: all of them).
 
 use chrono::{DateTime, Utc};
@@ -41,7 +43,37 @@ const EPISODE_FILTERS: &str = " WHERE tenant_id = $1 AND ($2::text[] IS NULL OR 
        AND ($4::timestamptz IS NULL OR created_at < $4)
        AND ($5::text IS NULL OR consolidation_status = $5)";
 
-fn page<T>(mut items: Vec<T>, size: u32, id: impl Fn(&T) -> Uuid, total: i64) -> Page<T> {
+/// How long a list's count may take before the page goes without it (`total: null`).
+const COUNT_BUDGET_MS: u32 = 20;
+
+/// Whether a statement was cancelled by its `statement_timeout`.
+fn timed_out(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| code == "57014")
+}
+
+/// Runs a count within [`COUNT_BUDGET_MS`]: the count, or `None` when it would take longer.
+macro_rules! bounded_count {
+    ($store:expr, $query:expr) => {{
+        let mut tx = $store.pool().begin().await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SET LOCAL statement_timeout = {COUNT_BUDGET_MS}"
+        )))
+        .execute(&mut *tx)
+        .await?;
+        let counted: Result<i64, sqlx::Error> = $query.fetch_one(&mut *tx).await;
+        let _ = tx.rollback().await;
+        match counted {
+            Ok(n) => Some(n),
+            Err(e) if timed_out(&e) => None,
+            Err(e) => return Err(e.into()),
+        }
+    }};
+}
+
+fn page<T>(mut items: Vec<T>, size: u32, id: impl Fn(&T) -> Uuid, total: Option<i64>) -> Page<T> {
     let more = items.len() > size as usize;
     items.truncate(size as usize);
     let next_cursor = if more { items.last().map(&id) } else { None };
@@ -86,11 +118,30 @@ impl Store {
             .bind(i64::from(size) + 1)
             .fetch_all(self.pool())
             .await?;
-        let total: i64 = bind!(sqlx::query_scalar(sqlx::AssertSqlSafe(count)))
-            .bind(None::<Uuid>)
-            .bind(now)
-            .fetch_one(self.pool())
-            .await?;
+        let counted_by_projection = query.subject.is_none()
+            && query.q.is_none()
+            && query.min_confidence.is_none()
+            && query.permanence.is_none()
+            && query.source_butler.is_none();
+        let total = if counted_by_projection {
+            Some(
+                self.projected_total(
+                    &visible.tenant_id,
+                    "fact",
+                    &visible.scopes,
+                    query.validity.map(|v| v.as_str()),
+                    "validity",
+                )
+                .await?,
+            )
+        } else {
+            bounded_count!(
+                self,
+                bind!(sqlx::query_scalar(sqlx::AssertSqlSafe(count)))
+                    .bind(None::<Uuid>)
+                    .bind(now)
+            )
+        };
         let mut items: Vec<Fact> = items.into_iter().map(|f| f.at(now)).collect();
         self.open_facts(&mut items).await?;
         Ok(page(items, size, |f: &Fact| f.id, total))
@@ -125,9 +176,21 @@ impl Store {
             .bind(i64::from(size) + 1)
             .fetch_all(self.pool())
             .await?;
-        let total: i64 = bind!(sqlx::query_scalar(sqlx::AssertSqlSafe(count)))
-            .fetch_one(self.pool())
-            .await?;
+        let total =
+            if query.maturity.is_none() && query.q.is_none() && query.source_butler.is_none() {
+                Some(
+                    self.projected_total(
+                        &visible.tenant_id,
+                        "rule",
+                        &visible.scopes,
+                        query.validity.map(|v| v.as_str()),
+                        "validity",
+                    )
+                    .await?,
+                )
+            } else {
+                bounded_count!(self, bind!(sqlx::query_scalar(sqlx::AssertSqlSafe(count))))
+            };
         let items = items.into_iter().map(|r| r.at(now)).collect();
         Ok(page(items, size, |r: &Rule| r.id, total))
     }
@@ -159,9 +222,20 @@ impl Store {
             .bind(i64::from(size) + 1)
             .fetch_all(self.pool())
             .await?;
-        let total: i64 = bind!(sqlx::query_scalar(sqlx::AssertSqlSafe(count)))
-            .fetch_one(self.pool())
-            .await?;
+        let total = if query.from.is_none() && query.to.is_none() {
+            Some(
+                self.projected_total(
+                    &visible.tenant_id,
+                    "episode",
+                    &visible.butlers,
+                    query.consolidation_status.map(|s| s.as_str()),
+                    "consolidation_status",
+                )
+                .await?,
+            )
+        } else {
+            bounded_count!(self, bind!(sqlx::query_scalar(sqlx::AssertSqlSafe(count))))
+        };
         Ok(page(items, size, |e: &Episode| e.id, total))
     }
 }

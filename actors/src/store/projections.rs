@@ -1,5 +1,6 @@
 //! `memory_stats` from its read projections (migration 19), not from scans of the hot
-//! tables: counts by type and state summed from `memory_counts` (deltas the writers append
+//! tables (the timeline's episodes per day come from `memory_days`, `stats.rs`): counts by
+//! type and state summed from `memory_counts` (deltas the writers append
 //! in the same statement, folded by [`Store::compact_counts`]), the effective-confidence
 //! bands of live facts and rules from `memory_bands` (recounted per tenant by
 //! [`Store::recount_bands`] when older than `retrieval.stats_bands_max_age_secs`: they move
@@ -132,6 +133,34 @@ impl Store {
         })
     }
 
+    /// How many records of `kind` in `parts` (scopes, or butlers for episodes; `None`: all)
+    /// the projection counts: all of them, or those whose `dim` (a state) is `key`.
+    pub(crate) async fn projected_total(
+        &self,
+        tenant_id: &str,
+        kind: &str,
+        parts: &Option<Vec<String>>,
+        key: Option<&str>,
+        dim: &str,
+    ) -> MemoryResult<i64> {
+        let (dim, key) = match key {
+            Some(key) => (dim, key),
+            None => ("total", ""),
+        };
+        Ok(sqlx::query_scalar(
+            "SELECT coalesce(sum(n), 0)::bigint FROM memory_counts
+             WHERE tenant_id = $1 AND kind = $2 AND ($3::text[] IS NULL OR part = ANY($3))
+               AND dim = $4 AND key = $5",
+        )
+        .bind(tenant_id)
+        .bind(kind)
+        .bind(parts)
+        .bind(dim)
+        .bind(key)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
     /// The filter's bands, and when the tenant's were counted (`None`: never).
     async fn bands(
         &self,
@@ -227,14 +256,16 @@ impl Store {
         Ok(true)
     }
 
-    /// Folds the deltas of tenants that gathered [`COMPACT_AT`] or more into one row per key
-    /// (dropping keys that sum to zero); answers how many tenants were folded. Each fold is
-    /// one statement: deltas appended meanwhile by other transactions are not in its snapshot
-    /// and stay for the next.
+    /// Folds the deltas of tenants that gathered [`COMPACT_AT`] or more (in `memory_counts` or
+    /// `memory_days`) into one row per key, dropping keys that sum to zero; answers how many
+    /// tenants were folded. Each fold is one statement: deltas appended meanwhile by other
+    /// transactions are not in its snapshot and stay for the next.
     #[tracing::instrument(target = "otel", name = "db.compact_counts", skip_all, fields(db.system.name = "postgresql", db.operation.name = "DELETE"))]
     pub async fn compact_counts(&self) -> MemoryResult<usize> {
         let tenants: Vec<String> = sqlx::query_scalar(
-            "SELECT tenant_id FROM memory_counts WHERE NOT compacted
+            "SELECT tenant_id FROM (
+                 SELECT tenant_id FROM memory_counts WHERE NOT compacted
+                 UNION ALL SELECT tenant_id FROM memory_days WHERE NOT compacted) d
              GROUP BY tenant_id HAVING count(*) >= $1 LIMIT $2",
         )
         .bind(COMPACT_AT)
@@ -248,6 +279,16 @@ impl Store {
                  INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n, compacted)
                  SELECT $1, kind, part, dim, key, sum(n), true FROM folded
                  GROUP BY kind, part, dim, key HAVING sum(n) <> 0",
+            )
+            .bind(tenant)
+            .execute(self.writer())
+            .await?;
+            sqlx::query(
+                "WITH folded AS (DELETE FROM memory_days WHERE tenant_id = $1
+                                 RETURNING butler, day, status, n)
+                 INSERT INTO memory_days (tenant_id, butler, day, status, n, compacted)
+                 SELECT $1, butler, day, status, sum(n), true FROM folded
+                 GROUP BY butler, day, status HAVING sum(n) <> 0",
             )
             .bind(tenant)
             .execute(self.writer())

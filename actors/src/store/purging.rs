@@ -334,7 +334,7 @@ async fn erase(
 
     if owner == Some(None) {
         // The tenant's counts go with it (the deletes above left only their negations).
-        for table in ["memory_counts", "memory_bands"] {
+        for table in ["memory_counts", "memory_days", "memory_bands"] {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "DELETE FROM {table} WHERE tenant_id = $1"
             )))
