@@ -107,6 +107,10 @@ struct Args {
     /// Extra service configuration (TOML layered over the defaults).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Turn off the triggers that keep the stats' projections (migration 19), to measure
+    /// what they cost the write path by difference. Never how the service runs.
+    #[arg(long)]
+    without_projections: bool,
     /// Accepted for `cargo bench` compatibility.
     #[arg(long, hide = true)]
     bench: bool,
@@ -197,7 +201,16 @@ async fn start(args: &Args, keys: &[Key]) -> anyhow::Result<Service> {
         "[lifecycle]\ncatch_up_missed_runs = false\n{}",
         support::extra_toml(args.config.as_ref())?
     );
-    Service::start(keys, &extra).await
+    let service = Service::start(keys, &extra).await?;
+    if args.without_projections {
+        for table in ["episodes", "facts", "rules"] {
+            let sql = format!("ALTER TABLE {table} DISABLE TRIGGER USER");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(service.state.engine.store().pool())
+                .await?;
+        }
+    }
+    Ok(service)
 }
 
 /// Every connection the generator will use is opened before the clock starts: the run

@@ -86,13 +86,18 @@ RETURNS TABLE (dim TEXT, key TEXT) LANGUAGE sql IMMUTABLE AS $$
               WHERE validity IN ('active', 'fading')
 $$;
 
--- One function per table; each branch reads the transition tables its event has.
+-- One function per table; each branch reads the transition tables its event has. Rows are
+-- grouped by what they are counted under before their keys are expanded: a statement of many
+-- similar rows (a group commit of new episodes) expands its keys once, not once per row.
 CREATE FUNCTION count_episode_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT r.tenant_id, 'episode', r.butler, k.dim, k.key, count(*)
-        FROM new_rows r, episode_count_keys(r.consolidation_status, r.forgotten_at IS NOT NULL, r.embedding_version_id) k
+        SELECT g.tenant_id, 'episode', g.butler, k.dim, k.key, sum(g.n)
+        FROM (SELECT tenant_id, butler, consolidation_status, forgotten_at IS NOT NULL AS forgotten,
+                     embedding_version_id, count(*) AS n
+              FROM new_rows GROUP BY 1, 2, 3, 4, 5) g,
+             episode_count_keys(g.consolidation_status, g.forgotten, g.embedding_version_id) k
         GROUP BY 1, 2, 3, 4, 5;
         INSERT INTO memory_days (tenant_id, butler, day, status, n)
         SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, consolidation_status, count(*)
@@ -100,8 +105,11 @@ BEGIN
         GROUP BY 1, 2, 3, 4;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT r.tenant_id, 'episode', r.butler, k.dim, k.key, -count(*)
-        FROM old_rows r, episode_count_keys(r.consolidation_status, r.forgotten_at IS NOT NULL, r.embedding_version_id) k
+        SELECT g.tenant_id, 'episode', g.butler, k.dim, k.key, -sum(g.n)
+        FROM (SELECT tenant_id, butler, consolidation_status, forgotten_at IS NOT NULL AS forgotten,
+                     embedding_version_id, count(*) AS n
+              FROM old_rows GROUP BY 1, 2, 3, 4, 5) g,
+             episode_count_keys(g.consolidation_status, g.forgotten, g.embedding_version_id) k
         GROUP BY 1, 2, 3, 4, 5;
         INSERT INTO memory_days (tenant_id, butler, day, status, n)
         SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, consolidation_status, -count(*)
@@ -109,13 +117,17 @@ BEGIN
         GROUP BY 1, 2, 3, 4;
     ELSE
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT r.tenant_id, 'episode', r.butler, k.dim, k.key, sum(r.sign)
-        FROM (SELECT 1 AS sign, tenant_id, butler, consolidation_status, forgotten_at, embedding_version_id FROM new_rows
-              UNION ALL
-              SELECT -1, tenant_id, butler, consolidation_status, forgotten_at, embedding_version_id FROM old_rows) r,
-             episode_count_keys(r.consolidation_status, r.forgotten_at IS NOT NULL, r.embedding_version_id) k
+        SELECT g.tenant_id, 'episode', g.butler, k.dim, k.key, sum(g.n)
+        FROM (SELECT tenant_id, butler, consolidation_status, forgotten, embedding_version_id, sum(sign) AS n
+              FROM (SELECT 1 AS sign, tenant_id, butler, consolidation_status, forgotten_at IS NOT NULL AS forgotten,
+                           embedding_version_id FROM new_rows
+                    UNION ALL
+                    SELECT -1, tenant_id, butler, consolidation_status, forgotten_at IS NOT NULL,
+                           embedding_version_id FROM old_rows) r
+              GROUP BY 1, 2, 3, 4, 5 HAVING sum(sign) <> 0) g,
+             episode_count_keys(g.consolidation_status, g.forgotten, g.embedding_version_id) k
         GROUP BY 1, 2, 3, 4, 5
-        HAVING sum(r.sign) <> 0;
+        HAVING sum(g.n) <> 0;
         INSERT INTO memory_days (tenant_id, butler, day, status, n)
         SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, consolidation_status, sum(sign)
         FROM (SELECT 1 AS sign, tenant_id, butler, created_at, consolidation_status FROM new_rows WHERE forgotten_at IS NULL
@@ -131,23 +143,29 @@ CREATE FUNCTION count_fact_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT r.tenant_id, 'fact', r.scope, k.dim, k.key, count(*)
-        FROM new_rows r, fact_count_keys(r.validity, r.permanence, r.embedding_version_id) k
+        SELECT g.tenant_id, 'fact', g.scope, k.dim, k.key, sum(g.n)
+        FROM (SELECT tenant_id, scope, validity, permanence, embedding_version_id, count(*) AS n
+              FROM new_rows GROUP BY 1, 2, 3, 4, 5) g,
+             fact_count_keys(g.validity, g.permanence, g.embedding_version_id) k
         GROUP BY 1, 2, 3, 4, 5;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT r.tenant_id, 'fact', r.scope, k.dim, k.key, -count(*)
-        FROM old_rows r, fact_count_keys(r.validity, r.permanence, r.embedding_version_id) k
+        SELECT g.tenant_id, 'fact', g.scope, k.dim, k.key, -sum(g.n)
+        FROM (SELECT tenant_id, scope, validity, permanence, embedding_version_id, count(*) AS n
+              FROM old_rows GROUP BY 1, 2, 3, 4, 5) g,
+             fact_count_keys(g.validity, g.permanence, g.embedding_version_id) k
         GROUP BY 1, 2, 3, 4, 5;
     ELSE
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT r.tenant_id, 'fact', r.scope, k.dim, k.key, sum(r.sign)
-        FROM (SELECT 1 AS sign, tenant_id, scope, validity, permanence, embedding_version_id FROM new_rows
-              UNION ALL
-              SELECT -1, tenant_id, scope, validity, permanence, embedding_version_id FROM old_rows) r,
-             fact_count_keys(r.validity, r.permanence, r.embedding_version_id) k
+        SELECT g.tenant_id, 'fact', g.scope, k.dim, k.key, sum(g.n)
+        FROM (SELECT tenant_id, scope, validity, permanence, embedding_version_id, sum(sign) AS n
+              FROM (SELECT 1 AS sign, tenant_id, scope, validity, permanence, embedding_version_id FROM new_rows
+                    UNION ALL
+                    SELECT -1, tenant_id, scope, validity, permanence, embedding_version_id FROM old_rows) r
+              GROUP BY 1, 2, 3, 4, 5 HAVING sum(sign) <> 0) g,
+             fact_count_keys(g.validity, g.permanence, g.embedding_version_id) k
         GROUP BY 1, 2, 3, 4, 5
-        HAVING sum(r.sign) <> 0;
+        HAVING sum(g.n) <> 0;
     END IF;
     RETURN NULL;
 END $$;
@@ -156,23 +174,34 @@ CREATE FUNCTION count_rule_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT r.tenant_id, 'rule', r.scope, k.dim, k.key, count(*)
-        FROM new_rows r, rule_count_keys(r.validity, r.maturity, r.embedding_version_id, r.applied_count, r.effectiveness_score) k
+        SELECT g.tenant_id, 'rule', g.scope, k.dim, k.key, sum(g.n)
+        FROM (SELECT tenant_id, scope, validity, maturity, embedding_version_id, applied_count,
+                     effectiveness_score, count(*) AS n
+              FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6, 7) g,
+             rule_count_keys(g.validity, g.maturity, g.embedding_version_id, g.applied_count, g.effectiveness_score) k
         GROUP BY 1, 2, 3, 4, 5;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT r.tenant_id, 'rule', r.scope, k.dim, k.key, -count(*)
-        FROM old_rows r, rule_count_keys(r.validity, r.maturity, r.embedding_version_id, r.applied_count, r.effectiveness_score) k
+        SELECT g.tenant_id, 'rule', g.scope, k.dim, k.key, -sum(g.n)
+        FROM (SELECT tenant_id, scope, validity, maturity, embedding_version_id, applied_count,
+                     effectiveness_score, count(*) AS n
+              FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6, 7) g,
+             rule_count_keys(g.validity, g.maturity, g.embedding_version_id, g.applied_count, g.effectiveness_score) k
         GROUP BY 1, 2, 3, 4, 5;
     ELSE
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT r.tenant_id, 'rule', r.scope, k.dim, k.key, sum(r.sign)
-        FROM (SELECT 1 AS sign, tenant_id, scope, validity, maturity, embedding_version_id, applied_count, effectiveness_score FROM new_rows
-              UNION ALL
-              SELECT -1, tenant_id, scope, validity, maturity, embedding_version_id, applied_count, effectiveness_score FROM old_rows) r,
-             rule_count_keys(r.validity, r.maturity, r.embedding_version_id, r.applied_count, r.effectiveness_score) k
+        SELECT g.tenant_id, 'rule', g.scope, k.dim, k.key, sum(g.n)
+        FROM (SELECT tenant_id, scope, validity, maturity, embedding_version_id, applied_count,
+                     effectiveness_score, sum(sign) AS n
+              FROM (SELECT 1 AS sign, tenant_id, scope, validity, maturity, embedding_version_id, applied_count,
+                           effectiveness_score FROM new_rows
+                    UNION ALL
+                    SELECT -1, tenant_id, scope, validity, maturity, embedding_version_id, applied_count,
+                           effectiveness_score FROM old_rows) r
+              GROUP BY 1, 2, 3, 4, 5, 6, 7 HAVING sum(sign) <> 0) g,
+             rule_count_keys(g.validity, g.maturity, g.embedding_version_id, g.applied_count, g.effectiveness_score) k
         GROUP BY 1, 2, 3, 4, 5
-        HAVING sum(r.sign) <> 0;
+        HAVING sum(g.n) <> 0;
     END IF;
     RETURN NULL;
 END $$;
