@@ -4,7 +4,8 @@
 -- memory_counts holds signed deltas: every INSERT, UPDATE and DELETE statement on episodes,
 -- facts and rules appends, from its transition tables, one row per (tenant, part, dimension,
 -- value) it changed, with the net change (a statement-level trigger: one grouped INSERT per
--- statement, however many rows it wrote; group commits stay group commits). A read sums the
+-- statement, however many rows it wrote). New episodes are the exception: the group commit's
+-- own statement counts them (store/episodes.rs), keeping the trigger off the hottest path. A read sums the
 -- rows of its tenant; the scheduler folds each tenant's deltas into one row per key every
 -- tick (Store::compact_counts), so a read sums a few hundred rows whatever the tenant holds.
 -- `part` is a fact's or rule's scope, an episode's butler: the stats' filters.
@@ -89,21 +90,12 @@ $$;
 -- One function per table; each branch reads the transition tables its event has. Rows are
 -- grouped by what they are counted under before their keys are expanded: a statement of many
 -- similar rows (a group commit of new episodes) expands its keys once, not once per row.
+-- Episodes are inserted in one place, the shard's group commit (store/episodes.rs), which
+-- counts them in its own statement: a trigger there would lengthen every commit. Their
+-- updates and deletes are counted here.
 CREATE FUNCTION count_episode_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
-        SELECT g.tenant_id, 'episode', g.butler, k.dim, k.key, sum(g.n)
-        FROM (SELECT tenant_id, butler, consolidation_status, forgotten_at IS NOT NULL AS forgotten,
-                     embedding_version_id, count(*) AS n
-              FROM new_rows GROUP BY 1, 2, 3, 4, 5) g,
-             episode_count_keys(g.consolidation_status, g.forgotten, g.embedding_version_id) k
-        GROUP BY 1, 2, 3, 4, 5;
-        INSERT INTO memory_days (tenant_id, butler, day, status, n)
-        SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, consolidation_status, count(*)
-        FROM new_rows WHERE forgotten_at IS NULL
-        GROUP BY 1, 2, 3, 4;
-    ELSIF TG_OP = 'DELETE' THEN
+    IF TG_OP = 'DELETE' THEN
         INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
         SELECT g.tenant_id, 'episode', g.butler, k.dim, k.key, -sum(g.n)
         FROM (SELECT tenant_id, butler, consolidation_status, forgotten_at IS NOT NULL AS forgotten,
@@ -206,8 +198,6 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER episodes_counted_insert AFTER INSERT ON episodes
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_episode_changes();
 CREATE TRIGGER episodes_counted_update AFTER UPDATE ON episodes
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_episode_changes();
 CREATE TRIGGER episodes_counted_delete AFTER DELETE ON episodes

@@ -167,7 +167,19 @@ async fn insert_rows(
              FROM input
              ON CONFLICT (tenant_id, butler, idempotency_key) WHERE idempotency_key IS NOT NULL
              DO NOTHING
-             RETURNING id),
+             RETURNING id, tenant_id, butler, created_at),
+         -- The stats' projections (migration 19) count new episodes here rather than in a
+         -- trigger, which would lengthen every group commit: a new episode is pending, not
+         -- forgotten and not embedded.
+         counted AS (
+             INSERT INTO memory_counts (tenant_id, kind, part, dim, key, n)
+             SELECT g.tenant_id, 'episode', g.butler, k.dim, k.key, g.n
+             FROM (SELECT tenant_id, butler, count(*) AS n FROM inserted GROUP BY 1, 2) g,
+                  episode_count_keys('pending', false, NULL) k),
+         by_day AS (
+             INSERT INTO memory_days (tenant_id, butler, day, status, n)
+             SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, 'pending', count(*)
+             FROM inserted GROUP BY 1, 2, 3),
          logged AS (
              INSERT INTO memory_events
                  (tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
