@@ -368,6 +368,26 @@ pub struct LifecycleConfig {
     pub scheduler_tick_ms: NonZeroU64,
     /// Run a sweep at start when its last scheduled time passed while the service was down.
     pub catch_up_missed_runs: bool,
+    /// This instance's name in the claims on scheduled sweeps (empty: host and process id).
+    pub instance_id: String,
+    /// How long a claimed sweep may go without its instance's heartbeat before another
+    /// instance takes it over.
+    pub lease_secs: NonZeroU64,
+}
+
+impl LifecycleConfig {
+    /// `instance_id`, or the host name and process id when it is empty.
+    pub fn instance(&self) -> String {
+        if !self.instance_id.is_empty() {
+            return self.instance_id.clone();
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "host".to_owned());
+        format!("{host}:{}", std::process::id())
+    }
 }
 
 impl EngineConfig {

@@ -21,6 +21,7 @@ pub mod feedback;
 pub mod forgetting;
 pub mod governance;
 pub mod key_rotation;
+pub mod lifecycle_claims;
 pub mod lifecycle_locks;
 pub mod lifecycle_runs;
 pub mod links;

@@ -18,6 +18,7 @@ mod decay_and_maturity;
 mod embedding;
 mod encryption;
 mod events;
+mod fleet;
 mod forgetting;
 mod helpers;
 mod http_limits;

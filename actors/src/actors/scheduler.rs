@@ -2,7 +2,8 @@
 //!
 //! Every `lifecycle.scheduler_tick_ms` it compares the engine clock with each job's next
 //! scheduled time (cron, UTC). When one is due it asks [`LifecycleWork`] to run that sweep
-//! over every shard that holds data (a shard stopped while idle is started again for it,
+//! over every shard that holds data (each shard's once per scheduled time, however many
+//! instances share the database: `store/lifecycle_claims.rs`) (a shard stopped while idle is started again for it,
 //! DECISIONS.md #13); each shard runs it in order with its writes. At start, a job whose last
 //! scheduled time passed while the service was down runs at the first tick
 //! (`lifecycle.catch_up_missed_runs`).
@@ -36,8 +37,12 @@ pub trait LifecycleWork: Send + Sync + 'static {
     /// When a sweep of `kind` last finished, on any shard.
     async fn last_run(&self, kind: SweepKind) -> MemoryResult<Option<DateTime<Utc>>>;
 
-    /// Runs a sweep of `kind` on every shard that holds data, one shard after another.
-    async fn sweep_all(&self, kind: SweepKind);
+    /// Runs the sweep of `kind` scheduled at `fire_at` on every shard that holds data, one
+    /// shard after another: each shard's once fleet-wide (the instance that claims it).
+    async fn sweep_all(&self, kind: SweepKind, fire_at: DateTime<Utc>);
+
+    /// Runs the scheduled sweeps whose claiming instance stopped beating before finishing.
+    async fn take_over_abandoned(&self, now: DateTime<Utc>);
 
     /// Consolidates the shards whose backlog is over a trigger at `now` (only over the age
     /// trigger while `writes_hot`), and exports the backlog's size and age.
@@ -95,7 +100,9 @@ impl Actor for Scheduler {
             {
                 let last = args.work.last_run(kind).await?;
                 if last.is_none_or(|last| last < due) {
-                    next = Some(now);
+                    // The missed time itself, not now: every instance that catches up
+                    // claims the same run.
+                    next = Some(due);
                 }
             }
             jobs.push(Job {
@@ -127,15 +134,16 @@ impl Actor for Scheduler {
                 let now = state.services.clock.now();
                 let hot = state.writes_hot();
                 state.work.consolidate_backlogs(now, hot).await;
+                state.work.take_over_abandoned(now).await;
                 // The stats' projections: fold the deltas the writers appended since.
                 if let Err(error) = state.services.store.compact_counts().await {
                     tracing::warn!(%error, "folding the stats' count deltas failed; the next tick retries");
                 }
                 for i in 0..state.jobs.len() {
-                    if state.jobs[i].next.is_some_and(|due| due <= now) {
+                    if let Some(due) = state.jobs[i].next.filter(|due| *due <= now) {
                         state.info.begin();
                         let kind = state.jobs[i].kind;
-                        state.work.sweep_all(kind).await;
+                        state.work.sweep_all(kind, due).await;
                         // Judged from the clock after the run: a long run skips the times it
                         // overlapped rather than queueing them up.
                         let after = state.services.clock.now().max(now);
@@ -193,9 +201,11 @@ mod tests {
             Ok(self.last_run)
         }
 
-        async fn sweep_all(&self, kind: SweepKind) {
+        async fn sweep_all(&self, kind: SweepKind, _fire_at: DateTime<Utc>) {
             let _ = self.asked.send(Asked::Sweep(kind));
         }
+
+        async fn take_over_abandoned(&self, _now: DateTime<Utc>) {}
 
         async fn consolidate_backlogs(&self, now: DateTime<Utc>, _writes_hot: bool) {
             let _ = self.asked.send(Asked::Backlogs(now));

@@ -1,7 +1,9 @@
 //! The lifecycle work the scheduler times, done by the tree: which shards hold data or are
 //! over a consolidation trigger (from the store), and a sweep on each, one shard after
 //! another, started if it is not running (DECISIONS.md #13). Each shard runs its sweep in
-//! order with its writes.
+//! order with its writes. A scheduled sweep runs only where it is claimed, once per
+//! scheduled time however many instances share the database, and one abandoned by a dead
+//! instance is taken over (`store/lifecycle_claims.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +17,7 @@ use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::SweepKind;
 use crate::error::MemoryResult;
 use crate::services::Services;
+use crate::store::lifecycle_claims::SweepFire;
 
 /// How long one shard's sweep may take before the next shard's begins (the sweep itself
 /// goes on).
@@ -24,11 +27,62 @@ const SWEEP_WAIT: Duration = Duration::from_secs(30 * 60);
 pub struct TreeLifecycle {
     services: Arc<Services>,
     shards: Shards,
+    /// This instance's name in sweep claims.
+    instance: String,
 }
 
 impl TreeLifecycle {
     pub fn new(services: Arc<Services>, shards: Shards) -> Self {
-        TreeLifecycle { services, shards }
+        let instance = services.config.lifecycle.instance();
+        TreeLifecycle {
+            services,
+            shards,
+            instance,
+        }
+    }
+
+    fn lease(&self) -> chrono::Duration {
+        let secs = self.services.config.lifecycle.lease_secs.get();
+        chrono::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX / 1000))
+    }
+
+    /// Runs a scheduled sweep on its shard if this instance claims it, beating the claim's
+    /// heartbeat every third of the lease while it runs, then marks it finished.
+    async fn run_claimed(&self, fire: &SweepFire) {
+        let store = &self.services.store;
+        let instance = &self.instance;
+        let now = self.services.clock.now();
+        match store.claim_sweep(fire, instance, now, self.lease()).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(shard = %fire.shard, kind = %fire.kind, "sweep claimed by another instance");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(shard = %fire.shard, kind = %fire.kind, error = %e, "sweep not claimed; skipped");
+                return;
+            }
+        }
+        let heartbeat = {
+            let (services, fire, instance) =
+                (self.services.clone(), fire.clone(), instance.clone());
+            let every = self.lease().to_std().unwrap_or_default() / 3;
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let now = services.clock.now();
+                    if let Err(e) = services.store.beat(&fire, &instance, now).await {
+                        tracing::warn!(shard = %fire.shard, error = %e, "sweep heartbeat failed");
+                    }
+                }
+            })
+        };
+        self.run_on(&fire.shard, fire.kind).await;
+        heartbeat.abort();
+        let now = self.services.clock.now();
+        if let Err(e) = store.finish_claim(fire, instance, now).await {
+            tracing::warn!(shard = %fire.shard, error = %e, "sweep claim not marked finished");
+        }
     }
 
     /// Runs one sweep on one shard, starting it if it is not running.
@@ -60,7 +114,7 @@ impl LifecycleWork for TreeLifecycle {
         self.services.store.last_run_of(kind.as_str()).await
     }
 
-    async fn sweep_all(&self, kind: SweepKind) {
+    async fn sweep_all(&self, kind: SweepKind, fire_at: DateTime<Utc>) {
         let keys = match self.services.store.shard_keys(None).await {
             Ok(keys) => keys,
             Err(e) => {
@@ -71,8 +125,36 @@ impl LifecycleWork for TreeLifecycle {
             }
         };
         tracing::info!(kind = %kind, shards = keys.len(), "scheduled sweep");
-        for key in keys {
-            self.run_on(&key, kind).await;
+        for shard in keys {
+            self.run_claimed(&SweepFire {
+                shard,
+                kind,
+                fire_at,
+            })
+            .await;
+        }
+    }
+
+    async fn take_over_abandoned(&self, now: DateTime<Utc>) {
+        let store = &self.services.store;
+        let abandoned = match store.abandoned_claims(now, self.lease()).await {
+            Ok(abandoned) => abandoned,
+            Err(e) => {
+                tracing::warn!(error = %e, "abandoned sweeps unknown; the next tick looks again");
+                return;
+            }
+        };
+        for fire in abandoned {
+            tracing::warn!(shard = %fire.shard, kind = %fire.kind, fire_at = %fire.fire_at,
+                "taking over a sweep whose instance stopped before finishing it");
+            self.run_claimed(&fire).await;
+        }
+        // Finished claims are only needed while their time's instances may still claim.
+        if let Err(e) = store
+            .forget_finished_claims(now - chrono::Duration::days(7))
+            .await
+        {
+            tracing::warn!(error = %e, "forgetting finished sweep claims failed");
         }
     }
 

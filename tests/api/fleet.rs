@@ -1,0 +1,132 @@
+//! Several service instances on one database (issue 21), as far as built: a scheduled sweep
+//! of a shard runs once per scheduled time however many instances' schedulers fire, and a
+//! sweep claimed by an instance that died before finishing it is taken over by another.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use butler_memory_actors::ManualClock;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::json;
+
+use crate::helpers::*;
+
+fn t0() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-05-01T02:59:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn instance(name: &str) -> String {
+    format!(
+        "[lifecycle]\ninstance_id = \"{name}\"\nscheduler_tick_ms = 50\ncatch_up_missed_runs = false\n\
+         decay_sweep_cron = \"0 3 * * *\"\nlease_secs = 60\n"
+    )
+}
+
+async fn count(app: &TestApp, sql: &str) -> i64 {
+    let mut conn = app.sql().await;
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_scheduled_sweep_runs_once_per_shard_across_instances() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let a = spawn_app_at(&instance("a"), clock.clone()).await;
+    let b = spawn_beside(&a, &instance("b"), clock.clone()).await;
+    let c = spawn_beside(&a, &instance("c"), clock.clone()).await;
+    for (key, butler) in [(TENANT_A_HEALTH, "health"), (TENANT_A_GENERAL, "general")] {
+        a.client(key)
+            .await
+            .ok(
+                "memory_store_fact",
+                json!({"subject": "user", "predicate": butler, "content": "a fact", "butler": butler}),
+            )
+            .await;
+    }
+    let runs = "SELECT count(*) FROM lifecycle_runs WHERE kind = 'decay_sweep'";
+    assert_eq!(count(&a, runs).await, 0);
+
+    // 03:00 passes on every instance's clock: three schedulers fire.
+    clock.advance(Duration::minutes(2));
+    eventually(StdDuration::from_secs(20), || async {
+        let finished = count(
+            &a,
+            "SELECT count(*) FROM lifecycle_claims WHERE kind = 'decay_sweep' AND finished_at IS NOT NULL",
+        )
+        .await;
+        if finished == 2 { Ok(()) } else { Err(format!("{finished} claims finished")) }
+    })
+    .await
+    .unwrap();
+    // Every scheduler has had many ticks since: still one run per shard.
+    tokio::time::sleep(StdDuration::from_millis(500)).await;
+    assert_eq!(count(&a, runs).await, 2, "one decay sweep per shard");
+    let holders = count(
+        &a,
+        "SELECT count(*) FROM lifecycle_claims WHERE holders <> 1 OR instance_id NOT IN ('a', 'b', 'c')",
+    )
+    .await;
+    assert_eq!(holders, 0);
+    for app in [c, b, a] {
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_sweep_claimed_by_a_dead_instance_is_taken_over_after_its_lease() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let a = spawn_app_at(&instance("a"), clock.clone()).await;
+    a.client(TENANT_A_HEALTH)
+        .await
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "diet", "content": "vegan", "butler": "health"}),
+        )
+        .await;
+    // Instance "dead" claimed yesterday's sweep of the shard and stopped beating a minute
+    // ago (within the lease): nobody runs it yet.
+    let mut conn = a.sql().await;
+    let fire = t0() - Duration::minutes(59);
+    sqlx::query(
+        "INSERT INTO lifecycle_claims (tenant_id, butler, kind, fire_at, instance_id, claimed_at, heartbeat_at)
+         VALUES ('tenant-a', 'health', 'decay_sweep', $1, 'dead', $1, $2)",
+    )
+    .bind(fire)
+    .bind(t0() - Duration::seconds(30))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let runs = "SELECT count(*) FROM lifecycle_runs WHERE kind = 'decay_sweep'";
+    tokio::time::sleep(StdDuration::from_millis(300)).await;
+    assert_eq!(
+        count(&a, runs).await,
+        0,
+        "a live claim is left to its holder"
+    );
+
+    // Past the lease the claim is abandoned: the next tick takes it over and runs it.
+    clock.advance(Duration::seconds(45));
+    eventually(StdDuration::from_secs(20), || async {
+        let n = count(&a, runs).await;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(format!("{n} runs"))
+        }
+    })
+    .await
+    .unwrap();
+    let (holder, holders, finished): (String, i32, bool) = sqlx::query_as(
+        "SELECT instance_id, holders, finished_at IS NOT NULL FROM lifecycle_claims WHERE fire_at = $1",
+    )
+    .bind(fire)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!((holder.as_str(), holders, finished), ("a", 2, true));
+    a.stop().await;
+}
