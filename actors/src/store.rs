@@ -22,6 +22,7 @@ pub mod forgetting;
 pub mod governance;
 pub mod key_rotation;
 pub mod lifecycle_claims;
+pub mod lifecycle_lease;
 pub mod lifecycle_locks;
 pub mod lifecycle_runs;
 pub mod links;

@@ -1,6 +1,8 @@
 //! Several service instances on one database (issue 21), as far as built: a scheduled sweep
-//! of a shard runs once per scheduled time however many instances' schedulers fire, and a
-//! sweep claimed by an instance that died before finishing it is taken over by another.
+//! of a shard runs once per scheduled time however many instances' schedulers fire, a
+//! sweep claimed by an instance that died before finishing it is taken over by another, and
+//! a shard's lifecycle work runs on one instance at a time (its lease, a session lock that
+//! dies with its holder).
 
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
@@ -129,4 +131,63 @@ async fn a_sweep_claimed_by_a_dead_instance_is_taken_over_after_its_lease() {
     .unwrap();
     assert_eq!((holder.as_str(), holders, finished), ("a", 2, true));
     a.stop().await;
+}
+
+#[tokio::test]
+async fn a_shards_lifecycle_work_waits_while_another_instance_holds_its_lease() {
+    let app = spawn_app_with(
+        "[lifecycle]\nscheduler_tick_ms = 50\ncatch_up_missed_runs = false\n\
+         [consolidation]\ntrigger_backlog_size = 1\n",
+    )
+    .await;
+    // Another instance's session holds the health shard's lease (as it would while it
+    // consolidates the shard).
+    let mut other = app.sql().await;
+    let held: bool = sqlx::query_scalar(
+        "SELECT pg_try_advisory_lock(hashtextextended('lifecycle:' || 'tenant-a' || '/' || 'health', 0))",
+    )
+    .fetch_one(&mut other)
+    .await
+    .unwrap();
+    assert!(held);
+    let health = app.client(TENANT_A_HEALTH).await;
+    let episode = health
+        .ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": "Hi, my name is Ada. I'm allergic to peanuts."}),
+        )
+        .await;
+    let status = "SELECT consolidation_status FROM episodes WHERE butler = 'health'";
+    let mut conn = app.sql().await;
+    let pending = || async {
+        let mut conn = app.sql().await;
+        sqlx::query_scalar::<_, String>(status)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+    };
+    // Many ticks over the trigger: the shard is left to the lease's holder.
+    tokio::time::sleep(StdDuration::from_millis(600)).await;
+    assert_eq!(pending().await, "pending", "{episode}");
+    let runs: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM lifecycle_runs WHERE kind = 'consolidation'")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(runs, 0);
+
+    // The holder goes away (its session ends, as when its instance dies): the next tick
+    // consolidates the shard here.
+    drop(other);
+    eventually(StdDuration::from_secs(20), || async {
+        let now = pending().await;
+        if now == "consolidated" {
+            Ok(())
+        } else {
+            Err(now)
+        }
+    })
+    .await
+    .unwrap();
+    app.stop().await;
 }

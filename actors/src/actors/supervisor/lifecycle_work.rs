@@ -77,34 +77,53 @@ impl TreeLifecycle {
                 }
             })
         };
-        self.run_on(&fire.shard, fire.kind).await;
+        let ran = self.run_on(&fire.shard, fire.kind).await;
         heartbeat.abort();
+        if !ran {
+            // Left unfinished and silent: taken over (here or elsewhere) once the lease
+            // has passed, when the shard's other work is done.
+            return;
+        }
         let now = self.services.clock.now();
         if let Err(e) = store.finish_claim(fire, instance, now).await {
             tracing::warn!(shard = %fire.shard, error = %e, "sweep claim not marked finished");
         }
     }
 
-    /// Runs one sweep on one shard, starting it if it is not running.
-    async fn run_on(&self, key: &ShardKey, kind: SweepKind) {
-        let shard = match self.shards.get(key).await {
-            Ok(shard) => shard,
-            Err(_) => {
-                tracing::warn!(shard = %key, kind = %kind, "sweep skipped: shard unavailable");
-                return;
+    /// Runs one sweep on one shard, starting it if it is not running, under the shard's
+    /// lifecycle lease; `false` when another instance holds the lease (nothing ran).
+    async fn run_on(&self, key: &ShardKey, kind: SweepKind) -> bool {
+        let lease = match self.services.store.try_lifecycle_lease(key).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => {
+                tracing::debug!(shard = %key, kind = %kind, "another instance runs this shard's lifecycle work");
+                return false;
+            }
+            Err(e) => {
+                tracing::warn!(shard = %key, kind = %kind, error = %e, "sweep skipped: no lease");
+                return false;
             }
         };
-        let result = shard
-            .ask(
-                |reply| ShardMsg::Sweep { kind, reply },
-                SWEEP_WAIT,
-                "the shard",
-            )
-            .await
-            .and_then(|r| r);
-        if let Err(e) = result {
-            tracing::warn!(shard = %key, kind = %kind, error = %e, "sweep failed");
+        match self.shards.get(key).await {
+            Ok(shard) => {
+                let result = shard
+                    .ask(
+                        |reply| ShardMsg::Sweep { kind, reply },
+                        SWEEP_WAIT,
+                        "the shard",
+                    )
+                    .await
+                    .and_then(|r| r);
+                if let Err(e) = result {
+                    tracing::warn!(shard = %key, kind = %kind, error = %e, "sweep failed");
+                }
+            }
+            Err(_) => {
+                tracing::warn!(shard = %key, kind = %kind, "sweep skipped: shard unavailable");
+            }
         }
+        lease.release().await;
+        true
     }
 }
 
@@ -187,7 +206,7 @@ impl LifecycleWork for TreeLifecycle {
             }
             let key = ShardKey::new(backlog.tenant_id, backlog.butler);
             tracing::info!(shard = %key, pending = backlog.pending, "consolidation backlog over its trigger");
-            self.run_on(&key, SweepKind::Consolidation).await;
+            let _ = self.run_on(&key, SweepKind::Consolidation).await;
         }
     }
 }
