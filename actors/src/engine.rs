@@ -39,6 +39,7 @@ use crate::error::{MemoryError, MemoryResult};
 use crate::read_path::{CorpusCache, QueryCache, QueryEmbedder, ResultCache};
 use crate::services::{DatabaseHealth, Services};
 use crate::store::Store;
+use crate::store::lifecycle_claims::SweepFire;
 use crate::write_path::CommitQueue;
 
 /// Why the engine did not start.
@@ -227,6 +228,18 @@ impl Engine {
     /// Every live actor, for `/actors`.
     pub fn actors(&self) -> Vec<ActorSnapshot> {
         self.directory.snapshot()
+    }
+
+    /// This instance's name among the instances sharing the database
+    /// (`lifecycle.instance_id`, else host and process id).
+    pub fn instance_id(&self) -> String {
+        self.services.config.lifecycle.instance()
+    }
+
+    /// The scheduled sweeps this instance has claimed and not finished (running now, or
+    /// abandoned by a previous run of this instance), oldest first.
+    pub async fn held_claims(&self) -> MemoryResult<Vec<SweepFire>> {
+        self.services.store.held_claims(&self.instance_id()).await
     }
 
     /// Number of running shards.

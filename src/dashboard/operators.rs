@@ -1,5 +1,5 @@
-//! The operators' page: whether the service is ready (database, migrations, embedder) and
-//! the live actor tree (kind, key, status, queue depth, messages, restarts, last error),
+//! The operators' page: whether the service is ready (database, migrations, embedder), this
+//! instance's name and the scheduled sweeps it holds, and the live actor tree (kind, key, status, queue depth, messages, restarts, last error),
 //! refreshed every five seconds. An operator key sees every actor and no memory content;
 //! an admin key the shared actors and its own tenant's shards.
 
@@ -16,7 +16,7 @@ use super::layout::{self, Section};
 use super::session::Viewer;
 use super::widgets::ago;
 use crate::app_state::AppState;
-use crate::http::actors::visible_actors;
+use crate::http::actors::{visible_actors, visible_leases};
 
 /// `GET /operators`
 pub async fn page(
@@ -53,6 +53,7 @@ pub async fn panel(
 
 async fn render(state: &AppState, viewer: &Viewer) -> MemoryResult<Markup> {
     let actors = visible_actors(&state.engine, &viewer.caller)?;
+    let leases = visible_leases(&state.engine, &viewer.caller).await?;
     let readiness = state.engine.readiness().await;
     let now = state.engine.clock().now();
     let checks = [
@@ -76,6 +77,14 @@ async fn render(state: &AppState, viewer: &Viewer) -> MemoryResult<Markup> {
                 }
             }
             div.card { div.label { "Actors" } div.value { (actors.len()) } div.detail { (shards) " shards" } }
+            div.card #instance {
+                div.label { "This instance" }
+                div.value { code { (state.engine.instance_id()) } }
+                div.detail {
+                    (leases.len()) " scheduled sweeps held"
+                    @for l in &leases { br; (l.kind.as_str()) " of " code { (l.shard) } " (" (l.fire_at.format("%Y-%m-%d %H:%M")) ")" }
+                }
+            }
         }
         h2 { "Actor tree" }
         table.records #actors {

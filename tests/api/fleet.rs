@@ -191,3 +191,51 @@ async fn a_shards_lifecycle_work_waits_while_another_instance_holds_its_lease() 
     .unwrap();
     app.stop().await;
 }
+
+#[tokio::test]
+async fn actors_name_the_instance_and_the_sweeps_it_holds() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at(&instance("a"), clock.clone()).await;
+    let mut conn = app.sql().await;
+    sqlx::query(
+        "INSERT INTO lifecycle_claims (tenant_id, butler, kind, fire_at, instance_id, claimed_at, heartbeat_at)
+         VALUES ('tenant-a', 'health', 'decay_sweep', $1, 'a', $1, $1),
+                ('tenant-b', 'health', 'decay_sweep', $1, 'a', $1, $1),
+                ('tenant-a', 'general', 'decay_sweep', $1, 'b', $1, $1)",
+    )
+    .bind(t0())
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let (status, operator) = crate::rest::get(&app, Some(OPERATOR), "/actors").await;
+    assert_eq!(status, 200);
+    assert_eq!(operator["instance_id"], "a");
+    let shards = |v: &serde_json::Value| -> Vec<String> {
+        v["leases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                format!(
+                    "{}/{}",
+                    l["shard"]["tenant_id"].as_str().unwrap(),
+                    l["shard"]["butler"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        shards(&operator),
+        ["tenant-a/health", "tenant-b/health"],
+        "{operator}"
+    );
+    let (_, admin) = crate::rest::get(&app, Some(TENANT_A_ADMIN), "/actors").await;
+    assert_eq!(
+        shards(&admin),
+        ["tenant-a/health"],
+        "its own tenant's only: {admin}"
+    );
+    let (status, _) = crate::rest::get(&app, Some(TENANT_A_HEALTH), "/actors").await;
+    assert_eq!(status, 403);
+    app.stop().await;
+}

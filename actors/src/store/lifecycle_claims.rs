@@ -11,7 +11,7 @@ use crate::domain::sweep::SweepKind;
 use crate::error::MemoryResult;
 
 /// One scheduled run of one shard's sweep.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SweepFire {
     pub shard: ShardKey,
     pub kind: SweepKind,
@@ -109,15 +109,19 @@ impl Store {
         .bind(now - lease)
         .fetch_all(self.pool())
         .await?;
-        rows.into_iter()
-            .map(|(tenant_id, butler, kind, fire_at)| {
-                Ok(SweepFire {
-                    shard: ShardKey::new(tenant_id, butler),
-                    kind: kind.parse()?,
-                    fire_at,
-                })
-            })
-            .collect()
+        rows.into_iter().map(fire).collect()
+    }
+
+    /// The claims `instance` holds and has not finished, oldest first.
+    pub async fn held_claims(&self, instance: &str) -> MemoryResult<Vec<SweepFire>> {
+        let rows: Vec<(String, String, String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT tenant_id, butler, kind, fire_at FROM lifecycle_claims
+             WHERE instance_id = $1 AND finished_at IS NULL ORDER BY fire_at LIMIT 1000",
+        )
+        .bind(instance)
+        .fetch_all(self.pool())
+        .await?;
+        rows.into_iter().map(fire).collect()
     }
 
     /// Forgets finished claims older than `before` (their runs are in `lifecycle_runs`).
@@ -130,4 +134,14 @@ impl Store {
                 .rows_affected(),
         )
     }
+}
+
+fn fire(
+    (tenant_id, butler, kind, fire_at): (String, String, String, DateTime<Utc>),
+) -> MemoryResult<SweepFire> {
+    Ok(SweepFire {
+        shard: ShardKey::new(tenant_id, butler),
+        kind: kind.parse()?,
+        fire_at,
+    })
 }
