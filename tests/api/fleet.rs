@@ -110,25 +110,26 @@ async fn a_sweep_claimed_by_a_dead_instance_is_taken_over_after_its_lease() {
         "a live claim is left to its holder"
     );
 
-    // Past the lease the claim is abandoned: the next tick takes it over and runs it.
+    // Past the lease the claim is abandoned: the next tick takes it over, runs it, and marks
+    // it finished (after the run is recorded).
     clock.advance(Duration::seconds(45));
-    eventually(StdDuration::from_secs(20), || async {
-        let n = count(&a, runs).await;
-        if n == 1 {
-            Ok(())
+    let claim = "SELECT instance_id, holders, finished_at IS NOT NULL FROM lifecycle_claims WHERE fire_at = $1";
+    let (holder, holders, finished) = eventually(StdDuration::from_secs(20), || async {
+        let mut conn = a.sql().await;
+        let row: (String, i32, bool) = sqlx::query_as(claim)
+            .bind(fire)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        if row.2 {
+            Ok(row)
         } else {
-            Err(format!("{n} runs"))
+            Err(format!("{row:?}"))
         }
     })
     .await
     .unwrap();
-    let (holder, holders, finished): (String, i32, bool) = sqlx::query_as(
-        "SELECT instance_id, holders, finished_at IS NOT NULL FROM lifecycle_claims WHERE fire_at = $1",
-    )
-    .bind(fire)
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
+    assert_eq!(count(&a, runs).await, 1);
     assert_eq!((holder.as_str(), holders, finished), ("a", 2, true));
     a.stop().await;
 }
