@@ -240,3 +240,54 @@ async fn actors_name_the_instance_and_the_sweeps_it_holds() {
     assert_eq!(status, 403);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_sweep_asked_for_now_waits_for_a_lease_held_elsewhere_then_fails_fast() {
+    let app = spawn_app().await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    app.client(TENANT_A_HEALTH)
+        .await
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "diet", "content": "vegan", "butler": "health"}),
+        )
+        .await;
+    let lock = "SELECT pg_try_advisory_lock(hashtextextended('lifecycle:' || 'tenant-a' || '/' || 'health', 0))";
+    let mut other = app.sql().await;
+    assert!(
+        sqlx::query_scalar::<_, bool>(lock)
+            .fetch_one(&mut other)
+            .await
+            .unwrap()
+    );
+
+    // Held for longer than the call waits: a clear conflict after 10 s, nothing run.
+    let started = std::time::Instant::now();
+    let refused = admin
+        .err(
+            "memory_run_sweep",
+            json!({"kinds": ["decay_sweep"], "butler": "health"}),
+        )
+        .await;
+    assert_eq!(refused["code"], "lifecycle_busy", "{refused}");
+    assert_eq!(refused["class"], "conflict");
+    assert!(started.elapsed() < StdDuration::from_secs(20));
+    assert_eq!(count(&app, "SELECT count(*) FROM lifecycle_runs").await, 0);
+
+    // Released while the call waits: it runs then.
+    let sweeping = tokio::spawn(async move {
+        admin
+            .ok(
+                "memory_run_sweep",
+                json!({"kinds": ["decay_sweep"], "butler": "health"}),
+            )
+            .await
+    });
+    tokio::time::sleep(StdDuration::from_millis(500)).await;
+    assert!(!sweeping.is_finished(), "it waits for the lease");
+    drop(other);
+    let report = sweeping.await.unwrap();
+    assert_eq!(report["count"], 1, "{report}");
+    assert_eq!(count(&app, "SELECT count(*) FROM lifecycle_runs").await, 1);
+    app.stop().await;
+}

@@ -28,6 +28,8 @@ use crate::store::activity::ActivityFilter;
 /// How long an on-demand sweep of one shard may take before the caller stops waiting (the
 /// sweep itself goes on).
 const SWEEP_WAIT: Duration = Duration::from_secs(30 * 60);
+/// How long a sweep asked for now waits for a shard's lease held by another instance.
+const LEASE_WAIT: Duration = Duration::from_secs(10);
 
 /// Most events in one page of the activity stream.
 pub const MAX_ACTIVITY_PAGE: u32 = 1000;
@@ -204,16 +206,36 @@ impl Engine {
         Ok(reports)
     }
 
-    /// One sweep of one shard, waiting for it.
+    /// One sweep of one shard, waiting for it, under the shard's lifecycle lease: when
+    /// another instance holds it, the call waits for it [`LEASE_WAIT`] at most, then fails
+    /// as `lifecycle_busy` (`store/lifecycle_lease.rs`).
     pub async fn sweep_shard(&self, key: &ShardKey, kind: SweepKind) -> MemoryResult<SweepReport> {
-        let shard = self.shards.get(key).await?;
-        shard
-            .ask(
-                |reply| ShardMsg::Sweep { kind, reply },
-                SWEEP_WAIT,
-                "the shard",
-            )
-            .await?
+        let started = std::time::Instant::now();
+        let lease = loop {
+            if let Some(lease) = self.services.store.try_lifecycle_lease(key).await? {
+                break lease;
+            }
+            if started.elapsed() >= LEASE_WAIT {
+                return Err(MemoryError::new(
+                    ErrorCode::LifecycleBusy,
+                    format!("another instance is running the lifecycle work of shard {key}"),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let report = match self.shards.get(key).await {
+            Ok(shard) => shard
+                .ask(
+                    |reply| ShardMsg::Sweep { kind, reply },
+                    SWEEP_WAIT,
+                    "the shard",
+                )
+                .await
+                .and_then(|r| r),
+            Err(e) => Err(e),
+        };
+        lease.release().await;
+        report
     }
 
     /// `memory_activity_stream` (admin): the tenant's audit stream in order, one page.

@@ -90,6 +90,7 @@ error_codes! {
     NotFound => ("not_found", NotFound, "no such record, or another tenant's"),
     // conflict: a concurrent write won; retry.
     UniqueViolation => ("unique_violation", Conflict, "a concurrent write took the same unique key"),
+    LifecycleBusy => ("lifecycle_busy", Conflict, "`memory_run_sweep`: another instance ran the shard's lifecycle work for longer than the call waits (10 s); retry"),
     SerializationFailure => ("serialization_failure", Conflict, "the database aborted the transaction for a concurrent one (serialization, deadlock, lock timeout)"),
     // overloaded: refused at once to protect the service; retry after `retry_after_ms`.
     WritesInFlight => ("writes_in_flight", Overloaded, "the episodes accepted and not yet committed, with this call's, would exceed `writes.max_in_flight`"),
