@@ -224,6 +224,6 @@ pub async fn detail(
     .await;
     match body {
         Ok(body) => layout::fragment_or_page(&headers, &viewer, "Episode", Section::Episodes, body),
-        Err(e) => layout::error_page(Some(&viewer), &e),
+        Err(e) => layout::error_in(&headers, &viewer, &e),
     }
 }

@@ -185,7 +185,7 @@ pub async fn detail(
     .await;
     match body {
         Ok(body) => layout::fragment_or_page(&headers, &viewer, "Fact", Section::Facts, body),
-        Err(e) => layout::error_page(Some(&viewer), &e),
+        Err(e) => layout::error_in(&headers, &viewer, &e),
     }
 }
 

@@ -29,12 +29,13 @@ pub struct FeedQuery {
 pub async fn feed(
     State(state): State<Arc<AppState>>,
     Extension(viewer): Extension<Viewer>,
+    headers: axum::http::HeaderMap,
     Query(q): Query<FeedQuery>,
 ) -> Response {
     let butler = q.butler.filter(|b| !b.is_empty());
     match recent(&state, &viewer, butler).await {
         Ok(events) => Html(list(&events, state.engine.clock().now()).into_string()).into_response(),
-        Err(e) => layout::error_page(Some(&viewer), &e),
+        Err(e) => layout::error_in(&headers, &viewer, &e),
     }
 }
 

@@ -38,8 +38,9 @@ fn head(title: &str) -> Markup {
         head {
             meta charset="utf-8";
             meta name="viewport" content="width=device-width, initial-scale=1";
-            // htmx may add no inline style (the Content-Security-Policy refuses it).
-            meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false}"#;
+            // htmx may add no inline style (the Content-Security-Policy refuses it), and swaps
+            // an error's fragment too, so that a drawer or panel says what went wrong.
+            meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false,"responseHandling":[{"code":"204","swap":false},{"code":"...","swap":true}]}"#;
             title { (title) " · butler-memory" }
             link rel="stylesheet" href=(assets::url("app.css"));
             script src=(assets::url("htmx.min.js")) defer {}
@@ -116,6 +117,22 @@ pub fn error_page(viewer: Option<&Viewer>, error: &MemoryError) -> Response {
     };
     *response.status_mut() = status;
     response
+}
+
+/// An error where a fragment was asked for (htmx: the drawer, a panel, the feed): the
+/// error alone, with its status; otherwise the error page.
+pub fn error_in(headers: &HeaderMap, viewer: &Viewer, error: &MemoryError) -> Response {
+    if !is_htmx(headers) {
+        return error_page(Some(viewer), error);
+    }
+    let status =
+        StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = html! {
+        div.flash.error role="alert" {
+            strong { (error.class()) " · " (error.code) } ": " (error.message)
+        }
+    };
+    (status, Html(body.into_string())).into_response()
 }
 
 /// A fragment (an htmx swap) or the same content as a page of its own.

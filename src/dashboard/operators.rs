@@ -47,7 +47,7 @@ pub async fn panel(
         Ok(panel) => {
             layout::fragment_or_page(&headers, &viewer, "Operators", Section::Operators, panel)
         }
-        Err(e) => layout::error_page(Some(&viewer), &e),
+        Err(e) => layout::error_in(&headers, &viewer, &e),
     }
 }
 

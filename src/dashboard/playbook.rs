@@ -232,6 +232,6 @@ pub async fn detail(
     .await;
     match body {
         Ok(body) => layout::fragment_or_page(&headers, &viewer, "Rule", Section::Playbook, body),
-        Err(e) => layout::error_page(Some(&viewer), &e),
+        Err(e) => layout::error_in(&headers, &viewer, &e),
     }
 }

@@ -238,6 +238,17 @@ async fn a_person_browses_corrects_and_governs_memory_in_a_real_browser() {
     );
     assert!(cards.contains('3'), "three live facts: {cards}");
     b.screenshot("overview").await;
+    // htmx took the page's configuration: no inline styles (the CSP refuses them), error
+    // fragments swapped into the drawer.
+    let config = b
+        .client
+        .execute(
+            "return [htmx.config.includeIndicatorStyles, htmx.config.responseHandling.length]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(config, json!([false, 2]));
 
     // Browse facts, grouped by subject; open one in the drawer and read its provenance.
     b.click("nav a[href='/memory/facts']").await;

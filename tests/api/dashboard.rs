@@ -359,6 +359,23 @@ async fn a_butler_key_reads_its_scopes_and_changes_nothing() {
         assert_eq!(missing.status, 404, "{}", missing.body);
         assert!(!missing.body.contains("Bob eats fish"));
     }
+    // In the drawer (htmx), the error alone, with its status.
+    let drawer = read(
+        http()
+            .get(app.url(&format!("/memory/facts/{foreign_id}")))
+            .header("Cookie", &admin)
+            .header("HX-Request", "true")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(drawer.status, 404);
+    assert!(
+        drawer.body.contains("not_found") && !drawer.body.contains("<html"),
+        "{}",
+        drawer.body
+    );
     let bad = page(&app, Some(&admin), "/memory/facts/not-a-uuid").await;
     assert_eq!(bad.status, 400);
     assert!(bad.body.contains("invalid_arguments"));
