@@ -376,17 +376,22 @@ pub struct LifecycleConfig {
 }
 
 impl LifecycleConfig {
-    /// `instance_id`, or the host name and process id when it is empty.
+    /// `instance_id`, or the host name and process id when it is empty (read once).
     pub fn instance(&self) -> String {
+        static DEFAULT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         if !self.instance_id.is_empty() {
             return self.instance_id.clone();
         }
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .ok()
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "host".to_owned());
-        format!("{host}:{}", std::process::id())
+        DEFAULT
+            .get_or_init(|| {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_owned())
+                    .ok()
+                    .filter(|h| !h.is_empty())
+                    .unwrap_or_else(|| "host".to_owned());
+                format!("{host}:{}", std::process::id())
+            })
+            .clone()
     }
 }
 

@@ -97,16 +97,11 @@ pub async fn list(
             div #episodes {
                 @for e in &page.items { (episode(&viewer, e, now)) }
             }
-            @if let Some(next) = page.next_cursor {
-                p.pager { a href=(format!("/memory/episodes?{}", filters::with_cursor(raw.as_deref(), &next))) { "Next page →" } }
-            }
+            (super::widgets::next_page("/memory/episodes", raw.as_deref(), page.next_cursor))
         })
     }
     .await;
-    match body {
-        Ok(body) => layout::page(&viewer, "Episodes", Section::Episodes, body),
-        Err(e) => layout::error_page(Some(&viewer), &e),
-    }
+    layout::page_of(&viewer, "Episodes", Section::Episodes, body)
 }
 
 fn filter_form(f: &EpisodeFilters) -> Markup {
@@ -222,8 +217,5 @@ pub async fn detail(
         })
     }
     .await;
-    match body {
-        Ok(body) => layout::fragment_or_page(&headers, &viewer, "Episode", Section::Episodes, body),
-        Err(e) => layout::error_in(&headers, &viewer, &e),
-    }
+    layout::fragment_of(&headers, &viewer, "Episode", Section::Episodes, body)
 }

@@ -50,16 +50,11 @@ pub async fn list(
             (filter_form(&shown))
             @if let Some(done) = super::changes::done_note(raw.as_deref()) { div.flash role="status" { (done) } }
             (grouped(&page.items, now))
-            @if let Some(next) = page.next_cursor {
-                p.pager { a href=(format!("/memory/facts?{}", filters::with_cursor(raw.as_deref(), &next))) { "Next page →" } }
-            }
+            (super::widgets::next_page("/memory/facts", raw.as_deref(), page.next_cursor))
         })
     }
     .await;
-    match body {
-        Ok(body) => layout::page(&viewer, "Facts", Section::Facts, body),
-        Err(e) => layout::error_page(Some(&viewer), &e),
-    }
+    layout::page_of(&viewer, "Facts", Section::Facts, body)
 }
 
 fn filter_form(q: &FactQuery) -> Markup {
@@ -183,10 +178,7 @@ pub async fn detail(
         })
     }
     .await;
-    match body {
-        Ok(body) => layout::fragment_or_page(&headers, &viewer, "Fact", Section::Facts, body),
-        Err(e) => layout::error_in(&headers, &viewer, &e),
-    }
+    layout::fragment_of(&headers, &viewer, "Fact", Section::Facts, body)
 }
 
 fn change_forms(viewer: &Viewer, fact: &Fact) -> Markup {

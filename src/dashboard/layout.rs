@@ -4,7 +4,7 @@
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use butler_memory_actors::{MemoryError, Role};
+use butler_memory_actors::{MemoryError, MemoryResult, Role};
 use maud::{DOCTYPE, Markup, html};
 
 use super::assets;
@@ -135,8 +135,36 @@ pub fn error_in(headers: &HeaderMap, viewer: &Viewer, error: &MemoryError) -> Re
     (status, Html(body.into_string())).into_response()
 }
 
+/// A page's content as a page, or what went wrong as the error page.
+pub fn page_of(
+    viewer: &Viewer,
+    title: &str,
+    section: Section,
+    body: MemoryResult<Markup>,
+) -> Response {
+    match body {
+        Ok(body) => page(viewer, title, section, body),
+        Err(e) => error_page(Some(viewer), &e),
+    }
+}
+
+/// Content that is a fragment for htmx (the drawer, a panel) and a page otherwise, or what
+/// went wrong in the same form.
+pub fn fragment_of(
+    headers: &HeaderMap,
+    viewer: &Viewer,
+    title: &str,
+    section: Section,
+    body: MemoryResult<Markup>,
+) -> Response {
+    match body {
+        Ok(body) => fragment_or_page(headers, viewer, title, section, body),
+        Err(e) => error_in(headers, viewer, &e),
+    }
+}
+
 /// A fragment (an htmx swap) or the same content as a page of its own.
-pub fn fragment_or_page(
+fn fragment_or_page(
     headers: &HeaderMap,
     viewer: &Viewer,
     title: &str,

@@ -43,12 +43,8 @@ pub async fn panel(
     Extension(viewer): Extension<Viewer>,
     headers: HeaderMap,
 ) -> Response {
-    match render(&state, &viewer).await {
-        Ok(panel) => {
-            layout::fragment_or_page(&headers, &viewer, "Operators", Section::Operators, panel)
-        }
-        Err(e) => layout::error_in(&headers, &viewer, &e),
-    }
+    let panel = render(&state, &viewer).await;
+    layout::fragment_of(&headers, &viewer, "Operators", Section::Operators, panel)
 }
 
 async fn render(state: &AppState, viewer: &Viewer) -> MemoryResult<Markup> {

@@ -12,7 +12,7 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use butler_memory_actors::{
-    EpisodeQuery, FactQuery, MemoryResult, MemoryStats, Role, RuleQuery, Timeline,
+    EpisodeQuery, FactQuery, MemoryResult, MemoryStats, Role, RuleQuery, Timeline, TimelineDay,
 };
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
@@ -54,10 +54,7 @@ pub async fn butler(
         Ok::<_, butler_memory_actors::MemoryError>(html! { (summary) (records) })
     }
     .await;
-    match body {
-        Ok(body) => layout::page(&viewer, &name, Section::Overview, body),
-        Err(e) => layout::error_page(Some(&viewer), &e),
-    }
+    layout::page_of(&viewer, &name, Section::Overview, body)
 }
 
 async fn render(state: &AppState, viewer: &Viewer, butler: Option<String>) -> MemoryResult<Markup> {
@@ -158,8 +155,23 @@ fn cards(stats: &MemoryStats, now: DateTime<Utc>) -> Markup {
     }
 }
 
+/// One bar per band of a breakdown's dimension: (label, key, colour).
+fn band_bars(
+    breakdown: &BTreeMap<String, BTreeMap<String, i64>>,
+    dim: &str,
+    bands: &[(&str, &str, &'static str)],
+) -> Vec<Bar> {
+    bands
+        .iter()
+        .map(|(label, key, colour)| Bar {
+            label: (*label).to_owned(),
+            value: count(breakdown, dim, key),
+            colour,
+        })
+        .collect()
+}
+
 fn confidence_chart(stats: &MemoryStats) -> Markup {
-    let facts = &stats.facts.breakdown;
     let bands = [
         ("< .05", "below_0.05", "red"),
         (".05–.2", "0.05_to_0.2", "red"),
@@ -167,19 +179,11 @@ fn confidence_chart(stats: &MemoryStats) -> Markup {
         (".5–.8", "0.5_to_0.8", "yellow"),
         ("≥ .8", "0.8_and_above", "green"),
     ];
-    let bars: Vec<Bar> = bands
-        .iter()
-        .map(|(label, key, colour)| Bar {
-            label: (*label).to_owned(),
-            value: count(facts, "effective_confidence", key),
-            colour,
-        })
-        .collect();
+    let bars = band_bars(&stats.facts.breakdown, "effective_confidence", &bands);
     charts::distribution("Confidence of live facts", &bars)
 }
 
 fn effectiveness_chart(stats: &MemoryStats) -> Markup {
-    let rules = &stats.rules.breakdown;
     let bands = [
         ("unrated", "unrated", "grey"),
         ("< .3", "below_0.3", "red"),
@@ -187,19 +191,32 @@ fn effectiveness_chart(stats: &MemoryStats) -> Markup {
         (".6–.8", "0.6_to_0.8", "yellow"),
         ("≥ .8", "0.8_and_above", "green"),
     ];
-    let bars: Vec<Bar> = bands
-        .iter()
-        .map(|(label, key, colour)| Bar {
-            label: (*label).to_owned(),
-            value: count(rules, "effectiveness", key),
-            colour,
-        })
-        .collect();
+    let bars = band_bars(&stats.rules.breakdown, "effectiveness", &bands);
     charts::distribution("Effectiveness of live rules", &bars)
 }
 
-fn day_label(day: chrono::NaiveDate) -> String {
-    day.format("%b %-d").to_string()
+/// One stacked bar per day of the timeline: a segment per (key, colour) of the counts
+/// `of` picks from the day.
+fn day_bars(
+    timeline: &Timeline,
+    of: fn(&TimelineDay) -> &BTreeMap<String, i64>,
+    series: &[(&str, &'static str)],
+) -> Vec<(String, Vec<Bar>)> {
+    timeline
+        .days
+        .iter()
+        .map(|d| {
+            let segments = series
+                .iter()
+                .map(|(key, colour)| Bar {
+                    label: key.replace('_', " "),
+                    value: of(d).get(*key).copied().unwrap_or(0),
+                    colour,
+                })
+                .collect();
+            (d.day.format("%b %-d").to_string(), segments)
+        })
+        .collect()
 }
 
 fn episodes_chart(timeline: &Timeline) -> Markup {
@@ -209,24 +226,9 @@ fn episodes_chart(timeline: &Timeline) -> Markup {
         ("failed", "grey"),
         ("dead_letter", "red"),
     ];
-    let days: Vec<(String, Vec<Bar>)> = timeline
-        .days
-        .iter()
-        .map(|d| {
-            let segments = statuses
-                .iter()
-                .map(|(status, colour)| Bar {
-                    label: status.replace('_', " "),
-                    value: d.episodes.get(*status).copied().unwrap_or(0),
-                    colour,
-                })
-                .collect();
-            (day_label(d.day), segments)
-        })
-        .collect();
     charts::stacked(
         "Episodes per day",
-        &days,
+        &day_bars(timeline, |d| &d.episodes, &statuses),
         &[
             ("consolidated", "green"),
             ("pending", "yellow"),
@@ -241,24 +243,9 @@ fn lifecycle_chart(timeline: &Timeline) -> Markup {
         ("decay_sweep", "yellow"),
         ("episode_cleanup", "grey"),
     ];
-    let days: Vec<(String, Vec<Bar>)> = timeline
-        .days
-        .iter()
-        .map(|d| {
-            let segments = kinds
-                .iter()
-                .map(|(kind, colour)| Bar {
-                    label: kind.replace('_', " "),
-                    value: d.changes.get(*kind).copied().unwrap_or(0),
-                    colour,
-                })
-                .collect();
-            (day_label(d.day), segments)
-        })
-        .collect();
     charts::stacked(
         "Lifecycle changes per day",
-        &days,
+        &day_bars(timeline, |d| &d.changes, &kinds),
         &[
             ("consolidation", "accent"),
             ("decay", "yellow"),

@@ -74,16 +74,11 @@ pub async fn list(
                 p.muted { (gone) " superseded, expired or forgotten rules on this page are not shown; "
                     a href="/memory/playbook?validity=retracted" { "see forgotten ones" } "." }
             }
-            @if let Some(next) = page.next_cursor {
-                p.pager { a href=(format!("/memory/playbook?{}", filters::with_cursor(raw.as_deref(), &next))) { "Next page →" } }
-            }
+            (super::widgets::next_page("/memory/playbook", raw.as_deref(), page.next_cursor))
         })
     }
     .await;
-    match body {
-        Ok(body) => layout::page(&viewer, "Playbook", Section::Playbook, body),
-        Err(e) => layout::error_page(Some(&viewer), &e),
-    }
+    layout::page_of(&viewer, "Playbook", Section::Playbook, body)
 }
 
 fn filter_form(q: &RuleQuery) -> Markup {
@@ -230,8 +225,5 @@ pub async fn detail(
         })
     }
     .await;
-    match body {
-        Ok(body) => layout::fragment_or_page(&headers, &viewer, "Rule", Section::Playbook, body),
-        Err(e) => layout::error_in(&headers, &viewer, &e),
-    }
+    layout::fragment_of(&headers, &viewer, "Rule", Section::Playbook, body)
 }

@@ -86,8 +86,5 @@ pub async fn search(
         })
     }
     .await;
-    match body {
-        Ok(body) => layout::page(&viewer, "Search", Section::Search, body),
-        Err(e) => layout::error_page(Some(&viewer), &e),
-    }
+    layout::page_of(&viewer, "Search", Section::Search, body)
 }

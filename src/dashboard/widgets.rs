@@ -64,6 +64,15 @@ pub fn total(total: Option<i64>) -> String {
     }
 }
 
+/// The link to a list's next page (its filters kept), when there is one.
+pub fn next_page(path: &str, raw_query: Option<&str>, next: Option<Uuid>) -> Markup {
+    html! {
+        @if let Some(next) = next {
+            p.pager { a href=(format!("{path}?{}", super::filters::with_cursor(raw_query, &next))) { "Next page →" } }
+        }
+    }
+}
+
 /// The first eight characters of an id.
 pub fn short(id: &Uuid) -> String {
     id.to_string()[..8].to_owned()

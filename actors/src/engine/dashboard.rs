@@ -394,11 +394,7 @@ impl Engine {
             ));
         }
         let scope = self.visible(caller, None, butler)?;
-        let filter = StatsFilter {
-            tenant_id: scope.tenant_id,
-            scopes: scope.scopes,
-            butlers: scope.butlers,
-        };
+        let filter = StatsFilter::from(scope);
         let today = self.services.clock.now().date_naive();
         let first = today - chrono::Days::new(u64::from(days - 1));
         let from = first.and_time(chrono::NaiveTime::MIN).and_utc();

@@ -27,7 +27,6 @@ use crate::store::activity::ActivityFilter;
 
 /// How long an on-demand sweep of one shard may take before the caller stops waiting (the
 /// sweep itself goes on).
-const SWEEP_WAIT: Duration = Duration::from_secs(30 * 60);
 /// How long a sweep asked for now waits for a shard's lease held by another instance.
 const LEASE_WAIT: Duration = Duration::from_secs(10);
 
@@ -210,32 +209,15 @@ impl Engine {
     /// another instance holds it, the call waits for it [`LEASE_WAIT`] at most, then fails
     /// as `lifecycle_busy` (`store/lifecycle_lease.rs`).
     pub async fn sweep_shard(&self, key: &ShardKey, kind: SweepKind) -> MemoryResult<SweepReport> {
-        let started = std::time::Instant::now();
-        let lease = loop {
-            if let Some(lease) = self.services.store.try_lifecycle_lease(key).await? {
-                break lease;
-            }
-            if started.elapsed() >= LEASE_WAIT {
-                return Err(MemoryError::new(
+        self.shards
+            .sweep_leased(&self.services.store, key, kind, LEASE_WAIT)
+            .await?
+            .unwrap_or_else(|| {
+                Err(MemoryError::new(
                     ErrorCode::LifecycleBusy,
                     format!("another instance is running the lifecycle work of shard {key}"),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let report = match self.shards.get(key).await {
-            Ok(shard) => shard
-                .ask(
-                    |reply| ShardMsg::Sweep { kind, reply },
-                    SWEEP_WAIT,
-                    "the shard",
-                )
-                .await
-                .and_then(|r| r),
-            Err(e) => Err(e),
-        };
-        lease.release().await;
-        report
+                ))
+            })
     }
 
     /// `memory_activity_stream` (admin): the tenant's audit stream in order, one page.
@@ -276,7 +258,7 @@ impl Engine {
                 format!("`limit` must be between 1 and {MAX_ACTIVITY_PAGE}"),
             ));
         }
-        let since_kind = since;
+        let newest_first = matches!(since, Since::Latest);
         let (after_id, since) = match since {
             Since::Cursor(id) => (id, None),
             Since::Time(t) => (0, Some(t)),
@@ -290,7 +272,7 @@ impl Engine {
             butlers: butler.map(|b| vec![b]),
             visible,
             limit: i64::from(limit),
-            newest_first: matches!(since_kind, Since::Latest),
+            newest_first,
         };
         self.read(|reply| ReaderMsg::Activity {
             filter,

@@ -79,11 +79,7 @@ impl Engine {
     ) -> MemoryResult<MemoryStats> {
         self.services.database.check()?;
         let scope = self.visible(caller, scope, butler)?;
-        let filter = StatsFilter {
-            tenant_id: scope.tenant_id,
-            scopes: scope.scopes,
-            butlers: scope.butlers,
-        };
+        let filter = StatsFilter::from(scope);
         self.read(|reply| ReaderMsg::Stats {
             filter,
             span: tracing::Span::current(),

@@ -23,6 +23,17 @@ pub struct StatsFilter {
     pub butlers: Option<Vec<String>>,
 }
 
+impl From<crate::domain::search::SearchScope> for StatsFilter {
+    /// What a caller may see, as the part of its tenant to count.
+    fn from(scope: crate::domain::search::SearchScope) -> Self {
+        StatsFilter {
+            tenant_id: scope.tenant_id,
+            scopes: scope.scopes,
+            butlers: scope.butlers,
+        }
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct Count {
     dim: String,
@@ -217,7 +228,7 @@ impl Store {
         from: DateTime<Utc>,
         days: u32,
     ) -> MemoryResult<Timeline> {
-        // From the projection the episodes' triggers keep (migration 19), not the table.
+        // From the `memory_days` projection (migration 19), not the table.
         let episodes: Vec<(chrono::NaiveDate, String, i64)> = sqlx::query_as(
             "SELECT day, status, sum(n)::bigint FROM memory_days
              WHERE tenant_id = $1 AND ($2::text[] IS NULL OR butler = ANY($2)) AND day >= $3

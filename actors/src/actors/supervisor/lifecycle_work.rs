@@ -14,9 +14,10 @@ use super::Shards;
 use crate::actors::scheduler::LifecycleWork;
 use crate::actors::shard::ShardMsg;
 use crate::domain::shard_key::ShardKey;
-use crate::domain::sweep::SweepKind;
+use crate::domain::sweep::{SweepKind, SweepReport};
 use crate::error::MemoryResult;
 use crate::services::Services;
+use crate::store::Store;
 use crate::store::lifecycle_claims::SweepFire;
 
 /// How long one shard's sweep may take before the next shard's begins (the sweep itself
@@ -90,40 +91,67 @@ impl TreeLifecycle {
         }
     }
 
-    /// Runs one sweep on one shard, starting it if it is not running, under the shard's
-    /// lifecycle lease; `false` when another instance holds the lease (nothing ran).
+    /// Runs one sweep on one shard under its lifecycle lease; `false` when another
+    /// instance holds the lease (nothing ran).
     async fn run_on(&self, key: &ShardKey, kind: SweepKind) -> bool {
-        let lease = match self.services.store.try_lifecycle_lease(key).await {
-            Ok(Some(lease)) => lease,
+        match self
+            .shards
+            .sweep_leased(&self.services.store, key, kind, Duration::ZERO)
+            .await
+        {
+            Ok(Some(ran)) => {
+                if let Err(e) = ran {
+                    tracing::warn!(shard = %key, kind = %kind, error = %e, "sweep failed");
+                }
+                true
+            }
             Ok(None) => {
                 tracing::debug!(shard = %key, kind = %kind, "another instance runs this shard's lifecycle work");
-                return false;
+                false
             }
             Err(e) => {
                 tracing::warn!(shard = %key, kind = %kind, error = %e, "sweep skipped: no lease");
-                return false;
-            }
-        };
-        match self.shards.get(key).await {
-            Ok(shard) => {
-                let result = shard
-                    .ask(
-                        |reply| ShardMsg::Sweep { kind, reply },
-                        SWEEP_WAIT,
-                        "the shard",
-                    )
-                    .await
-                    .and_then(|r| r);
-                if let Err(e) = result {
-                    tracing::warn!(shard = %key, kind = %kind, error = %e, "sweep failed");
-                }
-            }
-            Err(_) => {
-                tracing::warn!(shard = %key, kind = %kind, "sweep skipped: shard unavailable");
+                false
             }
         }
+    }
+}
+
+impl Shards {
+    /// One sweep of one shard (started if it is not running), waiting for it, under the
+    /// shard's lifecycle lease (`store/lifecycle_lease.rs`): when another session holds the
+    /// lease, waits for it up to `lease_wait`, then answers `None` (nothing ran). The outer
+    /// error is the lease's (nothing ran), the inner one the sweep's.
+    pub async fn sweep_leased(
+        &self,
+        store: &Store,
+        key: &ShardKey,
+        kind: SweepKind,
+        lease_wait: Duration,
+    ) -> MemoryResult<Option<MemoryResult<SweepReport>>> {
+        let started = std::time::Instant::now();
+        let lease = loop {
+            if let Some(lease) = store.try_lifecycle_lease(key).await? {
+                break lease;
+            }
+            if started.elapsed() >= lease_wait {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let report = match self.get(key).await {
+            Ok(shard) => shard
+                .ask(
+                    |reply| ShardMsg::Sweep { kind, reply },
+                    SWEEP_WAIT,
+                    "the shard",
+                )
+                .await
+                .and_then(|r| r),
+            Err(e) => Err(e),
+        };
         lease.release().await;
-        true
+        Ok(Some(report))
     }
 }
 
