@@ -23,7 +23,7 @@ pub(crate) struct Services {
     pub clock: SharedClock,
     pub config: EngineConfig,
     /// Moves forward with every committed write of a tenant (and every embedding stored).
-    pub generations: Generations,
+    pub generations: Arc<Generations>,
     /// The write budget. Its count of admitted episodes is the write rate that background
     /// work (the indexer, consolidation triggers) yields to.
     pub admission: Admission,
@@ -86,7 +86,7 @@ impl Services {
             redactor,
             other_model_vectors: AtomicBool::new(true),
             admission: Admission::new(&config.writes),
-            generations: Generations::default(),
+            generations: Arc::default(),
             database: Arc::default(),
             store,
             clock,

@@ -22,7 +22,9 @@
 //!   old, and recounted in the background, one recount per tenant and type at a time: a
 //!   recount during a burst costs tens of milliseconds, which a read should not wait for
 //!   (docs/decisions.md). Only counts older than twice the window, as after a quiet spell,
-//!   are recounted while the read waits.
+//!   are recounted while the read waits. When a recount lands, the tenant's results are
+//!   restated (`Generations::restate`): an answer ranked with the old counts is not served
+//!   again from the result cache.
 
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{HashMap, HashSet};
@@ -150,6 +152,7 @@ impl CorpusCache {
     fn recount_behind(
         &self,
         store: &Store,
+        generations: &Arc<Generations>,
         key: TypeKey,
         generation: u64,
         now: DateTime<Utc>,
@@ -161,6 +164,7 @@ impl CorpusCache {
         }
         let counts = self.counts.clone();
         let store = store.clone();
+        let generations = generations.clone();
         let common_df = self.common_df;
         tokio::spawn(async move {
             let _running = Recounting {
@@ -184,7 +188,10 @@ impl CorpusCache {
                 }
                 MemoryResult::Ok(())
             };
-            if let Err(e) = recount.await {
+            let landed = recount.await;
+            // Counts that landed in part (the stats, not the words) moved rankings too.
+            generations.restate(tenant_id);
+            if let Err(e) = landed {
                 tracing::debug!(tenant = %tenant_id, ?memory_type, error = %e, "background recount of keyword statistics failed");
             }
         });
@@ -194,7 +201,7 @@ impl CorpusCache {
     pub async fn keyword_plan(
         &self,
         store: &Store,
-        generations: &Generations,
+        generations: &Arc<Generations>,
         memory_type: MemoryType,
         tenant_id: &str,
         text: &str,
@@ -230,7 +237,15 @@ impl CorpusCache {
                 .collect()
         };
         if stale_stats || !stale.is_empty() {
-            self.recount_behind(store, key.clone(), generation, now, stale_stats, stale);
+            self.recount_behind(
+                store,
+                generations,
+                key.clone(),
+                generation,
+                now,
+                stale_stats,
+                stale,
+            );
         }
         let unknown: Vec<String> = lexemes
             .iter()

@@ -2,6 +2,11 @@
 //! type. Caches of derived read data (BM25 statistics, results) remember the generation they
 //! were computed at and know they are stale when it has moved. Keeping one per type lets a
 //! burst of episode writes leave what was derived from facts and rules valid.
+//!
+//! A fifth kind of change is not a write: statistics a read ranked with while they were
+//! being recounted (`CorpusCache`) were replaced. It moves the tenant's whole generation,
+//! so a result ranked with the old statistics is not served again, and no type's, so the
+//! statistics themselves stay valid.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -12,8 +17,12 @@ use crate::domain::memory_type::MemoryType;
 /// The write generations of every tenant seen since start.
 #[derive(Debug, Default)]
 pub struct Generations {
-    tenants: DashMap<String, [AtomicU64; 3]>,
+    /// One counter per memory type, and one for restated statistics (`RESTATED`).
+    tenants: DashMap<String, [AtomicU64; 4]>,
 }
+
+/// The slot of restated statistics: counted in `current`, never in `current_of`.
+const RESTATED: usize = 3;
 
 fn slot(memory_type: MemoryType) -> usize {
     match memory_type {
@@ -36,10 +45,21 @@ impl Generations {
         self.bump_types(tenant, &[memory_type]);
     }
 
+    /// Called when statistics that reads of `tenant` ranked with were replaced by a recount:
+    /// results computed before are not served again.
+    pub fn restate(&self, tenant: &str) {
+        self.bump_slots(tenant, &[RESTATED]);
+    }
+
     fn bump_types(&self, tenant: &str, types: &[MemoryType]) {
-        let bump = |counters: &[AtomicU64; 3]| {
-            for t in types {
-                counters[slot(*t)].fetch_add(1, Ordering::Release);
+        let slots: Vec<usize> = types.iter().map(|t| slot(*t)).collect();
+        self.bump_slots(tenant, &slots);
+    }
+
+    fn bump_slots(&self, tenant: &str, slots: &[usize]) {
+        let bump = |counters: &[AtomicU64; 4]| {
+            for s in slots {
+                counters[*s].fetch_add(1, Ordering::Release);
             }
         };
         match self.tenants.get(tenant) {
@@ -48,7 +68,8 @@ impl Generations {
         }
     }
 
-    /// The tenant's generation over all types: it moves whenever any type's does.
+    /// The tenant's generation over all types: it moves whenever any type's does, and when
+    /// statistics are restated.
     pub fn current(&self, tenant: &str) -> u64 {
         self.tenants
             .get(tenant)
@@ -90,5 +111,17 @@ mod tests {
         assert!(g.current("a") > whole);
         assert_eq!(g.current_of("a", MemoryType::Fact), facts);
         assert_eq!(g.current_of("a", MemoryType::Episode), 2);
+    }
+
+    #[test]
+    fn restated_statistics_move_the_whole_and_no_type() {
+        let g = Generations::default();
+        g.bump("a");
+        let whole = g.current("a");
+        g.restate("a");
+        assert!(g.current("a") > whole);
+        for t in MemoryType::ALL {
+            assert_eq!(g.current_of("a", *t), 1);
+        }
     }
 }

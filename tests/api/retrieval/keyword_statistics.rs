@@ -161,6 +161,9 @@ async fn a_word_count_past_its_window_is_served_once_more_and_recounted_behind_t
     for i in 2..7 {
         zucchini.push(episode(&mcp, &format!("Picked zucchini batch {i}")).await);
     }
+    // Everything embedded first: no write moves the tenant's generation after this read,
+    // so only the recount landing can keep its answer from being served again.
+    app.engine().flush().await.unwrap();
     let stale = mcp.ok("memory_search", search.clone()).await;
     let mut found = ids(&stale);
     found.sort();
