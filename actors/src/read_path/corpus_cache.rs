@@ -149,16 +149,14 @@ impl CorpusCache {
     /// Recounts the type's statistics (with `stats`) and `words` in the background, unless a
     /// recount of the tenant's type is already running. Failures are left for the next read:
     /// the counts stay as they were and expire in their turn.
-    fn recount_behind(
-        &self,
-        store: &Store,
-        generations: &Arc<Generations>,
-        key: TypeKey,
-        generation: u64,
-        now: DateTime<Utc>,
-        stats: bool,
-        words: Vec<String>,
-    ) {
+    fn recount_behind(&self, store: &Store, generations: &Arc<Generations>, recount: Recount) {
+        let Recount {
+            key,
+            generation,
+            now,
+            stats,
+            words,
+        } = recount;
         if !lock(&self.counts.recounting).insert(key.clone()) {
             return;
         }
@@ -237,15 +235,14 @@ impl CorpusCache {
                 .collect()
         };
         if stale_stats || !stale.is_empty() {
-            self.recount_behind(
-                store,
-                generations,
-                key.clone(),
+            let recount = Recount {
+                key: key.clone(),
                 generation,
                 now,
-                stale_stats,
-                stale,
-            );
+                stats: stale_stats,
+                words: stale,
+            };
+            self.recount_behind(store, generations, recount);
         }
         let unknown: Vec<String> = lexemes
             .iter()
@@ -305,6 +302,16 @@ impl CorpusCache {
         lock(&self.lexemes).put(text.to_owned(), lexemes.clone(), weight);
         Ok(lexemes)
     }
+}
+
+/// What a background recount counts again: the type's statistics (`stats`) and `words`, as
+/// of the read that found them stale (its generation and engine-clock time).
+struct Recount {
+    key: TypeKey,
+    generation: u64,
+    now: DateTime<Utc>,
+    stats: bool,
+    words: Vec<String>,
 }
 
 /// Marks a background recount as running until it ends, however it ends (a panic
