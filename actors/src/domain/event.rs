@@ -135,6 +135,13 @@ pub struct StoredEvent {
     pub subrequest_id: Option<String>,
     pub segment_id: Option<String>,
     pub payload: Value,
+    /// The butler of the record, whose shard wrote the event (none: the tenant's shard,
+    /// `_tenant`).
+    pub butler: Option<String>,
+    /// The event's place in its shard's write order, across every instance: one number per
+    /// transaction, following commit order with no gaps; events of one number are in `id`
+    /// order. None for events written before shard ordering (migration 21).
+    pub shard_seq: Option<i64>,
 }
 
 /// Where an activity page starts: after an event id (the cursor of the previous page), or

@@ -33,7 +33,7 @@ impl Store {
         let order = if filter.newest_first { "id DESC" } else { "id" };
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT id, tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
-                    request_id, subrequest_id, segment_id, payload
+                    request_id, subrequest_id, segment_id, payload, butler, shard_seq
              FROM memory_events
              WHERE tenant_id = $1 AND id > $2
                AND ($3::timestamptz IS NULL OR occurred_at >= $3)

@@ -227,7 +227,9 @@ impl Exporter {
     /// A page of the audit stream after event `after` (the butler's, for a butler's export).
     async fn events_page(&self, after: i64) -> MemoryResult<(Vec<Value>, Stage)> {
         let rows: Vec<(i64, Value)> = sqlx::query_as(
-            "SELECT t.id, to_jsonb(t) - 'id' FROM memory_events t
+            // A shard's write numbers are this database's (migration 21): the importing
+            // one numbers the events it writes in its own shards' order.
+            "SELECT t.id, to_jsonb(t) - 'id' - 'shard_seq' FROM memory_events t
              WHERE t.tenant_id = $1 AND ($2::text IS NULL OR COALESCE(t.butler, '_tenant') = $2)
                AND t.id > $3
              ORDER BY t.id LIMIT $4",
@@ -376,6 +378,8 @@ async fn import(
                 }
             }
             RowKind::Event => {
+                // Numbered by this database's shard order, whatever the bundle says.
+                fields.remove("shard_seq");
                 // The bundle's history of the records this import writes; a record that was
                 // already there has its own.
                 if !written.contains(fields["entity_id"].as_str().unwrap_or_default()) {

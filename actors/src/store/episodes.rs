@@ -180,13 +180,23 @@ async fn insert_rows(
              INSERT INTO memory_days (tenant_id, butler, day, status, n)
              SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, 'pending', count(*)
              FROM inserted GROUP BY 1, 2, 3),
+         -- The next number of each shard in the batch (migration 21), taken in key order
+         -- so that two instances' batches never wait for each other in a cycle.
+         heads AS (
+             INSERT INTO shard_heads AS h (tenant_id, butler, seq)
+             SELECT DISTINCT tenant_id, butler, 1 FROM inserted ORDER BY 1, 2
+             ON CONFLICT (tenant_id, butler) DO UPDATE SET seq = h.seq + 1
+             RETURNING tenant_id, butler, seq),
          logged AS (
              INSERT INTO memory_events
                  (tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
-                  request_id, subrequest_id, segment_id, scope, butler, payload)
+                  request_id, subrequest_id, segment_id, scope, butler, payload, shard_seq)
              SELECT i.tenant_id, $16, $17, i.id, i.created_at, i.actor,
-                    i.request_id, i.subrequest_id, i.segment_id, NULL, i.butler, i.payload
-             FROM input i JOIN inserted USING (id) ORDER BY i.ord)
+                    i.request_id, i.subrequest_id, i.segment_id, NULL, i.butler, i.payload,
+                    heads.seq
+             FROM input i JOIN inserted USING (id)
+                  JOIN heads ON heads.tenant_id = i.tenant_id AND heads.butler = i.butler
+             ORDER BY i.ord)
          SELECT id FROM inserted",
     )
     .bind(stored.iter().map(|e| e.id).collect::<Vec<_>>())

@@ -49,7 +49,7 @@ impl Store {
     ) -> MemoryResult<Vec<StoredEvent>> {
         Ok(sqlx::query_as(
             "SELECT id, tenant_id, event_type, entity_type, entity_id, occurred_at, actor,
-                    request_id, subrequest_id, segment_id, payload
+                    request_id, subrequest_id, segment_id, payload, butler, shard_seq
              FROM memory_events WHERE tenant_id = $1 AND entity_id = $2 ORDER BY id",
         )
         .bind(tenant_id)

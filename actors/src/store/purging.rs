@@ -388,7 +388,10 @@ async fn erase(
          SELECT $1, e.event_type, e.entity_type, e.entity_id, $2, $3, $4, $5, $6,
                 e.scope, e.butler, e.payload
          FROM unnest($7::text[], $8::text[], $9::uuid[], $10::text[], $11::text[], $12::jsonb[])
-              AS e (event_type, entity_type, entity_id, scope, butler, payload)",
+              WITH ORDINALITY AS e (event_type, entity_type, entity_id, scope, butler, payload, ord)
+         -- Shard by shard in key order: each shard's write number (migration 21) is taken
+         -- at its first event, so a purge and a batch of writes never wait in a cycle.
+         ORDER BY coalesce(e.butler, '_tenant'), e.ord",
     )
     .bind(tenant_id)
     .bind(order.now)
