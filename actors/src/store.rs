@@ -35,6 +35,7 @@ pub mod relation_sizes;
 pub mod rules;
 pub mod sealing;
 pub mod search;
+pub mod shard_heads;
 pub mod stats;
 
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 
 use crate::helpers::TestApp;
 
+mod caches;
 mod lifecycle;
 mod shard_order;
 

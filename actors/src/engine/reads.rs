@@ -139,6 +139,7 @@ impl Engine {
             "search|{}|{:?}|{:?}|{:?}|{mode}|{limit}|{min_confidence}|{text}",
             scope.tenant_id, scope.scopes, scope.butlers, types
         );
+        self.observe_writes(&caller.tenant_id).await?;
         let generation = self.services.generations.current(&caller.tenant_id);
         let now = self.services.clock.now();
         if let Some(Cached::Search(hit)) = self.results.get(&key, generation, now) {
@@ -241,6 +242,9 @@ impl Engine {
             .into_iter()
             .map(|input| self.context_request(caller, input))
             .collect();
+        if let Err(e) = self.observe_writes(&caller.tenant_id).await {
+            return requests.iter().map(|_| Err(e.clone())).collect();
+        }
         // Answers still in the result cache need neither an embedding nor a reader.
         let generation = self.services.generations.current(&caller.tenant_id);
         let cached: Vec<Option<ContextOutcome>> = requests
@@ -340,6 +344,15 @@ impl Engine {
 
     /// What the caller may see: the tenant always; butler keys `global` plus the acting
     /// butler's scope and episodes; admin keys every scope and butler unless they narrow it.
+    /// Moves the tenant's generations if any instance wrote to it since this one last
+    /// looked (`Generations::observe_heads`): called before a read consults a cache, so
+    /// that no cache of this instance answers without another instance's committed writes.
+    async fn observe_writes(&self, tenant_id: &str) -> MemoryResult<()> {
+        let heads = self.services.store.tenant_heads(tenant_id).await?;
+        self.services.generations.observe_heads(tenant_id, heads);
+        Ok(())
+    }
+
     pub(super) fn visible(
         &self,
         caller: &Caller,

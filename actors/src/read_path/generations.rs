@@ -3,12 +3,18 @@
 //! were computed at and know they are stale when it has moved. Keeping one per type lets a
 //! burst of episode writes leave what was derived from facts and rules valid.
 //!
+//! Other instances on the database write too (issue 21): before a read uses a cache, the
+//! engine gives `observe_heads` the sum of the tenant's shard heads as the database has it
+//! (every write of any instance moves it, migration 21). When it moved since last seen,
+//! every type's generation moves, so a read that starts after another instance's commit
+//! never gets a cached answer that misses it.
+//!
 //! A fifth kind of change is not a write: statistics a read ranked with while they were
 //! being recounted (`CorpusCache`) were replaced. It moves the tenant's whole generation,
 //! so a result ranked with the old statistics is not served again, and no type's, so the
 //! statistics themselves stay valid.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use dashmap::DashMap;
 
@@ -19,6 +25,8 @@ use crate::domain::memory_type::MemoryType;
 pub struct Generations {
     /// One counter per memory type, and one for restated statistics (`RESTATED`).
     tenants: DashMap<String, [AtomicU64; 4]>,
+    /// The sum of each tenant's shard heads when last observed.
+    heads: DashMap<String, AtomicI64>,
 }
 
 /// The slot of restated statistics: counted in `current`, never in `current_of`.
@@ -49,6 +57,22 @@ impl Generations {
     /// results computed before are not served again.
     pub fn restate(&self, tenant: &str) {
         self.bump_slots(tenant, &[RESTATED]);
+    }
+
+    /// Called before a read with the sum of the tenant's shard heads in the database: if it
+    /// moved since last observed (or was never observed), some instance wrote since, and
+    /// every type's generation moves.
+    pub fn observe_heads(&self, tenant: &str, heads: i64) {
+        let moved = match self.heads.get(tenant) {
+            Some(seen) => seen.swap(heads, Ordering::AcqRel) != heads,
+            None => {
+                self.heads.insert(tenant.to_owned(), AtomicI64::new(heads));
+                true
+            }
+        };
+        if moved {
+            self.bump(tenant);
+        }
     }
 
     fn bump_types(&self, tenant: &str, types: &[MemoryType]) {
@@ -111,6 +135,24 @@ mod tests {
         assert!(g.current("a") > whole);
         assert_eq!(g.current_of("a", MemoryType::Fact), facts);
         assert_eq!(g.current_of("a", MemoryType::Episode), 2);
+    }
+
+    #[test]
+    fn heads_that_moved_elsewhere_move_every_type() {
+        let g = Generations::default();
+        // Never observed: whatever was cached may predate it.
+        g.observe_heads("a", 7);
+        let first = g.current_of("a", MemoryType::Fact);
+        assert_eq!(first, 1);
+        // Unchanged: nothing moves.
+        g.observe_heads("a", 7);
+        assert_eq!(g.current_of("a", MemoryType::Fact), first);
+        // Moved (another instance committed): every type moves, other tenants do not.
+        g.observe_heads("a", 9);
+        for t in MemoryType::ALL {
+            assert_eq!(g.current_of("a", *t), 2);
+        }
+        assert_eq!(g.current("b"), 0);
     }
 
     #[test]
