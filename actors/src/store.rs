@@ -12,6 +12,7 @@ pub mod data_keys;
 pub mod decay_sweep;
 pub mod embedded_postgres;
 pub mod embedding_backlog;
+pub mod embedding_claims;
 pub mod embedding_versions;
 pub mod episode_cleanup;
 pub mod episodes;

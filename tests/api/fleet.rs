@@ -5,6 +5,7 @@
 use crate::helpers::TestApp;
 
 mod caches;
+mod indexing;
 mod lifecycle;
 mod shard_order;
 

@@ -64,6 +64,8 @@ pub struct ActorInfo {
     handled: AtomicU64,
     restarts: AtomicU32,
     last_error: Mutex<Option<String>>,
+    /// Rows this actor embedded (the indexer; with several instances, each counts its own).
+    rows_embedded: AtomicU64,
 }
 
 /// A point-in-time copy of an [`ActorInfo`], as served by `/actors`.
@@ -77,6 +79,9 @@ pub struct ActorSnapshot {
     pub messages_handled: u64,
     pub restarts: u32,
     pub last_error: Option<String>,
+    /// Rows embedded since start: the indexer only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_embedded: Option<u64>,
 }
 
 impl ActorInfo {
@@ -90,6 +95,7 @@ impl ActorInfo {
             handled: AtomicU64::new(0),
             restarts: AtomicU32::new(0),
             last_error: Mutex::new(None),
+            rows_embedded: AtomicU64::new(0),
         }
     }
 
@@ -145,6 +151,11 @@ impl ActorInfo {
         self.restarts.load(Ordering::Relaxed)
     }
 
+    /// The actor (the indexer) embedded `rows` rows.
+    pub fn embedded(&self, rows: u64) {
+        self.rows_embedded.fetch_add(rows, Ordering::Relaxed);
+    }
+
     pub fn snapshot(&self) -> ActorSnapshot {
         ActorSnapshot {
             kind: self.kind,
@@ -159,6 +170,8 @@ impl ActorInfo {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
+            rows_embedded: (self.kind == ActorKind::Indexer)
+                .then(|| self.rows_embedded.load(Ordering::Relaxed)),
         }
     }
 }

@@ -3,7 +3,8 @@
 //! Writes are acknowledged once committed, before they are embedded (the embedder manages a
 //! few hundred texts per second; the write path must not wait for it). Until the indexer
 //! gets to a row, keyword search finds it. Supervised by the root supervisor; one indexer
-//! per engine, so no row is embedded twice. It hears about new rows from the commit notices
+//! per engine, and with several engines on one database each claims the rows it embeds
+//! (`store/embedding_claims.rs`), so no row is embedded twice. It hears about new rows from the commit notices
 //! that shards publish (a `Kick`, at most one waiting in its mailbox however many commits a
 //! burst makes), and also polls, so rows left by a crash or an embedder outage are picked up
 //! again.
@@ -42,6 +43,9 @@ const EMBED_TIMEOUT: Duration = Duration::from_secs(60);
 /// Rows looked at per step of a re-embedding walk, in indexer batches: bounded, so that a
 /// table of mostly current rows is walked in short statements.
 const WALK_WINDOW_BATCHES: i64 = 8;
+
+/// How often a flush looks again at rows another instance is embedding.
+const CLAIMED_ELSEWHERE_POLL: Duration = Duration::from_millis(20);
 
 /// How long the write rate is watched when the last look at it is stale.
 const FRESH_WINDOW: Duration = Duration::from_millis(100);
@@ -181,6 +185,12 @@ impl IndexerState {
             total += round;
             // New rows first: re-embedding old ones waits until none is unembedded.
             if round == 0 && !self.reembed_step().await? {
+                // Rows another instance has claimed are still waiting: a flush waits for
+                // them too (that instance is embedding them, or will let them go).
+                if !yielding && self.services.store.oldest_unembedded().await?.is_some() {
+                    tokio::time::sleep(CLAIMED_ELSEWHERE_POLL).await;
+                    continue;
+                }
                 return Ok(total);
             }
         }
@@ -226,7 +236,7 @@ impl IndexerState {
             return Ok(false);
         };
         let window = WALK_WINDOW_BATCHES * i64::from(self.services.config.indexer.batch_size.get());
-        let (rows, last) = store
+        let (rows, last, claim) = store
             .stale_window(memory_type, self.version_id, *after, window)
             .await?;
         match last {
@@ -243,10 +253,16 @@ impl IndexerState {
                 memory.type = memory_type.as_str(),
                 rows = rows.len(),
             );
+            let embedded = rows.len() as u64;
             let done = self
                 .embed_rows(memory_type, rows, Replacing::OtherModel)
                 .instrument(span)
-                .await?;
+                .await;
+            if let Some(claim) = claim {
+                claim.release().await;
+            }
+            let done = done?;
+            self.info.embedded(embedded);
             metrics::counter!("butler_memory_reembedded_total", "type" => memory_type.as_str())
                 .increment(done);
             if let Walk::Walking { stale, .. } = &mut self.walk {
@@ -308,13 +324,14 @@ impl IndexerState {
 
     async fn embed_batch(&mut self, memory_type: MemoryType) -> MemoryResult<u64> {
         let store = &self.services.store;
-        let rows = store
+        let (rows, claim) = store
             .unembedded(
                 memory_type,
                 i64::from(self.services.config.indexer.batch_size.get()),
             )
             .await?;
         if rows.is_empty() {
+            claim.release().await;
             return Ok(0);
         }
         let count = rows.len() as u64;
@@ -327,7 +344,10 @@ impl IndexerState {
         let indexed = self
             .embed_rows(memory_type, rows, Replacing::Nothing)
             .instrument(span)
-            .await?;
+            .await;
+        claim.release().await;
+        let indexed = indexed?;
+        self.info.embedded(count);
         metrics::counter!("butler_memory_indexed_total", "type" => memory_type.as_str())
             .increment(indexed);
         // A row whose embedding was set by someone else still counts as done.

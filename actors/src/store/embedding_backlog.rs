@@ -9,6 +9,11 @@ use crate::domain::memory_type::MemoryType;
 use crate::error::MemoryResult;
 
 use super::Store;
+use super::embedding_claims::EmbeddingClaim;
+
+/// How many batches of the oldest waiting rows an instance looks through for rows no other
+/// instance has claimed.
+const CANDIDATE_BATCHES: i64 = 4;
 
 /// A row waiting for its embedding.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -53,32 +58,53 @@ pub enum Replacing {
 }
 
 impl Store {
-    /// The oldest rows of `memory_type` without an embedding, with the text to embed.
+    /// The oldest rows of `memory_type` without an embedding that no other instance is
+    /// embedding, at most `limit`, with the text to embed, claimed (`embedding_claims.rs`)
+    /// until the claim is released.
     #[tracing::instrument(target = "otel", name = "db.unembedded", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn unembedded(
         &self,
         memory_type: MemoryType,
         limit: i64,
-    ) -> MemoryResult<Vec<Unembedded>> {
+    ) -> MemoryResult<(Vec<Unembedded>, EmbeddingClaim)> {
+        // A sealed fact is never embedded: a vector leaks the text (`vault.rs`).
+        let waiting = match memory_type {
+            MemoryType::Fact => "embedding IS NULL AND sealed IS NULL",
+            MemoryType::Episode | MemoryType::Rule => "embedding IS NULL",
+        };
+        // Past the rows other instances hold, up to a few batches in.
+        let candidates: Vec<Uuid> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM {} WHERE {waiting} ORDER BY created_at, id LIMIT $1",
+            memory_type.table()
+        )))
+        .bind(limit.saturating_mul(CANDIDATE_BATCHES))
+        .fetch_all(self.pool())
+        .await?;
+        let (claimed, claim) = self.claim_for_embedding(&candidates, limit).await?;
         let sql = match memory_type {
             MemoryType::Episode => concat!(
                 embedding_text!(episode),
-                " WHERE e.embedding IS NULL ORDER BY e.created_at, e.id LIMIT $1"
+                " WHERE e.id = ANY($1) AND e.embedding IS NULL ORDER BY e.created_at, e.id"
             ),
-            // A sealed fact is never embedded: a vector leaks the text (`vault.rs`).
             MemoryType::Fact => concat!(
                 embedding_text!(fact),
-                " WHERE e.embedding IS NULL AND e.sealed IS NULL ORDER BY e.created_at, e.id LIMIT $1"
+                " WHERE e.id = ANY($1) AND e.embedding IS NULL AND e.sealed IS NULL
+                  ORDER BY e.created_at, e.id"
             ),
             MemoryType::Rule => concat!(
                 embedding_text!(rule),
-                " WHERE e.embedding IS NULL ORDER BY e.created_at, e.id LIMIT $1"
+                " WHERE e.id = ANY($1) AND e.embedding IS NULL ORDER BY e.created_at, e.id"
             ),
         };
-        Ok(sqlx::query_as(sql)
-            .bind(limit)
-            .fetch_all(self.pool())
-            .await?)
+        let rows = if claimed.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query_as(sql)
+                .bind(&claimed)
+                .fetch_all(self.pool())
+                .await?
+        };
+        Ok((rows, claim))
     }
 
     /// Rows embedded by a model other than `version`, over all three tables: what a model
@@ -96,8 +122,8 @@ impl Store {
 
     /// The next `window` rows of `memory_type` in id order after `after`, and which of them
     /// another model than `version` embedded, with their text: one bounded step of a walk
-    /// that re-embeds a table. Returns the stale rows and the last id looked at (`None` at
-    /// the end of the table).
+    /// that re-embeds a table. Returns the stale rows no other instance is re-embedding,
+    /// the last id looked at (`None` at the end of the table), and the claim on the rows.
     #[tracing::instrument(target = "otel", name = "db.stale_window", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn stale_window(
         &self,
@@ -105,7 +131,7 @@ impl Store {
         version: i16,
         after: Option<Uuid>,
         window: i64,
-    ) -> MemoryResult<(Vec<Unembedded>, Option<Uuid>)> {
+    ) -> MemoryResult<(Vec<Unembedded>, Option<Uuid>, Option<EmbeddingClaim>)> {
         let scan = format!(
             "SELECT id, embedding_version_id <> $1 AS stale FROM {}
              WHERE $2::uuid IS NULL OR id > $2 ORDER BY id LIMIT $3",
@@ -124,8 +150,9 @@ impl Store {
             .map(|(id, _)| id)
             .collect();
         if stale.is_empty() {
-            return Ok((Vec::new(), last));
+            return Ok((Vec::new(), last, None));
         }
+        let (stale, claim) = self.claim_for_embedding(&stale, stale.len() as i64).await?;
         let sql = match memory_type {
             MemoryType::Episode => concat!(
                 embedding_text!(episode),
@@ -145,7 +172,7 @@ impl Store {
             .bind(version)
             .fetch_all(self.pool())
             .await?;
-        Ok((rows, last))
+        Ok((rows, last, Some(claim)))
     }
 
     /// Stores embeddings for rows that still have none (`Replacing::Nothing`) or still have

@@ -1,0 +1,75 @@
+//! Claims on rows to embed, so that with several instances on one database each row is
+//! embedded by one of them (issue 21): a session-level advisory lock per row, taken with
+//! `pg_try_advisory_lock` (a row another instance holds is skipped, never waited for) on a
+//! connection the claim keeps until it is released. Nothing is written to claim a row: the
+//! locks live in PostgreSQL's lock table, and an instance that dies loses its connection
+//! and with it its claims, at once. Rows are re-read after they are claimed, in a new
+//! statement, so a row another instance embedded just before letting go is seen as done.
+
+use sqlx::Postgres;
+use sqlx::pool::PoolConnection;
+use uuid::Uuid;
+
+use super::Store;
+use crate::error::MemoryResult;
+
+/// The advisory lock space of embedding claims (two-key locks, apart from the shard leases'
+/// one-key locks): 'emb'.
+const CLAIM_CLASS: i32 = 0x0065_6d62;
+
+/// Rows claimed for embedding; [`EmbeddingClaim::release`] lets them go. Dropped without
+/// that (a panic), its connection is closed rather than returned to the pool, which lets
+/// them go too.
+pub struct EmbeddingClaim {
+    conn: Option<PoolConnection<Postgres>>,
+}
+
+impl Store {
+    /// Claims up to `limit` of `candidates`, in their order, skipping those another session
+    /// (another instance) holds; answers the claimed ids and the claim.
+    #[tracing::instrument(target = "otel", name = "db.claim_for_embedding", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
+    pub async fn claim_for_embedding(
+        &self,
+        candidates: &[Uuid],
+        limit: i64,
+    ) -> MemoryResult<(Vec<Uuid>, EmbeddingClaim)> {
+        let mut conn = self.pool().acquire().await?;
+        // `unnest` yields the candidates in order and the limit stops the scan: no row past
+        // the limit is locked.
+        let claimed: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT id FROM unnest($1::uuid[]) AS c(id)
+             WHERE pg_try_advisory_lock($2, hashtext(id::text)) LIMIT $3",
+        )
+        .bind(candidates)
+        .bind(CLAIM_CLASS)
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await?;
+        Ok((claimed, EmbeddingClaim { conn: Some(conn) }))
+    }
+}
+
+impl EmbeddingClaim {
+    /// Lets the claimed rows go; if that fails, the connection is closed, which does too.
+    pub async fn release(mut self) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        // The connection holds no other session lock: it was taken from the pool for this
+        // claim, and leases keep their own connections until they end.
+        let released = sqlx::query("SELECT pg_advisory_unlock_all()")
+            .execute(&mut *conn)
+            .await;
+        if released.is_err() {
+            drop(conn.detach());
+        }
+    }
+}
+
+impl Drop for EmbeddingClaim {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            drop(conn.detach());
+        }
+    }
+}
