@@ -117,6 +117,7 @@ fn engine_config(config: &Config) -> Result<EngineConfig, StartupError> {
     engine.encryption = config
         .encryption()
         .map_err(|source| StartupError::MasterKey { source })?;
+    engine.shared_database = !config.edge.database_url.is_empty();
     Ok(engine)
 }
 
