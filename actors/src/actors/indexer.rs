@@ -4,10 +4,10 @@
 //! few hundred texts per second; the write path must not wait for it). Until the indexer
 //! gets to a row, keyword search finds it. Supervised by the root supervisor; one indexer
 //! per engine, and with several engines on one database each claims the rows it embeds
-//! (`store/embedding_claims.rs`), so no row is embedded twice. It hears about new rows from the commit notices
-//! that shards publish (a `Kick`, at most one waiting in its mailbox however many commits a
-//! burst makes), and also polls, so rows left by a crash or an embedder outage are picked up
-//! again.
+//! (`store/embedding_claims.rs`), so no row is embedded twice. It hears about new rows from
+//! the commit notices that shards publish (a `Kick`, at most one waiting in its mailbox
+//! however many commits a burst makes), and also polls, so rows left by a crash or an
+//! embedder outage are picked up again.
 //! `Flush` answers once the backlog is empty: tests and shutdown use it instead of sleeping.
 //!
 //! After a model change (`embedder.model_name`/`model_sha256`), rows embedded by the old

@@ -80,6 +80,10 @@ impl Store {
         .bind(limit.saturating_mul(CANDIDATE_BATCHES))
         .fetch_all(self.pool())
         .await?;
+        // An empty backlog, the common case at rest, costs its one probe.
+        if candidates.is_empty() {
+            return Ok((Vec::new(), EmbeddingClaim::nothing()));
+        }
         let (claimed, claim) = self.claim_for_embedding(&candidates, limit).await?;
         let sql = match memory_type {
             MemoryType::Episode => concat!(

@@ -50,6 +50,11 @@ impl Store {
 }
 
 impl EmbeddingClaim {
+    /// A claim on no row (nothing was waiting): holds no connection.
+    pub fn nothing() -> Self {
+        EmbeddingClaim { conn: None }
+    }
+
     /// Lets the claimed rows go; if that fails, the connection is closed, which does too.
     pub async fn release(mut self) {
         let Some(mut conn) = self.conn.take() else {
