@@ -117,7 +117,11 @@ fn engine_config(config: &Config) -> Result<EngineConfig, StartupError> {
     engine.encryption = config
         .encryption()
         .map_err(|source| StartupError::MasterKey { source })?;
-    engine.shared_database = !config.edge.database_url.is_empty();
+    engine.shared_database = config
+        .edge
+        .database
+        .shared
+        .shared(!config.edge.database_url.is_empty());
     Ok(engine)
 }
 

@@ -36,7 +36,7 @@ use crate::embedder::minilm::MiniLm;
 use crate::embedder::token_counter::TokenizerCounter;
 use crate::embedder::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{MemoryError, MemoryResult};
-use crate::read_path::{CorpusCache, QueryCache, QueryEmbedder, ResultCache};
+use crate::read_path::{CorpusCache, HeadsWatch, QueryCache, QueryEmbedder, ResultCache};
 use crate::services::{DatabaseHealth, Services};
 use crate::store::Store;
 use crate::store::lifecycle_claims::SweepFire;
@@ -87,6 +87,8 @@ pub struct Engine {
     shards: Shards,
     queries: Arc<QueryEmbedder>,
     results: ResultCache,
+    /// Other instances' writes, looked for before a read consults a cache.
+    heads: HeadsWatch,
     supervisor: ActorRef<SupervisorMsg>,
     // Taken by the first `shutdown`.
     supervisor_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -187,6 +189,7 @@ impl Engine {
             .map_err(EngineStartError::Tree)?;
         Ok(Engine {
             shards: Shards::new(&handles, supervisor.clone()),
+            heads: HeadsWatch::new(services.store.clone(), services.generations.clone()),
             services,
             directory,
             handles,

@@ -61,7 +61,7 @@ pub use store::embedded_postgres::{
 pub use store::key_rotation::RotationReport;
 pub use store::lifecycle_claims::SweepFire;
 pub use store::stats::StatsFilter;
-pub use store::{AppliedMigration, DatabaseConfig, Store, StoreStartError};
+pub use store::{AppliedMigration, DatabaseConfig, DatabaseSharing, Store, StoreStartError};
 pub use vault::{MIN_SECRET_CHARS, Vault};
 
 // Errors.

@@ -1,15 +1,18 @@
 //! What makes reads cheap and keeps them current: the write generations every cache
 //! compares, the BM25 statistics per tenant and type, query embeddings (cached, or on
-//! their way while a read runs its keyword work), and whole answers for repeated requests.
+//! their way while a read runs its keyword work), whole answers for repeated requests, and
+//! the look at other instances' writes that keeps them all current.
 
 mod corpus_cache;
 mod generations;
+mod heads_watch;
 mod query_cache;
 mod query_embedding;
 mod result_cache;
 
 pub(crate) use corpus_cache::CorpusCache;
 pub(crate) use generations::Generations;
+pub(crate) use heads_watch::HeadsWatch;
 pub(crate) use query_cache::QueryCache;
 pub(crate) use query_embedding::{QueryEmbedder, QueryEmbedding};
 pub(crate) use result_cache::{Cached, ResultCache};

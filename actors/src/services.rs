@@ -110,6 +110,7 @@ impl Services {
             acquire_timeout_ms: std::num::NonZeroU64::MIN,
             statement_timeout_ms: 1000,
             startup_wait_secs: 0,
+            shared: crate::store::DatabaseSharing::Auto,
         };
         let redactor = config
             .redaction

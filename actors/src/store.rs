@@ -75,6 +75,32 @@ pub struct DatabaseConfig {
     /// How long start-up keeps trying a database that does not answer yet (a server still
     /// starting, a slow host) before giving up; 0 tries once.
     pub startup_wait_secs: u64,
+    /// Whether other service instances may write to this database, so that reads must
+    /// look for their writes before answering from a cache (docs/scaling.md).
+    pub shared: DatabaseSharing,
+}
+
+/// `database.shared`: whether other instances may write to the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatabaseSharing {
+    /// Shared when `database_url` names the database; the embedded PostgreSQL is one
+    /// process's alone.
+    Auto,
+    Always,
+    /// One instance only, on any database: reads skip the look for other instances' writes.
+    Never,
+}
+
+impl DatabaseSharing {
+    /// Whether the database is shared, given whether `database_url` names it.
+    pub fn shared(self, external: bool) -> bool {
+        match self {
+            DatabaseSharing::Auto => external,
+            DatabaseSharing::Always => true,
+            DatabaseSharing::Never => false,
+        }
+    }
 }
 
 /// A migration `prepare` applied.

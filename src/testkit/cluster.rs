@@ -87,6 +87,7 @@ impl TestCluster {
             acquire_timeout_ms: std::num::NonZeroU64::new(5000).expect("not zero"),
             statement_timeout_ms: 10000,
             startup_wait_secs: 0,
+            shared: butler_memory_actors::DatabaseSharing::Auto,
         };
         let store = Store::open(cluster.options(TEMPLATE), &database);
         store.prepare().await.expect("migrate the template");

@@ -126,6 +126,20 @@ impl Browser {
         }
     }
 
+    /// Waits until the browser is at `wanted` (a form posted by a click navigates after
+    /// the click returns).
+    async fn wait_for_path(&self, wanted: &str) {
+        let mut at = String::new();
+        for _ in 0..100 {
+            at = self.path().await;
+            if at == wanted {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("never reached {wanted}; still at {at}");
+    }
+
     async fn screenshot(&self, name: &str) {
         let png = self.client.screenshot().await.unwrap();
         let dir = std::env::var_os("SCREENSHOT_DIR")
@@ -386,7 +400,7 @@ async fn a_person_browses_corrects_and_governs_memory_in_a_real_browser() {
 
     // Signing out: the memory pages are closed again.
     b.click("form[action='/sign-out'] button").await;
-    assert_eq!(b.path().await, "/sign-in");
+    b.wait_for_path("/sign-in").await;
     b.goto(&app.url("/memory/facts")).await;
     assert_eq!(b.path().await, "/sign-in");
     browser.close().await;

@@ -347,16 +347,15 @@ impl Engine {
     /// Moves the tenant's generations if any instance wrote to it since this one last
     /// looked (`Generations::observe_heads`): called before a read consults a cache, so
     /// that no cache of this instance answers without another instance's committed writes.
-    /// One statement per read: about a quarter of the throughput of reads answered from the
-    /// cache (docs/benchmarks.md), so only when the database may be shared.
+    /// A statement before each read (shared by the reads in flight, `HeadsWatch`) costs
+    /// reads answered from the cache much of their throughput (docs/benchmarks.md), so it
+    /// is made only when the database may be shared (`database.shared`).
     async fn observe_writes(&self, tenant_id: &str) -> MemoryResult<()> {
-        // On the embedded PostgreSQL no other instance can write: nothing to look for.
+        // No other instance writes here (the embedded PostgreSQL): nothing to look for.
         if !self.services.config.shared_database {
             return Ok(());
         }
-        let heads = self.services.store.tenant_heads(tenant_id).await?;
-        self.services.generations.observe_heads(tenant_id, heads);
-        Ok(())
+        self.heads.observe(tenant_id).await
     }
 
     pub(super) fn visible(

@@ -7,15 +7,19 @@ use crate::error::MemoryResult;
 use super::Store;
 
 impl Store {
-    /// The sum of the tenant's shard heads: it moves with every committed write of the
-    /// tenant, on any instance. One probe of the primary key.
-    #[tracing::instrument(target = "otel", name = "db.tenant_heads", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
-    pub async fn tenant_heads(&self, tenant_id: &str) -> MemoryResult<i64> {
-        Ok(sqlx::query_scalar(
-            "SELECT coalesce(sum(seq), 0)::bigint FROM shard_heads WHERE tenant_id = $1",
+    /// The sum of each tenant's shard heads (0 for a tenant never written): it moves with
+    /// every committed write of the tenant, on any instance. One probe of the primary key
+    /// per tenant.
+    #[tracing::instrument(target = "otel", name = "db.tenants_heads", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
+    pub async fn tenants_heads(&self, tenants: &[String]) -> MemoryResult<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT t.tenant_id, coalesce(sum(h.seq), 0)::bigint
+             FROM unnest($1::text[]) AS t(tenant_id)
+                  LEFT JOIN shard_heads h ON h.tenant_id = t.tenant_id
+             GROUP BY t.tenant_id",
         )
-        .bind(tenant_id)
-        .fetch_one(self.pool())
+        .bind(tenants)
+        .fetch_all(self.pool())
         .await?)
     }
 }

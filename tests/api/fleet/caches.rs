@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use butler_memory_actors::ManualClock;
 use chrono::Utc;
+use futures::future::join_all;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
@@ -69,6 +70,44 @@ async fn a_write_on_one_instance_is_seen_at_once_by_cached_reads_on_another() {
     assert_eq!(ids(&recalled), vec![fact["id"].as_str().unwrap()]);
     let block = on_b.ok("memory_context", context).await;
     assert!(block.to_string().contains("twelve zucchini"), "{block}");
+    b.stop().await;
+    a.stop().await;
+}
+
+#[tokio::test]
+async fn reads_in_flight_together_share_a_look_and_each_sees_the_write() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let a = spawn_app_at("", clock.clone()).await;
+    let b = spawn_beside(&a, "", clock).await;
+    let on_a = a.client(TENANT_A_HEALTH).await;
+    let readers = join_all((0..16).map(|_| b.client(TENANT_A_HEALTH))).await;
+    let search = json!({"query": "parsnip", "mode": "keyword", "limit": 10});
+    for round in 0..5 {
+        // Every reader's answer is cached on B ...
+        for reader in &readers {
+            reader.ok("memory_search", search.clone()).await;
+        }
+        // ... A writes, then all of B's readers ask at once: each sees the write.
+        let stored = on_a
+            .ok(
+                "memory_store_episode",
+                json!({"content": format!("Parsnip bed {round} weeded"), "butler": "health"}),
+            )
+            .await;
+        let id = stored["id"].as_str().unwrap().to_owned();
+        let answers = join_all(
+            readers
+                .iter()
+                .map(|r| r.ok("memory_search", search.clone())),
+        )
+        .await;
+        for answer in &answers {
+            assert!(
+                ids(answer).contains(&id.as_str()),
+                "round {round}: {answer}"
+            );
+        }
+    }
     b.stop().await;
     a.stop().await;
 }

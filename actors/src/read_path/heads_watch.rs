@@ -1,0 +1,122 @@
+//! One look at the shard heads for many reads (issue 21): before a read consults a cache,
+//! it must know the tenant's heads as the database has them *after the read began*
+//! (`Generations::observe_heads`). Reads that arrive while a look is under way wait for the
+//! next one, which a single task sends as soon as the current one answers, for every tenant
+//! waiting at once: as group commit shares a commit among writes, this shares a probe among
+//! reads, so under load an instance pays one statement per round trip, not one per read.
+//! Every read is answered by a statement sent after it arrived, so none misses a write
+//! committed before it began.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+use super::generations::Generations;
+use crate::error::{MemoryError, MemoryResult};
+use crate::store::Store;
+
+type Waiters = HashMap<String, Vec<oneshot::Sender<MemoryResult<()>>>>;
+
+/// The reads waiting for the next look, and whether a task is sending looks.
+#[derive(Debug, Default)]
+struct Pending {
+    waiting: Waiters,
+    looking: bool,
+}
+
+#[derive(Debug)]
+pub struct HeadsWatch {
+    store: Store,
+    generations: Arc<Generations>,
+    pending: Arc<Mutex<Pending>>,
+}
+
+impl HeadsWatch {
+    pub fn new(store: Store, generations: Arc<Generations>) -> Self {
+        HeadsWatch {
+            store,
+            generations,
+            pending: Arc::default(),
+        }
+    }
+
+    /// Returns once the tenant's heads, read after this call began, have been observed.
+    pub async fn observe(&self, tenant_id: &str) -> MemoryResult<()> {
+        let (tx, rx) = oneshot::channel();
+        let start = {
+            let mut pending = lock(&self.pending);
+            pending
+                .waiting
+                .entry(tenant_id.to_owned())
+                .or_default()
+                .push(tx);
+            !std::mem::replace(&mut pending.looking, true)
+        };
+        if start {
+            tokio::spawn(look(
+                self.pending.clone(),
+                self.store.clone(),
+                self.generations.clone(),
+            ));
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(MemoryError::internal(
+                "the look at the shard heads ended without an answer",
+            ))
+        })
+    }
+}
+
+/// Sends looks until no read waits: each for every tenant waiting when it is sent.
+async fn look(pending: Arc<Mutex<Pending>>, store: Store, generations: Arc<Generations>) {
+    let _unwinding = Unwinding(pending.clone());
+    loop {
+        let waiting = {
+            let mut pending = lock(&pending);
+            if pending.waiting.is_empty() {
+                pending.looking = false;
+                return;
+            }
+            std::mem::take(&mut pending.waiting)
+        };
+        let tenants: Vec<String> = waiting.keys().cloned().collect();
+        match store.tenants_heads(&tenants).await {
+            Ok(heads) => {
+                for (tenant, sum) in heads {
+                    generations.observe_heads(&tenant, sum);
+                }
+                for (_, senders) in waiting {
+                    for tx in senders {
+                        let _ = tx.send(Ok(()));
+                    }
+                }
+            }
+            Err(e) => {
+                for (_, senders) in waiting {
+                    for tx in senders {
+                        let _ = tx.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Should a look panic, the reads waiting are answered (their senders dropped: an error)
+/// and the next read starts another task, rather than every later read waiting forever.
+struct Unwinding(Arc<Mutex<Pending>>);
+
+impl Drop for Unwinding {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut pending = lock(&self.0);
+            pending.waiting.clear();
+            pending.looking = false;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
