@@ -43,9 +43,10 @@ pub struct EngineConfig {
     pub redaction: RedactionConfig,
     pub privacy: PrivacyConfig,
     pub encryption: EncryptionConfig,
-    /// Whether other instances may share the database: set by the edge when
-    /// `database_url` names one (the embedded PostgreSQL is this process's alone), so that
-    /// reads check for other instances' writes only then. Not a key of the file.
+    /// Whether other instances may share the database: set by the edge from
+    /// `database.shared` (by default, when `database_url` names one: the embedded
+    /// PostgreSQL is this process's alone), so that reads look for other instances' writes
+    /// only then. Not a key of the engine's sections.
     #[serde(skip)]
     pub shared_database: bool,
 }
