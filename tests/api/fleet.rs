@@ -1,10 +1,12 @@
 //! Several service instances on one database (issue 21), as far as built: lifecycle work
-//! runs once across them, and the writes of one shard commit in one order whichever
-//! instance received them.
+//! runs once across them, the writes of one shard commit in one order whichever instance
+//! received them, no cached read misses another instance's write, each row is embedded
+//! once, and a killed instance loses no acknowledged write.
 
 use crate::helpers::TestApp;
 
 mod caches;
+mod crash;
 mod indexing;
 mod lifecycle;
 mod shard_order;
