@@ -49,6 +49,12 @@ impl Authenticator {
         }
     }
 
+    /// Whether some configured key still stands for `caller` (a dashboard session outlives
+    /// its sign-in, not its key).
+    pub fn still_configured(&self, caller: &Caller) -> bool {
+        self.keys.values().any(|c| c == caller)
+    }
+
     /// The caller a bearer token belongs to.
     pub fn caller(&self, authorization: Option<&str>) -> Option<Caller> {
         let token = authorization?.strip_prefix("Bearer ")?.trim();
@@ -165,6 +171,25 @@ pub fn unauthorized(headers: &HeaderMap) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_caller_stands_only_while_a_configured_key_stands_for_it() {
+        let keys = [KeyConfig::for_test(
+            "k-one-0000000000000000",
+            Role::Admin,
+            Some("t1"),
+            None,
+        )];
+        let auth = Authenticator::new(&keys);
+        let caller = auth.caller(Some("Bearer k-one-0000000000000000")).unwrap();
+        assert!(auth.still_configured(&caller));
+        let renamed = Caller {
+            key_name: "someone-else".into(),
+            ..caller.clone()
+        };
+        assert!(!auth.still_configured(&renamed));
+        assert!(!Authenticator::new(&[]).still_configured(&caller));
+    }
 
     #[test]
     fn bearer_tokens_resolve_to_their_caller() {

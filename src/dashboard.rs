@@ -37,11 +37,11 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use butler_memory_actors::{ErrorCode, MemoryError};
+use butler_memory_actors::{ErrorCode, MemoryError, MemoryResult};
 
 use crate::app_state::AppState;
 pub use config::DashboardConfig;
-use session::COOKIE;
+use session::{COOKIE, Viewer};
 
 /// The dashboard's routes, with their state (none when `dashboard.enabled` is off).
 pub fn routes(state: Arc<AppState>) -> Router {
@@ -92,6 +92,16 @@ pub fn session_token(headers: &HeaderMap) -> Option<String> {
         .map(|c| c.value().to_owned())
 }
 
+/// The viewer of the request's session: `None` when it has no live session, or its key is
+/// no longer configured (removing a key signs its browsers out).
+pub async fn viewer_of(state: &AppState, headers: &HeaderMap) -> MemoryResult<Option<Viewer>> {
+    let Some(token) = session_token(headers) else {
+        return Ok(None);
+    };
+    let viewer = state.sessions.find(&token).await?;
+    Ok(viewer.filter(|v| state.auth.still_configured(&v.caller)))
+}
+
 /// Middleware: a signed-in browser's [`Viewer`], or the way to the sign-in page; and for
 /// every change (any method but GET), the same origin (CSRF's first line; each form also
 /// carries the session's token).
@@ -100,7 +110,10 @@ async fn require_session(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let viewer = session_token(request.headers()).and_then(|t| state.sessions.find(&t));
+    let viewer = match viewer_of(&state, request.headers()).await {
+        Ok(viewer) => viewer,
+        Err(e) => return layout::error_page(None, &e),
+    };
     let Some(viewer) = viewer else {
         if layout::is_htmx(request.headers()) {
             return (StatusCode::UNAUTHORIZED, [("HX-Redirect", "/sign-in")]).into_response();

@@ -166,9 +166,10 @@ impl Core {
                 source,
             }
         })?;
-        let sessions = Sessions::new(Duration::from_secs(
-            config.edge.dashboard.session_idle_minutes.get() * 60,
-        ));
+        let sessions = Sessions::new(
+            engine.store().clone(),
+            Duration::from_secs(config.edge.dashboard.session_idle_minutes.get() * 60),
+        );
         let state = Arc::new(AppState {
             engine,
             auth: Authenticator::new(&keys),

@@ -8,6 +8,7 @@ pub mod bundle;
 pub mod columns;
 pub mod consolidation;
 pub mod consolidation_queue;
+pub mod dashboard_sessions;
 pub mod data_keys;
 pub mod decay_sweep;
 pub mod embedded_postgres;

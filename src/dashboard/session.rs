@@ -1,15 +1,16 @@
 //! Browser sessions of the dashboard: a person signs in with an API key once, and the
 //! browser holds only a random session token in an `HttpOnly`, `SameSite=Strict` cookie
 //! (never the key). Each session carries its caller (what the key may see and do) and a
-//! CSRF token that every form sends back. Sessions live in this process's memory and end
-//! after `dashboard.session_idle_minutes` without a request, at sign-out, or at a restart.
+//! CSRF token, derived from the session token, that every form sends back. Sessions live in
+//! the database (`store/dashboard_sessions.rs`), so every instance behind a load balancer
+//! knows them; they end after `dashboard.session_idle_minutes` without a request, at
+//! sign-out, or when their key is no longer configured.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use butler_memory_actors::{Caller, ErrorCode, MemoryError, MemoryResult};
-use dashmap::DashMap;
+use butler_memory_actors::{Caller, ErrorCode, MemoryError, MemoryResult, Store};
 use ring::rand::{SecureRandom, SystemRandom};
 use sha2::{Digest, Sha256};
 
@@ -17,7 +18,7 @@ use sha2::{Digest, Sha256};
 pub const COOKIE: &str = "bm_session";
 
 /// Most sessions at once: a bound on what signing in can allocate.
-const MAX_SESSIONS: usize = 10_000;
+const MAX_SESSIONS: i64 = 10_000;
 
 /// Who is looking at a page: the key's caller and the session's CSRF token.
 #[derive(Debug, Clone)]
@@ -46,70 +47,47 @@ impl Viewer {
     }
 }
 
-struct Session {
-    viewer: Viewer,
-    last_seen: Instant,
-}
-
-/// The signed-in browsers, by the SHA-256 of their token (a memory dump shows no usable
-/// token).
+/// The signed-in browsers, kept by the SHA-256 of their token (the database never holds a
+/// usable token).
 pub struct Sessions {
-    by_token: DashMap<[u8; 32], Session>,
+    store: Store,
     idle: Duration,
     random: SystemRandom,
 }
 
 impl Sessions {
-    pub fn new(idle: Duration) -> Self {
+    pub fn new(store: Store, idle: Duration) -> Self {
         Sessions {
-            by_token: DashMap::new(),
+            store,
             idle,
             random: SystemRandom::new(),
         }
     }
 
     /// Starts a session for `caller`; answers its token (the cookie's value).
-    pub fn start(&self, caller: Caller) -> MemoryResult<String> {
-        if self.by_token.len() >= MAX_SESSIONS {
-            self.forget_idle();
-            if self.by_token.len() >= MAX_SESSIONS {
-                return Err(MemoryError::new(
-                    ErrorCode::TooManySessions,
-                    "too many dashboard sessions are open; try again later",
-                ));
-            }
-        }
+    pub async fn start(&self, caller: &Caller) -> MemoryResult<String> {
         let token = self.random_token()?;
-        let viewer = Viewer {
-            caller,
-            csrf: self.random_token()?,
-        };
-        self.by_token.insert(
-            digest(&token),
-            Session {
-                viewer,
-                last_seen: Instant::now(),
-            },
-        );
+        self.store
+            .start_dashboard_session(&digest(&token), caller, self.idle_secs(), MAX_SESSIONS)
+            .await?;
         Ok(token)
     }
 
     /// The viewer of a live session, which this request keeps alive.
-    pub fn find(&self, token: &str) -> Option<Viewer> {
-        let key = digest(token);
-        let mut session = self.by_token.get_mut(&key)?;
-        if session.last_seen.elapsed() > self.idle {
-            drop(session);
-            self.by_token.remove(&key);
-            return None;
-        }
-        session.last_seen = Instant::now();
-        Some(session.viewer.clone())
+    pub async fn find(&self, token: &str) -> MemoryResult<Option<Viewer>> {
+        let caller = self
+            .store
+            .find_dashboard_session(&digest(token), self.idle_secs())
+            .await?;
+        Ok(caller.map(|caller| Viewer {
+            caller,
+            csrf: csrf_of(token),
+        }))
     }
 
-    /// Ends a session (sign-out).
-    pub fn end(&self, token: &str) {
-        self.by_token.remove(&digest(token));
+    /// Ends a session (sign-out), on every instance.
+    pub async fn end(&self, token: &str) -> MemoryResult<()> {
+        self.store.end_dashboard_session(&digest(token)).await
     }
 
     /// How long a session lives without a request.
@@ -117,9 +95,8 @@ impl Sessions {
         self.idle
     }
 
-    fn forget_idle(&self) {
-        self.by_token
-            .retain(|_, s| s.last_seen.elapsed() <= self.idle);
+    fn idle_secs(&self) -> i64 {
+        i64::try_from(self.idle.as_secs()).unwrap_or(i64::MAX)
     }
 
     fn random_token(&self) -> MemoryResult<String> {
@@ -135,42 +112,29 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// The session's CSRF token: a digest of its token under a label of its own, so only a
+/// holder of the token (the browser's `HttpOnly` cookie) can know it, and nothing stores it.
+fn csrf_of(token: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"butler-memory dashboard csrf\0");
+    hash.update(token.as_bytes());
+    URL_SAFE_NO_PAD.encode(hash.finalize())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use butler_memory_actors::Role;
-
-    fn caller() -> Caller {
-        Caller {
-            tenant_id: "t".into(),
-            role: Role::Admin,
-            butler: None,
-            key_name: "k".into(),
-            audit_reason: None,
-        }
-    }
 
     #[test]
-    fn a_session_is_found_by_its_token_until_it_ends() {
-        let sessions = Sessions::new(Duration::from_secs(60));
-        let token = sessions.start(caller()).unwrap();
-        let viewer = sessions.find(&token).unwrap();
-        assert_eq!(viewer.caller.tenant_id, "t");
-        assert!(viewer.check_csrf(&viewer.csrf).is_ok());
-        assert!(viewer.check_csrf("forged").is_err());
-        assert!(sessions.find("another-token").is_none());
-        sessions.end(&token);
-        assert!(sessions.find(&token).is_none());
-    }
-
-    #[test]
-    fn an_idle_session_expires_and_tokens_differ() {
-        let sessions = Sessions::new(Duration::ZERO);
-        let first = sessions.start(caller()).unwrap();
-        let second = sessions.start(caller()).unwrap();
-        assert_ne!(first, second);
-        assert!(first.len() >= 43, "256 random bits");
-        std::thread::sleep(Duration::from_millis(2));
-        assert!(sessions.find(&first).is_none());
+    fn the_csrf_token_is_the_sessions_own_and_no_token_itself() {
+        let (a, b) = ("token-a", "token-b");
+        assert_eq!(csrf_of(a), csrf_of(a));
+        assert_ne!(csrf_of(a), csrf_of(b));
+        assert_ne!(csrf_of(a), a);
+        assert_ne!(
+            csrf_of(a),
+            URL_SAFE_NO_PAD.encode(digest(a)),
+            "not the digest the database keeps"
+        );
     }
 }

@@ -22,9 +22,10 @@ use crate::app_state::AppState;
 
 /// `GET /`: the overview when signed in, else the sign-in page.
 pub async fn root(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    match super::session_token(&headers).and_then(|t| state.sessions.find(&t)) {
-        Some(viewer) => Redirect::to(home(&viewer)).into_response(),
-        None => Redirect::to("/sign-in").into_response(),
+    match super::viewer_of(&state, &headers).await {
+        Ok(Some(viewer)) => Redirect::to(home(&viewer)).into_response(),
+        Ok(None) => Redirect::to("/sign-in").into_response(),
+        Err(e) => layout::error_page(None, &e),
     }
 }
 
@@ -104,7 +105,7 @@ pub async fn sign_in(
     } else {
         "/memory"
     };
-    match state.sessions.start(caller) {
+    match state.sessions.start(&caller).await {
         Ok(token) => {
             let cookie = Cookie::build((COOKIE, token))
                 .http_only(true)
@@ -137,8 +138,10 @@ pub async fn sign_out(
     if let Err(e) = super::filters::form(form).and_then(|f| viewer.check_csrf(&f.csrf)) {
         return layout::error_page(Some(&viewer), &e);
     }
-    if let Some(token) = super::session_token(&headers) {
-        state.sessions.end(&token);
+    if let Some(token) = super::session_token(&headers)
+        && let Err(e) = state.sessions.end(&token).await
+    {
+        return layout::error_page(Some(&viewer), &e);
     }
     let expired = Cookie::build((COOKIE, ""))
         .http_only(true)

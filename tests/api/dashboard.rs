@@ -32,14 +32,14 @@ pub(crate) async fn sign_in(app: &TestApp, key: &str) -> String {
     cookie.split(';').next().unwrap().to_owned()
 }
 
-struct Page {
-    status: u16,
-    location: Option<String>,
-    cache_control: Option<String>,
-    body: String,
+pub(crate) struct Page {
+    pub(crate) status: u16,
+    pub(crate) location: Option<String>,
+    pub(crate) cache_control: Option<String>,
+    pub(crate) body: String,
 }
 
-async fn page(app: &TestApp, cookie: Option<&str>, path: &str) -> Page {
+pub(crate) async fn page(app: &TestApp, cookie: Option<&str>, path: &str) -> Page {
     let mut request = http().get(app.url(path));
     if let Some(cookie) = cookie {
         request = request.header("Cookie", cookie);
@@ -62,7 +62,7 @@ async fn read(response: reqwest::Response) -> Page {
     }
 }
 
-async fn post(
+pub(crate) async fn post(
     app: &TestApp,
     cookie: &str,
     path: &str,
@@ -81,7 +81,7 @@ async fn post(
 }
 
 /// The CSRF token a page's forms carry.
-fn csrf(body: &str) -> String {
+pub(crate) fn csrf(body: &str) -> String {
     let at = body
         .find(r#"name="csrf" value=""#)
         .expect("a form with a CSRF token")

@@ -7,6 +7,7 @@ use crate::helpers::TestApp;
 
 mod caches;
 mod crash;
+mod dashboard_sessions;
 mod indexing;
 mod lifecycle;
 mod shard_order;

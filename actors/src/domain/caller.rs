@@ -40,6 +40,13 @@ impl Role {
             Role::Auditor => "auditor",
         }
     }
+
+    /// The role named `name` (as `as_str` writes it).
+    pub fn parse(name: &str) -> Option<Role> {
+        [Role::Butler, Role::Admin, Role::Operator, Role::Auditor]
+            .into_iter()
+            .find(|r| r.as_str() == name)
+    }
 }
 
 /// An authenticated caller.
