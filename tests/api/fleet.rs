@@ -8,6 +8,7 @@ use crate::helpers::TestApp;
 mod caches;
 mod crash;
 mod dashboard_sessions;
+mod distribution;
 mod indexing;
 mod lifecycle;
 mod shard_order;

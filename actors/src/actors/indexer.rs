@@ -28,14 +28,13 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::Instrument;
-use uuid::Uuid;
 
 use super::directory::ActorInfo;
 use super::embedder_pool::EmbedderHandle;
 use crate::domain::memory_type::MemoryType;
 use crate::error::MemoryResult;
 use crate::services::{CommitNotices, Services};
-use crate::store::embedding_backlog::{Replacing, Unembedded};
+use crate::store::embedding_backlog::{Replacing, RowKey, StaleWindow, Unembedded};
 
 /// How long one embedding batch may take before the indexer gives up on it for now.
 const EMBED_TIMEOUT: Duration = Duration::from_secs(60);
@@ -99,7 +98,8 @@ enum Walk {
     /// Re-embedding: the tables left, the first one's position, and the rows left in all.
     Walking {
         tables: VecDeque<MemoryType>,
-        after: Option<Uuid>,
+        /// The last (tenant, id) looked at in the first one.
+        after: Option<RowKey>,
         stale: i64,
     },
     /// Every row has the running model's embedding or none.
@@ -236,11 +236,11 @@ impl IndexerState {
             return Ok(false);
         };
         let window = WALK_WINDOW_BATCHES * i64::from(self.services.config.indexer.batch_size.get());
-        let (rows, last, claim) = store
-            .stale_window(memory_type, self.version_id, *after, window)
+        let StaleWindow { rows, last, claim } = store
+            .stale_window(memory_type, self.version_id, after.as_ref(), window)
             .await?;
         match last {
-            Some(id) => *after = Some(id),
+            Some(key) => *after = Some(key),
             None => {
                 tables.pop_front();
                 *after = None;
@@ -364,7 +364,7 @@ impl IndexerState {
     ) -> MemoryResult<u64> {
         let store = &self.services.store;
         let weight = self.services.config.indexer.session_context_weight;
-        let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+        let keys: Vec<RowKey> = rows.iter().map(|r| (r.tenant_id.clone(), r.id)).collect();
         // Own texts first, then the in-context texts of the rows that have a context.
         let mut texts: Vec<String> = rows.iter().map(|r| r.text.clone()).collect();
         let contextual: Vec<usize> = if weight > 0.0 {
@@ -395,7 +395,7 @@ impl IndexerState {
         }
         let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
         let mut tenants = store
-            .set_embeddings(memory_type, self.version_id, replacing, &ids, vectors)
+            .set_embeddings(memory_type, self.version_id, replacing, &keys, vectors)
             .await?;
         let updated = tenants.len() as u64;
         // Newly embedded rows change what semantic search finds.

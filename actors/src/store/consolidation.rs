@@ -391,11 +391,12 @@ impl Store {
         .await?;
         sqlx::query(
             "UPDATE consolidation_jobs SET status = 'succeeded', finished_at = $2, output = $3
-             WHERE id = $1",
+             WHERE tenant_id = $4 AND id = $1",
         )
         .bind(job_id)
         .bind(now)
         .bind(json!({"extraction": extraction, "outcome": outcome}))
+        .bind(&shard.tenant_id)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -18,19 +18,31 @@ const CANDIDATE_BATCHES: i64 = 4;
 /// A row waiting for its embedding.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Unembedded {
+    pub tenant_id: String,
     pub id: Uuid,
     pub text: String,
     /// For an episode in a session: the episode before it, whose meaning it continues.
     pub context: Option<String>,
 }
 
-/// The text each type is embedded from, as `id, text, context` over its table: a fact is
+/// A row's key: its tenant and id.
+pub type RowKey = (String, Uuid);
+
+/// One step of a re-embedding walk: the stale rows no other instance is re-embedding, the
+/// last row looked at (`None` at the end of the table), and the claim on the rows.
+pub struct StaleWindow {
+    pub rows: Vec<Unembedded>,
+    pub last: Option<RowKey>,
+    pub claim: Option<EmbeddingClaim>,
+}
+
+/// The text each type is embedded from, as `tenant_id, id, text, context` over its table: a fact is
 /// embedded with its subject and predicate, so that a question about "diet" finds
 /// `user / dietary_restriction: lactose intolerant`; an episode in a session carries the
 /// episode before it as context.
 macro_rules! embedding_text {
     (episode) => {
-        "SELECT e.id, e.content AS text,
+        "SELECT e.tenant_id, e.id, e.content AS text,
                 (SELECT p.content FROM episodes p
                  WHERE p.tenant_id = e.tenant_id AND p.butler = e.butler
                    AND p.session_id = e.session_id AND p.forgotten_at IS NULL
@@ -39,12 +51,12 @@ macro_rules! embedding_text {
          FROM episodes e"
     };
     (fact) => {
-        "SELECT e.id, e.subject || ' ' || replace(e.predicate, '_', ' ') || ': ' || e.content AS text,
+        "SELECT e.tenant_id, e.id, e.subject || ' ' || replace(e.predicate, '_', ' ') || ': ' || e.content AS text,
                 NULL::text AS context
          FROM facts e"
     };
     (rule) => {
-        "SELECT e.id, e.content AS text, NULL::text AS context FROM rules e"
+        "SELECT e.tenant_id, e.id, e.content AS text, NULL::text AS context FROM rules e"
     };
 }
 
@@ -73,8 +85,8 @@ impl Store {
             MemoryType::Episode | MemoryType::Rule => "embedding IS NULL",
         };
         // Past the rows other instances hold, up to a few batches in.
-        let candidates: Vec<Uuid> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT id FROM {} WHERE {waiting} ORDER BY created_at, id LIMIT $1",
+        let candidates: Vec<RowKey> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT tenant_id, id FROM {} WHERE {waiting} ORDER BY created_at, id LIMIT $1",
             memory_type.table()
         )))
         .bind(limit.saturating_mul(CANDIDATE_BATCHES))
@@ -84,27 +96,32 @@ impl Store {
         if candidates.is_empty() {
             return Ok((Vec::new(), EmbeddingClaim::nothing()));
         }
-        let (claimed, claim) = self.claim_for_embedding(&candidates, limit).await?;
+        let ids: Vec<Uuid> = candidates.iter().map(|(_, id)| *id).collect();
+        let (claimed, claim) = self.claim_for_embedding(&ids, limit).await?;
+        let claimed = keys_of(&candidates, &claimed);
         let sql = match memory_type {
             MemoryType::Episode => concat!(
                 embedding_text!(episode),
-                " WHERE e.id = ANY($1) AND e.embedding IS NULL ORDER BY e.created_at, e.id"
+                " WHERE (e.tenant_id, e.id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+                    AND e.embedding IS NULL ORDER BY e.created_at, e.id"
             ),
             MemoryType::Fact => concat!(
                 embedding_text!(fact),
-                " WHERE e.id = ANY($1) AND e.embedding IS NULL AND e.sealed IS NULL
-                  ORDER BY e.created_at, e.id"
+                " WHERE (e.tenant_id, e.id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+                    AND e.embedding IS NULL AND e.sealed IS NULL ORDER BY e.created_at, e.id"
             ),
             MemoryType::Rule => concat!(
                 embedding_text!(rule),
-                " WHERE e.id = ANY($1) AND e.embedding IS NULL ORDER BY e.created_at, e.id"
+                " WHERE (e.tenant_id, e.id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+                    AND e.embedding IS NULL ORDER BY e.created_at, e.id"
             ),
         };
-        let rows = if claimed.is_empty() {
+        let rows = if claimed.0.is_empty() {
             Vec::new()
         } else {
             sqlx::query_as(sql)
-                .bind(&claimed)
+                .bind(&claimed.0)
+                .bind(&claimed.1)
                 .fetch_all(self.pool())
                 .await?
         };
@@ -126,57 +143,72 @@ impl Store {
 
     /// The next `window` rows of `memory_type` in id order after `after`, and which of them
     /// another model than `version` embedded, with their text: one bounded step of a walk
-    /// that re-embeds a table. Returns the stale rows no other instance is re-embedding,
-    /// the last id looked at (`None` at the end of the table), and the claim on the rows.
+    /// that re-embeds a table, in key order.
     #[tracing::instrument(target = "otel", name = "db.stale_window", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn stale_window(
         &self,
         memory_type: MemoryType,
         version: i16,
-        after: Option<Uuid>,
+        after: Option<&RowKey>,
         window: i64,
-    ) -> MemoryResult<(Vec<Unembedded>, Option<Uuid>, Option<EmbeddingClaim>)> {
+    ) -> MemoryResult<StaleWindow> {
         let scan = format!(
-            "SELECT id, embedding_version_id <> $1 AS stale FROM {}
-             WHERE $2::uuid IS NULL OR id > $2 ORDER BY id LIMIT $3",
+            "SELECT tenant_id, id, embedding_version_id <> $1 AS stale FROM {}
+             WHERE $2::text IS NULL OR (tenant_id, id) > ($2, $4)
+             ORDER BY tenant_id, id LIMIT $3",
             memory_type.table()
         );
-        let seen: Vec<(Uuid, Option<bool>)> = sqlx::query_as(sqlx::AssertSqlSafe(scan))
+        let seen: Vec<(String, Uuid, Option<bool>)> = sqlx::query_as(sqlx::AssertSqlSafe(scan))
             .bind(version)
-            .bind(after)
+            .bind(after.map(|(t, _)| t))
             .bind(window)
+            .bind(after.map(|(_, id)| *id))
             .fetch_all(self.pool())
             .await?;
-        let last = seen.last().map(|(id, _)| *id);
-        let stale: Vec<Uuid> = seen
+        let last = seen.last().map(|(t, id, _)| (t.clone(), *id));
+        let stale: Vec<RowKey> = seen
             .into_iter()
-            .filter(|(_, stale)| *stale == Some(true))
-            .map(|(id, _)| id)
+            .filter(|(_, _, stale)| *stale == Some(true))
+            .map(|(t, id, _)| (t, id))
             .collect();
         if stale.is_empty() {
-            return Ok((Vec::new(), last, None));
+            return Ok(StaleWindow {
+                rows: Vec::new(),
+                last,
+                claim: None,
+            });
         }
-        let (stale, claim) = self.claim_for_embedding(&stale, stale.len() as i64).await?;
+        let ids: Vec<Uuid> = stale.iter().map(|(_, id)| *id).collect();
+        let (claimed, claim) = self.claim_for_embedding(&ids, ids.len() as i64).await?;
+        let claimed = keys_of(&stale, &claimed);
         let sql = match memory_type {
             MemoryType::Episode => concat!(
                 embedding_text!(episode),
-                " WHERE e.id = ANY($1) AND e.embedding_version_id <> $2 ORDER BY e.id"
+                " WHERE (e.tenant_id, e.id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+                    AND e.embedding_version_id <> $3 ORDER BY e.tenant_id, e.id"
             ),
             MemoryType::Fact => concat!(
                 embedding_text!(fact),
-                " WHERE e.id = ANY($1) AND e.embedding_version_id <> $2 ORDER BY e.id"
+                " WHERE (e.tenant_id, e.id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+                    AND e.embedding_version_id <> $3 ORDER BY e.tenant_id, e.id"
             ),
             MemoryType::Rule => concat!(
                 embedding_text!(rule),
-                " WHERE e.id = ANY($1) AND e.embedding_version_id <> $2 ORDER BY e.id"
+                " WHERE (e.tenant_id, e.id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+                    AND e.embedding_version_id <> $3 ORDER BY e.tenant_id, e.id"
             ),
         };
         let rows = sqlx::query_as(sql)
-            .bind(&stale)
+            .bind(&claimed.0)
+            .bind(&claimed.1)
             .bind(version)
             .fetch_all(self.pool())
             .await?;
-        Ok((rows, last, Some(claim)))
+        Ok(StaleWindow {
+            rows,
+            last,
+            claim: Some(claim),
+        })
     }
 
     /// Stores embeddings for rows that still have none (`Replacing::Nothing`) or still have
@@ -190,7 +222,7 @@ impl Store {
         memory_type: MemoryType,
         version_id: i16,
         replacing: Replacing,
-        ids: &[Uuid],
+        rows: &[RowKey],
         vectors: Vec<pgvector::Vector>,
     ) -> MemoryResult<Vec<String>> {
         let still = match replacing {
@@ -199,13 +231,16 @@ impl Store {
         };
         let sql = format!(
             "UPDATE {} AS t SET embedding = v.embedding, embedding_version_id = $1
-             FROM unnest($2::uuid[], $3::vector[]) AS v(id, embedding)
-             WHERE t.id = v.id AND {still}
+             FROM unnest($2::text[], $3::uuid[], $4::vector[]) AS v(tenant_id, id, embedding)
+             WHERE t.tenant_id = v.tenant_id AND t.id = v.id AND {still}
              RETURNING t.tenant_id",
             memory_type.table()
         );
+        let (tenants, ids): (Vec<&str>, Vec<Uuid>) =
+            rows.iter().map(|(t, id)| (t.as_str(), *id)).unzip();
         Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
             .bind(version_id)
+            .bind(tenants)
             .bind(ids)
             .bind(vectors)
             .fetch_all(self.writer())
@@ -236,4 +271,14 @@ impl Store {
         .fetch_one(self.pool())
         .await?)
     }
+}
+
+/// The (tenant, id) keys of the `claimed` ids among `candidates`, as two columns.
+fn keys_of(candidates: &[RowKey], claimed: &[Uuid]) -> (Vec<String>, Vec<Uuid>) {
+    let claimed: std::collections::HashSet<&Uuid> = claimed.iter().collect();
+    candidates
+        .iter()
+        .filter(|(_, id)| claimed.contains(id))
+        .map(|(t, id)| (t.clone(), *id))
+        .unzip()
 }

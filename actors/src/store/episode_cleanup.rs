@@ -18,7 +18,7 @@ use super::Store;
 fn delete_sql(victims: &str, reason: &str) -> String {
     format!(
         "WITH gone AS (
-             DELETE FROM episodes WHERE id IN ({victims})
+             DELETE FROM episodes WHERE tenant_id = $1 AND id IN ({victims})
              RETURNING id, butler, consolidation_status, created_at, expires_at),
          logged AS (
              INSERT INTO memory_events (tenant_id, event_type, entity_type, entity_id,

@@ -96,12 +96,13 @@ pub async fn insert_superseding(
         let confirmed: Fact = sqlx::query_as(concat!(
             "UPDATE facts SET validity = 'active', last_confirmed_at = $2,
                               confidence = GREATEST(confidence, $3)
-             WHERE id = $1 RETURNING ",
+             WHERE tenant_id = $4 AND id = $1 RETURNING ",
             fact_columns!()
         ))
         .bind(old.id)
         .bind(fact.created_at)
         .bind(fact.confidence)
+        .bind(&old.tenant_id)
         .fetch_one(&mut *conn)
         .await?;
         events::append(
@@ -124,10 +125,11 @@ pub async fn insert_superseding(
     let superseded = match &live {
         Some(old) => {
             let after: Fact = sqlx::query_as(concat!(
-                "UPDATE facts SET validity = 'superseded' WHERE id = $1 RETURNING ",
+                "UPDATE facts SET validity = 'superseded' WHERE tenant_id = $2 AND id = $1 RETURNING ",
                 fact_columns!()
             ))
             .bind(old.id)
+            .bind(&old.tenant_id)
             .fetch_one(&mut *conn)
             .await?;
             events::append(

@@ -105,7 +105,8 @@ impl Store {
             },
         );
         let mut sealed = 0;
-        let mut after: Option<Uuid> = None;
+        // Every tenant's facts, in key order: (tenant, id) after the last batch's last.
+        let mut after: Option<(String, Uuid)> = None;
         loop {
             let mut tx = self.begin().await?;
             let facts: Vec<Fact> = sqlx::query_as(concat!(
@@ -114,19 +115,20 @@ impl Store {
                 " FROM facts
                  WHERE key_version IS NULL
                    AND (predicate LIKE ANY ($1) OR scope LIKE ANY ($2))
-                   AND ($3::uuid IS NULL OR id > $3)
-                 ORDER BY id LIMIT $4 FOR UPDATE"
+                   AND ($3::text IS NULL OR (tenant_id, id) > ($3, $5))
+                 ORDER BY tenant_id, id LIMIT $4 FOR UPDATE"
             ))
             .bind(&predicates)
             .bind(&scopes)
-            .bind(after)
+            .bind(after.as_ref().map(|(t, _)| t))
             .bind(BATCH)
+            .bind(after.as_ref().map(|(_, id)| *id))
             .fetch_all(&mut *tx)
             .await?;
             let Some(last) = facts.last() else {
                 return Ok(sealed);
             };
-            after = Some(last.id);
+            after = Some((last.tenant_id.clone(), last.id));
             for fact in facts
                 .iter()
                 .filter(|f| vault.seals(&f.tenant_id, &f.scope, &f.predicate))
@@ -138,7 +140,7 @@ impl Store {
                 let new = vault
                     .seal(&mut tx, &fact.tenant_id, fact.id, &opened)
                     .await?;
-                seal_row_in_place(&mut tx, fact.id, &new).await?;
+                seal_row_in_place(&mut tx, &fact.tenant_id, fact.id, &new).await?;
                 let payload = json!({
                     "after": {"content": SEALED_CONTENT, "metadata": {}, "embedding_model": null,
                               "key_version": new.key_version,
@@ -206,16 +208,22 @@ impl Store {
 
 /// Seals a fact stored in the clear, in place: placeholder content, no metadata, no
 /// embedding (a vector of the text would leak it).
-async fn seal_row_in_place(conn: &mut PgConnection, id: Uuid, sealed: &Sealed) -> MemoryResult<()> {
+async fn seal_row_in_place(
+    conn: &mut PgConnection,
+    tenant_id: &str,
+    id: Uuid,
+    sealed: &Sealed,
+) -> MemoryResult<()> {
     sqlx::query(
         "UPDATE facts SET content = $2, metadata = '{}', embedding = NULL,
                           embedding_version_id = NULL, key_version = $3, sealed = $4
-         WHERE id = $1",
+         WHERE tenant_id = $5 AND id = $1",
     )
     .bind(id)
     .bind(SEALED_CONTENT)
     .bind(sealed.key_version)
     .bind(&sealed.bytes)
+    .bind(tenant_id)
     .execute(conn)
     .await?;
     Ok(())
