@@ -342,14 +342,13 @@ impl Engine {
         })
     }
 
-    /// What the caller may see: the tenant always; butler keys `global` plus the acting
-    /// butler's scope and episodes; admin keys every scope and butler unless they narrow it.
     /// Moves the tenant's generations if any instance wrote to it since this one last
     /// looked (`Generations::observe_heads`): called before a read consults a cache, so
     /// that no cache of this instance answers without another instance's committed writes.
-    /// A statement before each read (shared by the reads in flight, `HeadsWatch`) costs
-    /// reads answered from the cache much of their throughput (docs/benchmarks.md), so it
-    /// is made only when the database may be shared (`database.shared`).
+    /// The statement before each read (shared by the reads in flight, `HeadsWatch`) costs
+    /// reads answered from the cache 4–9 % of their throughput at saturation
+    /// (docs/benchmarks.md), so it is made only when the database may be shared
+    /// (`database.shared`).
     async fn observe_writes(&self, tenant_id: &str) -> MemoryResult<()> {
         // No other instance writes here (the embedded PostgreSQL): nothing to look for.
         if !self.services.config.shared_database {
@@ -358,6 +357,8 @@ impl Engine {
         self.heads.observe(tenant_id).await
     }
 
+    /// What the caller may see: the tenant always; butler keys `global` plus the acting
+    /// butler's scope and episodes; admin keys every scope and butler unless they narrow it.
     pub(super) fn visible(
         &self,
         caller: &Caller,
