@@ -125,8 +125,9 @@ enum Command {
         /// The scenario (TOML; examples in config/scenarios/).
         #[arg(long)]
         scenario: PathBuf,
-        /// A running service's base URL (with --keys). Without it, a private service is
-        /// started with --config and stopped at the end.
+        /// A running service's base URL (with --keys), or the base URLs of a fleet's
+        /// instances separated by commas (calls go to each in turn). Without it, a private
+        /// service is started with --config and stopped at the end.
         #[arg(long, requires = "keys")]
         url: Option<String>,
         /// The keys file (TOML) for --url.

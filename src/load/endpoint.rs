@@ -13,16 +13,21 @@
 // generator makes goes through `Endpoint` (`butler-memory load` and the load bench).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// The MCP endpoint of the service and the HTTP connection pool every call of the
+/// The MCP endpoints of the service (one per instance of a fleet without a balancer in
+/// front: calls go to each in turn) and the HTTP connection pool every call of the
 /// generator shares.
 #[derive(Clone)]
 pub struct Endpoint {
     http: reqwest::Client,
-    url: reqwest::Url,
+    urls: Arc<[reqwest::Url]>,
+    /// Which instance the next call goes to.
+    next: Arc<AtomicUsize>,
 }
 
 impl Endpoint {
@@ -31,26 +36,46 @@ impl Endpoint {
         Endpoint::at(&format!("http://{address}"), connections)
     }
 
-    /// The service at `base` (`http://host:port` or `https://...`, with or without `/mcp`).
+    /// The service at `base` (`http://host:port` or `https://...`, with or without `/mcp`),
+    /// or at each of several such bases separated by commas (the instances of a fleet).
     pub fn at(base: &str, connections: usize) -> anyhow::Result<Endpoint> {
-        let base = base.trim_end_matches('/');
-        let base = base.strip_suffix("/mcp").unwrap_or(base);
-        let url: reqwest::Url = format!("{base}/mcp").parse()?;
+        let urls = base
+            .split(',')
+            .map(|one| {
+                let one = one.trim().trim_end_matches('/');
+                let one = one.strip_suffix("/mcp").unwrap_or(one);
+                format!("{one}/mcp").parse::<reqwest::Url>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         butler_memory_actors::install_tls_provider();
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(connections)
             .build()?;
-        Ok(Endpoint { http, url })
+        Ok(Endpoint {
+            http,
+            urls: urls.into(),
+            next: Arc::default(),
+        })
     }
 
-    /// The service's `/metrics` text, or `None` when it does not answer it.
+    /// The service's `/metrics` text (every instance's, one after another, so that a
+    /// family's samples add up over the fleet), or `None` when one does not answer it.
     pub async fn metrics(&self) -> Option<String> {
-        let url = self.url.join("/metrics").ok()?;
-        let response = self.http.get(url).send().await.ok()?;
-        if !response.status().is_success() {
-            return None;
+        let mut text = String::new();
+        for url in self.urls.iter() {
+            let response = self
+                .http
+                .get(url.join("/metrics").ok()?)
+                .send()
+                .await
+                .ok()?;
+            if !response.status().is_success() {
+                return None;
+            }
+            text.push_str(&response.text().await.ok()?);
+            text.push('\n');
         }
-        response.text().await.ok()
+        Some(text)
     }
 
     /// One tool call whose whole answer is wanted (`Ok(structuredContent)` or
@@ -87,8 +112,9 @@ impl Endpoint {
 
     /// One JSON-RPC message to the MCP endpoint (stateless Streamable HTTP POST).
     pub async fn post(&self, key: &str, message: Value) -> reqwest::Result<reqwest::Response> {
+        let url = &self.urls[self.next.fetch_add(1, Ordering::Relaxed) % self.urls.len()];
         self.http
-            .post(self.url.clone())
+            .post(url.clone())
             .bearer_auth(key)
             .header("Accept", "application/json, text/event-stream")
             .json(&message)

@@ -2,7 +2,8 @@
 //! scenario against a service it spawns passes its thresholds and reports every tool; a
 //! breached threshold exits 99; against a running service (`--url` and a keys file) it
 //! verifies through the public API, and catches an acknowledged write that was never stored
-//! (the test kit's lost-write drill).
+//! (the test kit's lost-write drill); against a fleet's instances (`--url a,b`) it spreads
+//! the calls over them.
 
 use std::path::Path;
 
@@ -262,4 +263,58 @@ async fn against_a_running_service_it_verifies_through_the_api_and_catches_a_los
     assert_eq!(report["read_back"]["unverified"], 0);
     assert_eq!(report["target"], json!(service.base));
     service.stop().await;
+}
+
+#[tokio::test]
+async fn against_two_instances_it_spreads_the_calls_and_verifies_through_either() {
+    let (database, _) = fresh_database().await;
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = [("BUTLER_MEMORY_DATABASE_URL", database.as_str())];
+    let a = Service::start_with(&write_config(one.path(), ""), &env);
+    let b = Service::start_with(&write_config(two.path(), ""), &env);
+    let keys = one.path().join("keys.toml");
+    std::fs::write(
+        &keys,
+        format!(
+            "[[keys]]\ntenant = \"tenant-a\"\nbutler = \"health\"\nkey = \"{TENANT_A_HEALTH}\"\n"
+        ),
+    )
+    .unwrap();
+    let scenario = scenario(one.path(), "fleet", 3, &["lost == 0"]);
+    let json = one.path().join("report.json");
+    let both = format!("{},{}", a.base, b.base);
+    let out = load(
+        &one.path().join("config.toml"),
+        &scenario,
+        &json,
+        &["--url", &both, "--keys", keys.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = report(&json);
+    assert_eq!(report["read_back"]["lost"], 0, "{report}");
+    assert_eq!(report["read_back"]["unverified"], 0, "{report}");
+    assert!(report["read_back"]["checked"].as_u64().unwrap() > 0);
+    // Each instance answered part of the load.
+    for service in [&a, &b] {
+        let metrics = reqwest::get(format!("{}/metrics", service.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let calls: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("butler_memory_requests_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert!(calls > 10.0, "{} answered {calls} calls", service.base);
+    }
+    b.stop().await;
+    a.stop().await;
 }
