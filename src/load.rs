@@ -42,6 +42,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use arrival::Schedule;
 use endpoint::Endpoint;
+pub use endpoint::Route;
 use machine_cpu::MachineCpu;
 use recorder::Recorder;
 use report::{LoadReport, Measured};
@@ -64,6 +65,8 @@ pub struct LoadOptions {
     pub html: Option<PathBuf>,
     /// Overrides the scenario's duration (seconds).
     pub duration: Option<f64>,
+    /// How calls are spread over the instances of `url`.
+    pub route: Route,
 }
 
 /// Thresholds did not hold: the command exits with 99, as k6 does.
@@ -103,7 +106,7 @@ pub async fn run(options: LoadOptions) -> anyhow::Result<LoadReport> {
         }
         _ => anyhow::bail!("name both --url and --keys, or neither (--spawn)"),
     };
-    let endpoint = Endpoint::at(&base, connections)?;
+    let endpoint = Endpoint::at(&base, connections)?.with_route(options.route);
     let result = async {
         set_up(&scenario, &endpoint, &mut shards).await?;
         measure(&scenario, &endpoint, &shards, &base).await

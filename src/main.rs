@@ -145,6 +145,10 @@ enum Command {
         /// Override the scenario's duration (seconds).
         #[arg(long)]
         duration: Option<f64>,
+        /// How calls are spread over several --url instances: each in turn (a round-robin
+        /// balancer) or by key (a balancer with affinity: a key's shards on one instance).
+        #[arg(long, value_enum, default_value_t)]
+        route: butler_memory::load::Route,
     },
     /// Rotate the encryption keys: re-wrap every data key under the current master key
     /// (set encryption.master_key to the new one and list the old one in
@@ -291,6 +295,7 @@ fn main() -> ExitCode {
                 json,
                 html,
                 duration,
+                route,
             } => {
                 let report = butler_memory::load::run(butler_memory::load::LoadOptions {
                     scenario,
@@ -300,6 +305,7 @@ fn main() -> ExitCode {
                     json,
                     html,
                     duration,
+                    route,
                 })
                 .await?;
                 print!("{}", report.table());

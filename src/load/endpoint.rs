@@ -26,8 +26,20 @@ use serde_json::{Value, json};
 pub struct Endpoint {
     http: reqwest::Client,
     urls: Arc<[reqwest::Url]>,
-    /// Which instance the next call goes to.
+    route: Route,
+    /// Which instance the next call goes to (`Route::EachInTurn`).
     next: Arc<AtomicUsize>,
+}
+
+/// How calls are spread over a fleet's instances (`--route`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Route {
+    /// Each call to the next instance in turn, as a round-robin balancer does.
+    #[default]
+    EachInTurn,
+    /// Every call of a key to the same instance, as a balancer with affinity by key does:
+    /// a key's shards are written by one instance.
+    ByKey,
 }
 
 impl Endpoint {
@@ -54,8 +66,29 @@ impl Endpoint {
         Ok(Endpoint {
             http,
             urls: urls.into(),
+            route: Route::EachInTurn,
             next: Arc::default(),
         })
+    }
+
+    /// The same endpoint, spreading calls by `route`.
+    pub fn with_route(mut self, route: Route) -> Endpoint {
+        self.route = route;
+        self
+    }
+
+    /// The instance a call with `key` goes to.
+    fn instance_for(&self, key: &str) -> usize {
+        let n = self.urls.len();
+        match self.route {
+            Route::EachInTurn => self.next.fetch_add(1, Ordering::Relaxed) % n,
+            Route::ByKey => {
+                use std::hash::{Hash, Hasher};
+                let mut hash = std::collections::hash_map::DefaultHasher::new();
+                key.hash(&mut hash);
+                (hash.finish() % n as u64) as usize
+            }
+        }
     }
 
     /// The service's `/metrics` text (every instance's, one after another, so that a
@@ -112,7 +145,7 @@ impl Endpoint {
 
     /// One JSON-RPC message to the MCP endpoint (stateless Streamable HTTP POST).
     pub async fn post(&self, key: &str, message: Value) -> reqwest::Result<reqwest::Response> {
-        let url = &self.urls[self.next.fetch_add(1, Ordering::Relaxed) % self.urls.len()];
+        let url = &self.urls[self.instance_for(key)];
         self.http
             .post(url.clone())
             .bearer_auth(key)
@@ -161,4 +194,26 @@ struct Answer {
     id: Option<String>,
     ids: Option<Vec<String>>,
     class: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_go_to_each_instance_in_turn_or_by_key() {
+        let fleet = Endpoint::at("http://a:1, http://b:2/mcp", 1).unwrap();
+        assert_eq!(fleet.urls[1].as_str(), "http://b:2/mcp");
+        let turns: Vec<usize> = (0..4).map(|_| fleet.instance_for("k")).collect();
+        assert_eq!(turns, [0, 1, 0, 1]);
+        let by_key = fleet.with_route(Route::ByKey);
+        let keys: Vec<String> = (0..64).map(|i| format!("key-{i}")).collect();
+        let first: Vec<usize> = keys.iter().map(|k| by_key.instance_for(k)).collect();
+        let again: Vec<usize> = keys.iter().map(|k| by_key.instance_for(k)).collect();
+        assert_eq!(first, again, "a key keeps its instance");
+        assert!(
+            first.contains(&0) && first.contains(&1),
+            "keys spread: {first:?}"
+        );
+    }
 }
