@@ -127,6 +127,16 @@ impl Service {
         lines.lock().unwrap().clone()
     }
 
+    /// The service's `/metrics` text.
+    pub(crate) async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub(crate) async fn readyz(&self) -> (u16, Value) {
         let response = reqwest::get(format!("{}/readyz", self.base)).await.unwrap();
         (response.status().as_u16(), response.json().await.unwrap())

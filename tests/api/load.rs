@@ -302,12 +302,7 @@ async fn against_two_instances_it_spreads_the_calls_and_verifies_through_either(
     assert!(report["read_back"]["checked"].as_u64().unwrap() > 0);
     // Each instance answered part of the load.
     for service in [&a, &b] {
-        let metrics = reqwest::get(format!("{}/metrics", service.base))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = service.metrics().await;
         let calls: f64 = metrics
             .lines()
             .filter(|l| l.starts_with("butler_memory_requests_total{"))

@@ -138,12 +138,7 @@ custom = [{ name = "employee_id", pattern = '\bEMP-\d{6}\b', action = "drop" }]
     );
 
     // Nowhere afterwards: metrics, the database, the log.
-    let metrics = reqwest::get(format!("{}/metrics", service.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = service.metrics().await;
     assert_no_secret("/metrics", &metrics);
     assert!(metrics.contains("butler_memory_redactions_total{detector=\"payment_card\"} 2"));
     assert!(metrics.contains("butler_memory_redaction_refusals_total 1"));

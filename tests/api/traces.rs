@@ -140,12 +140,7 @@ async fn spans_join_the_callers_trace_and_reach_an_otlp_receiver() {
     .await
     .unwrap();
     // The statement families' latency, timed from the same spans.
-    let metrics = reqwest::get(format!("{}/metrics", service.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = service.metrics().await;
     for family in ["db.insert_episodes", "db.semantic_candidates"] {
         let series = format!("butler_memory_db_statement_seconds_bucket{{family=\"{family}\"");
         assert!(metrics.contains(&series), "{series} missing:\n{metrics}");

@@ -56,7 +56,7 @@ impl Generations {
     /// Called when statistics that reads of `tenant` ranked with were replaced by a recount:
     /// results computed before are not served again.
     pub fn restate(&self, tenant: &str) {
-        self.bump_slots(tenant, &[RESTATED]);
+        self.bump_slots(tenant, std::iter::once(RESTATED));
     }
 
     /// Called before a read with the sum of the tenant's shard heads in the database: if it
@@ -76,14 +76,13 @@ impl Generations {
     }
 
     fn bump_types(&self, tenant: &str, types: &[MemoryType]) {
-        let slots: Vec<usize> = types.iter().map(|t| slot(*t)).collect();
-        self.bump_slots(tenant, &slots);
+        self.bump_slots(tenant, types.iter().map(|t| slot(*t)));
     }
 
-    fn bump_slots(&self, tenant: &str, slots: &[usize]) {
+    fn bump_slots(&self, tenant: &str, slots: impl Iterator<Item = usize>) {
         let bump = |counters: &[AtomicU64; 4]| {
             for s in slots {
-                counters[*s].fetch_add(1, Ordering::Release);
+                counters[s].fetch_add(1, Ordering::Release);
             }
         };
         match self.tenants.get(tenant) {
