@@ -262,6 +262,14 @@ impl Config {
         if !url.is_empty() && !postgres_url {
             out.push("database_url: must start with postgres:// or postgresql://".into());
         }
+        for read_url in &db.read_urls.0 {
+            if !(read_url.starts_with("postgres://") || read_url.starts_with("postgresql://")) {
+                out.push(format!(
+                    "database.read_urls: `{}` must start with postgres:// or postgresql://",
+                    effective::without_password(read_url)
+                ));
+            }
+        }
         if edge.mcp.max_request_bytes < 1024 {
             out.push("mcp.max_request_bytes: must be at least 1024".into());
         }
@@ -394,7 +402,12 @@ mod tests {
             )?;
             jail.set_env("BUTLER_MEMORY_LISTEN", "127.0.0.1:9001");
             jail.set_env("BUTLER_MEMORY_RETRIEVAL__MAX_LIMIT", "50");
+            jail.set_env(
+                "BUTLER_MEMORY_DATABASE__READ_URLS",
+                "postgres://r1/db,postgres://r2/db",
+            );
             let config = Config::load(Some(Path::new("override.toml"))).unwrap();
+            assert_eq!(config.edge.database.read_urls.0.len(), 2);
             assert_eq!(config.edge.listen, "127.0.0.1:9001".parse().unwrap());
             assert_eq!(config.engine.retrieval.default_limit, 7);
             assert_eq!(config.engine.retrieval.max_limit, 50);
@@ -404,7 +417,33 @@ mod tests {
 
     #[test]
     fn secrets_do_not_print() {
-        let config = Config::from_toml("database_url = 'postgres://u:hunter2@h/db'").unwrap();
-        assert!(!format!("{config:?}").contains("hunter2"));
+        let config = Config::from_toml(
+            "database_url = 'postgres://u:hunter2@h/db'\n\
+             [database]\nread_urls = ['postgres://u:hunter3@r/db']",
+        )
+        .unwrap();
+        assert!(!format!("{config:?}").contains("hunter"));
+    }
+
+    #[test]
+    fn read_urls_are_a_list_or_one_string_separated_by_commas() {
+        let config =
+            Config::from_toml("[database]\nread_urls = 'postgres://r1/db, postgres://r2/db,'")
+                .unwrap();
+        assert_eq!(
+            config.edge.database.read_urls.0,
+            vec!["postgres://r1/db", "postgres://r2/db"]
+        );
+        let Err(ConfigError::Invalid(problems)) =
+            Config::from_toml("[database]\nread_urls = ['mysql://u:pw@r1/db']")
+        else {
+            panic!("a URL of another database is accepted");
+        };
+        assert_eq!(
+            problems,
+            vec![
+                "database.read_urls: `mysql://u:<redacted>@r1/db` must start with postgres:// or postgresql://"
+            ]
+        );
     }
 }

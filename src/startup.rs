@@ -18,7 +18,8 @@ use axum::routing::{any, get, post};
 use backon::{ExponentialBuilder, Retryable};
 use butler_memory_actors::{
     AppliedMigration, EmbedError, EmbeddedPostgres, EmbeddedPostgresError, EmbedderFactory, Engine,
-    EngineConfig, EngineStartError, SharedClock, Store, StoreStartError, SystemClock,
+    EngineConfig, EngineStartError, ReplicaRouting, SharedClock, Store, StoreStartError,
+    SystemClock,
 };
 use sqlx::postgres::PgConnectOptions;
 use tokio::net::TcpListener;
@@ -26,9 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app_state::AppState;
 use crate::auth::{Authenticator, effective_keys, require_key};
-use crate::config::Config;
+use crate::config::{Config, EdgeConfig};
 use crate::dashboard::session::Sessions;
 use crate::database_watch::DatabaseWatch;
+use crate::replica_watch::ReplicaWatch;
 use crate::{http, mcp, telemetry};
 
 /// Why the service did not start, or did not stop cleanly.
@@ -46,6 +48,8 @@ pub enum StartupError {
     EmbeddedPostgres(#[source] EmbeddedPostgresError),
     #[error("database_url is not a valid PostgreSQL URL: {0}")]
     DatabaseUrl(#[source] sqlx::Error),
+    #[error("database.read_urls: a URL is not a valid PostgreSQL URL: {0}")]
+    ReadUrl(#[source] sqlx::Error),
     /// The database refused, or did not answer within `database.startup_wait_secs`.
     #[error(transparent)]
     Database(#[from] StoreStartError),
@@ -88,6 +92,8 @@ pub struct Core {
     state: Arc<AppState>,
     /// Watches the database (and holds the embedded PostgreSQL) while the service runs.
     watch: DatabaseWatch,
+    /// Watches the read replicas, if any.
+    replica_watch: ReplicaWatch,
 }
 
 /// A built application, listening but not yet serving.
@@ -122,6 +128,11 @@ fn engine_config(config: &Config) -> Result<EngineConfig, StartupError> {
         .database
         .shared
         .shared(!config.edge.database_url.is_empty());
+    let database = &config.edge.database;
+    engine.replica_routing = ReplicaRouting {
+        wait: Duration::from_millis(database.replica_wait_ms),
+        max_lag: Duration::from_millis(database.max_replica_lag_ms),
+    };
     Ok(engine)
 }
 
@@ -160,6 +171,7 @@ impl Core {
             embedded,
             edge.embedded_postgres.clone(),
         );
+        let replica_watch = ReplicaWatch::start(engine.store().clone(), engine.replicas());
         let keys = effective_keys(&edge.auth, &edge.data_dir).map_err(|source| {
             StartupError::BootstrapKey {
                 path: edge.data_dir.clone(),
@@ -177,7 +189,11 @@ impl Core {
             metrics,
             sessions,
         });
-        Ok(Core { state, watch })
+        Ok(Core {
+            state,
+            watch,
+            replica_watch,
+        })
     }
 
     pub fn state(&self) -> Arc<AppState> {
@@ -187,8 +203,13 @@ impl Core {
     /// Stops everything in order, each step bounded: the watch, the engine (its shards
     /// drained), the pools, the embedded PostgreSQL.
     pub async fn stop(self) -> Result<(), StartupError> {
-        let Core { state, watch } = self;
+        let Core {
+            state,
+            watch,
+            replica_watch,
+        } = self;
         tracing::info!("stopping: draining shards");
+        replica_watch.stop().await;
         let embedded = watch.stop().await;
         if tokio::time::timeout(ENGINE_STOP, state.engine.shutdown())
             .await
@@ -379,13 +400,25 @@ async fn open_store(config: &Config) -> Result<(Store, Option<EmbeddedPostgres>)
         let pg = EmbeddedPostgres::start(&edge.data_dir, &edge.embedded_postgres)
             .await
             .map_err(StartupError::EmbeddedPostgres)?;
-        Ok((Store::open(pg.connect_options(), &edge.database), Some(pg)))
+        let store = Store::open(pg.connect_options(), &edge.database);
+        Ok((store.with_replicas(read_replicas(edge)?), Some(pg)))
     } else {
         let options = PgConnectOptions::from_str(edge.database_url.expose())
             .map_err(StartupError::DatabaseUrl)?
             .application_name("butler-memory");
-        Ok((Store::open(options, &edge.database), None))
+        let store = Store::open(options, &edge.database);
+        Ok((store.with_replicas(read_replicas(edge)?), None))
     }
+}
+
+/// How to reach each of `database.read_urls`.
+fn read_replicas(edge: &EdgeConfig) -> Result<Vec<PgConnectOptions>, StartupError> {
+    edge.database
+        .read_urls
+        .0
+        .iter()
+        .map(|url| PgConnectOptions::from_str(url).map_err(StartupError::ReadUrl))
+        .collect()
 }
 
 fn create_data_dir(path: &std::path::Path) -> Result<(), StartupError> {

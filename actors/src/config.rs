@@ -49,6 +49,19 @@ pub struct EngineConfig {
     /// only then. Not a key of the engine's sections.
     #[serde(skip)]
     pub shared_database: bool,
+    /// How reads use the store's read replicas (`database.replica_wait_ms`,
+    /// `database.max_replica_lag_ms`): set by the edge, which opens them.
+    #[serde(skip)]
+    pub replica_routing: ReplicaRouting,
+}
+
+/// How reads use read replicas.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReplicaRouting {
+    /// How long a read waits for a replica to replay its tenant's last commit.
+    pub wait: std::time::Duration,
+    /// How far a replica may trail the primary and stay in rotation.
+    pub max_lag: std::time::Duration,
 }
 
 /// `[encryption]`: high-risk facts stored encrypted (`vault.rs`).

@@ -36,7 +36,9 @@ use crate::embedder::minilm::MiniLm;
 use crate::embedder::token_counter::TokenizerCounter;
 use crate::embedder::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{MemoryError, MemoryResult};
-use crate::read_path::{CorpusCache, HeadsWatch, QueryCache, QueryEmbedder, ResultCache};
+use crate::read_path::{
+    CorpusCache, HeadsWatch, QueryCache, QueryEmbedder, ReplicaSet, ResultCache,
+};
 use crate::services::{DatabaseHealth, Services};
 use crate::store::Store;
 use crate::store::lifecycle_claims::SweepFire;
@@ -213,6 +215,11 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.services.config
+    }
+
+    /// The read replicas and whether each serves reads (kept by the edge's replica watch).
+    pub fn replicas(&self) -> Arc<ReplicaSet> {
+        self.services.replicas.clone()
     }
 
     /// Where whoever watches the database says it is down, and up again.

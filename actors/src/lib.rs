@@ -47,21 +47,25 @@ pub use services::DatabaseHealth;
 // Configuration: the engine's sections, reused by the edge's configuration.
 pub use config::{
     ConsolidationConfig, ContextConfig, EncryptionConfig, EngineConfig, EpisodesConfig,
-    ExtractorKind, FactsConfig, IndexerConfig, LifecycleConfig, LlmConfig, RetrievalConfig,
-    ShardsConfig, WritesConfig,
+    ExtractorKind, FactsConfig, IndexerConfig, LifecycleConfig, LlmConfig, ReplicaRouting,
+    RetrievalConfig, ShardsConfig, WritesConfig,
 };
 pub use domain::cron::CronSchedule;
 pub use domain::rule_evidence::{AntiPatternTrigger, Promotion, RuleThresholds};
 pub use domain::scoring::{MaturityWeights, ScoreWeights};
 pub use domain::text::Limits;
 pub use embedder::{DIMENSIONS, EmbedError, EmbedderConfig};
+pub use read_path::{ReadTarget, ReplicaHealth, ReplicaSet};
 pub use store::embedded_postgres::{
     EmbeddedPostgres, EmbeddedPostgresConfig, EmbeddedPostgresError,
 };
 pub use store::key_rotation::RotationReport;
 pub use store::lifecycle_claims::SweepFire;
+pub use store::read_replicas::ReplicaStatus;
 pub use store::stats::StatsFilter;
-pub use store::{AppliedMigration, DatabaseConfig, DatabaseSharing, Store, StoreStartError};
+pub use store::{
+    AppliedMigration, DatabaseConfig, DatabaseSharing, ReadUrls, Store, StoreStartError,
+};
 pub use vault::{MIN_SECRET_CHARS, Vault};
 
 // Errors.

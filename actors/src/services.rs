@@ -12,7 +12,7 @@ use crate::clock::SharedClock;
 use crate::config::EngineConfig;
 use crate::domain::redaction::Redactor;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
-use crate::read_path::Generations;
+use crate::read_path::{Generations, ReplicaSet};
 use crate::store::Store;
 use crate::write_path::Admission;
 
@@ -35,6 +35,8 @@ pub(crate) struct Services {
     /// change, until the indexer has re-embedded them): semantic search then names the
     /// running model's version. True until the indexer has looked.
     pub other_model_vectors: AtomicBool,
+    /// The store's read replicas and whether each may serve reads (`replica_set.rs`).
+    pub replicas: Arc<ReplicaSet>,
 }
 
 /// What redaction did to one write, in `butler_memory_redactions_total{detector}` (spans).
@@ -82,7 +84,13 @@ impl DatabaseHealth {
 
 impl Services {
     pub fn new(store: Store, clock: SharedClock, config: EngineConfig, redactor: Redactor) -> Self {
+        let routing = config.replica_routing;
         Services {
+            replicas: Arc::new(ReplicaSet::new(
+                store.replica_labels(),
+                routing.wait,
+                routing.max_lag,
+            )),
             redactor,
             other_model_vectors: AtomicBool::new(true),
             admission: Admission::new(&config.writes),
@@ -111,6 +119,9 @@ impl Services {
             statement_timeout_ms: 1000,
             startup_wait_secs: 0,
             shared: crate::store::DatabaseSharing::Auto,
+            read_urls: Default::default(),
+            max_replica_lag_ms: 5000,
+            replica_wait_ms: 50,
         };
         let redactor = config
             .redaction

@@ -31,6 +31,7 @@ pub mod links;
 pub mod listing;
 pub mod projections;
 pub mod purging;
+pub mod read_replicas;
 pub mod records;
 pub mod references;
 pub mod relation_sizes;
@@ -79,6 +80,47 @@ pub struct DatabaseConfig {
     /// Whether other service instances may write to this database, so that reads must
     /// look for their writes before answering from a cache (docs/scaling.md).
     pub shared: DatabaseSharing,
+    /// Streaming replicas that serve reads (`read_replicas.rs`): PostgreSQL URLs, as a list
+    /// or one string separated by commas (for the environment).
+    pub read_urls: ReadUrls,
+    /// A replica whose replay is further behind the primary than this is taken out of
+    /// rotation until it catches up.
+    pub max_replica_lag_ms: u64,
+    /// How long a read waits for a replica to replay the tenant's last commit before it goes
+    /// to the primary.
+    pub replica_wait_ms: u64,
+}
+
+/// `database.read_urls`: a list of URLs, or one string of them separated by commas (for
+/// the environment). They may carry passwords: debug output shows how many, not what.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ReadUrls(pub Vec<String>);
+
+impl std::fmt::Debug for ReadUrls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{} redacted]", self.0.len())
+    }
+}
+
+impl<'de> Deserialize<'de> for ReadUrls {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Urls {
+            One(String),
+            Many(Vec<String>),
+        }
+        let list = match Urls::deserialize(d)? {
+            Urls::One(text) => text.split(',').map(str::to_owned).collect(),
+            Urls::Many(list) => list,
+        };
+        Ok(ReadUrls(
+            list.into_iter()
+                .map(|u| u.trim().to_owned())
+                .filter(|u| !u.is_empty())
+                .collect(),
+        ))
+    }
 }
 
 /// `database.shared`: whether other instances may write to the database.
@@ -156,26 +198,17 @@ pub struct Store {
     connect: PgConnectOptions,
     /// Seals high-risk facts on their way in and opens them on their way out.
     vault: Arc<Vault>,
+    /// The statement limit every connection is opened with, the replicas' too.
+    statement_timeout_ms: u64,
+    /// Streaming replicas that serve reads, with pools on this store's runtime
+    /// (`read_replicas.rs`); empty without replicas.
+    replicas: Arc<[read_replicas::ReplicaPool]>,
 }
 
 impl Store {
     /// Opens a pool on `options` (lazily: the first connection is made by the first query).
     pub fn open(options: PgConnectOptions, config: &DatabaseConfig) -> Store {
-        let options = options.options([
-            (
-                "statement_timeout",
-                format!("{}ms", config.statement_timeout_ms),
-            ),
-            // Filtered vector searches (tenant, scope, validity) must keep scanning the HNSW
-            // graph until they have enough rows, not stop at ef_search candidates and return
-            // a short list; candidate lists are re-sorted afterwards, so relaxed order is fine.
-            ("hnsw.iterative_scan", "relaxed_order".to_owned()),
-            ("hnsw.ef_search", "100".to_owned()),
-            // Memory tables are small and hot: random reads cost about as much as
-            // sequential ones (the default of 4 assumes spinning disks and keeps the planner
-            // away from the HNSW index for tables of a few thousand rows).
-            ("random_page_cost", "1.1".to_owned()),
-        ]);
+        let options = session_settings(options, config.statement_timeout_ms);
         // Named per pool, so that pg_stat_activity (and whoever watches it) tells the read
         // connections from the write connections.
         let read_options = PgPoolOptions::new()
@@ -202,6 +235,8 @@ impl Store {
             read_options,
             connect: options,
             vault: Arc::new(Vault::none()),
+            statement_timeout_ms: config.statement_timeout_ms,
+            replicas: Arc::new([]),
         }
     }
 
@@ -219,6 +254,12 @@ impl Store {
             read_options: self.read_options.clone(),
             connect: self.connect.clone(),
             vault: self.vault.clone(),
+            statement_timeout_ms: self.statement_timeout_ms,
+            replicas: self
+                .replicas
+                .iter()
+                .map(|r| r.reopened_here(name))
+                .collect(),
         }
     }
 
@@ -335,7 +376,26 @@ impl Store {
     pub async fn close(&self) {
         self.writer.close().await;
         self.pool.close().await;
+        for replica in self.replicas.iter() {
+            replica.pool.close().await;
+        }
     }
+}
+
+/// The server settings every connection of the service is opened with.
+fn session_settings(options: PgConnectOptions, statement_timeout_ms: u64) -> PgConnectOptions {
+    options.options([
+        ("statement_timeout", format!("{statement_timeout_ms}ms")),
+        // Filtered vector searches (tenant, scope, validity) must keep scanning the HNSW
+        // graph until they have enough rows, not stop at ef_search candidates and return
+        // a short list; candidate lists are re-sorted afterwards, so relaxed order is fine.
+        ("hnsw.iterative_scan", "relaxed_order".to_owned()),
+        ("hnsw.ef_search", "100".to_owned()),
+        // Memory tables are small and hot: random reads cost about as much as
+        // sequential ones (the default of 4 assumes spinning disks and keeps the planner
+        // away from the HNSW index for tables of a few thousand rows).
+        ("random_page_cost", "1.1".to_owned()),
+    ])
 }
 
 /// Opens a pool's `min_connections`: held together, so that each is a connection of its

@@ -47,9 +47,17 @@ fn redact(dict: &mut Dict) {
                     }
                 }
             }
-        } else if key == "database_url" {
-            if let Value::String(_, url) = value {
-                *url = without_password(url);
+        } else if key == "database_url" || key == "read_urls" {
+            match value {
+                Value::String(_, url) => *url = without_password(url),
+                Value::Array(_, items) => {
+                    for item in items {
+                        if let Value::String(_, url) = item {
+                            *url = without_password(url);
+                        }
+                    }
+                }
+                _ => {}
             }
         } else {
             redact_value(value);
@@ -66,7 +74,7 @@ fn redact_value(value: &mut Value) {
 }
 
 /// `postgres://user:secret@host/db` -> `postgres://user:<redacted>@host/db`.
-fn without_password(url: &str) -> String {
+pub(super) fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

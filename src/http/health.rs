@@ -1,5 +1,5 @@
 //! `/healthz` (the process is alive) and `/readyz` (the database answers, migrations are
-//! applied, the embedder is loaded). Neither needs a key (DECISIONS.md #12).
+//! applied, the embedder is loaded; `degraded` while a read replica is out of rotation). Neither needs a key (DECISIONS.md #12).
 
 use std::sync::Arc;
 
@@ -30,8 +30,16 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     .filter(|(_, r)| r.is_err())
     .map(|(name, _)| name)
     .collect();
-    let body = json!({
-        "status": if failing.is_empty() { "ready" } else { "not_ready" },
+    // A read replica out of rotation degrades the service (its reads go to the others, or
+    // to the primary) but does not make it unready.
+    let replicas = state.engine.replicas().health();
+    let status = match (failing.is_empty(), replicas.iter().all(|r| r.in_rotation)) {
+        (false, _) => "not_ready",
+        (true, true) => "ready",
+        (true, false) => "degraded",
+    };
+    let mut body = json!({
+        "status": status,
         "failing": failing,
         "checks": {
             "database": part(&readiness.database),
@@ -39,6 +47,9 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
             "embedder": part(&readiness.embedder),
         },
     });
+    if !replicas.is_empty() {
+        body["replicas"] = json!(replicas);
+    }
     let status = if readiness.is_ready() {
         StatusCode::OK
     } else {

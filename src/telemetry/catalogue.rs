@@ -344,6 +344,29 @@ pub const FAMILIES: &[Family] = &[
         )
     },
     family(
+        "butler_memory_reads_by_target_total",
+        Kind::Counter,
+        "Reads sent to a database while read replicas are configured, by target (primary, or the replica's host:port).",
+    ),
+    Family {
+        zero: &[&[("outcome", "caught_up")], &[("outcome", "timed_out")]],
+        ..family(
+            "butler_memory_replica_waits_total",
+            Kind::Counter,
+            "Reads that waited for a replica to replay their tenant's last commit, by outcome (timed_out: served by the primary).",
+        )
+    },
+    family(
+        "butler_memory_replica_lag_seconds",
+        Kind::Gauge,
+        "How long ago the primary had written WAL a read replica has not replayed yet, by replica.",
+    ),
+    family(
+        "butler_memory_replica_in_rotation",
+        Kind::Gauge,
+        "1 while a read replica serves reads, 0 while it is out of rotation (down, lagging, not a replica of this primary).",
+    ),
+    family(
         "butler_memory_build_info",
         Kind::Gauge,
         "Always 1; the labels say which build runs (version).",

@@ -88,6 +88,9 @@ impl TestCluster {
             statement_timeout_ms: 10000,
             startup_wait_secs: 0,
             shared: butler_memory_actors::DatabaseSharing::Auto,
+            read_urls: Default::default(),
+            max_replica_lag_ms: 5000,
+            replica_wait_ms: 50,
         };
         let store = Store::open(cluster.options(TEMPLATE), &database);
         store.prepare().await.expect("migrate the template");

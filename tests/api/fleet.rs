@@ -11,6 +11,7 @@ mod dashboard_sessions;
 mod distribution;
 mod indexing;
 mod lifecycle;
+mod replicas;
 mod shard_order;
 
 /// The one number `sql` answers, asked of `app`'s database.

@@ -31,13 +31,42 @@ use crate::domain::record::{MemoryRecord, RecordWithLinks};
 use crate::domain::search::{ContextRequest, SearchOutcome, SearchQuery};
 use crate::domain::stats::MemoryStats;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
-use crate::read_path::{CorpusCache, QueryEmbedding};
+use crate::read_path::{CorpusCache, QueryEmbedding, ReadTarget};
 use crate::services::Services;
 use crate::store::Store;
 use crate::store::activity::ActivityFilter;
 use crate::store::stats::StatsFilter;
 
 pub struct Reader;
+
+/// `$read` (an expression of `$s`, a `&ReaderState`) served from `$target`: on a replica,
+/// and once more on the primary when the replica failed it (`ReplicaSet::retry_on_primary`).
+macro_rules! served {
+    ($state:expr, $target:expr, |$s:ident| $read:expr) => {
+        async {
+            let primary: &ReaderState = $state;
+            match primary.on($target) {
+                None => {
+                    let $s = primary;
+                    $read.await
+                }
+                Some((index, replica)) => {
+                    let answer = {
+                        let $s = &replica;
+                        $read.await
+                    };
+                    match answer {
+                        Err(e) if primary.services.replicas.retry_on_primary(index, &e) => {
+                            let $s = primary;
+                            $read.await
+                        }
+                        answer => answer,
+                    }
+                }
+            }
+        }
+    };
+}
 
 /// What every reader shares besides the services: the read pool of the readers' runtime,
 /// the keyword statistics and the tokenizer that counts context budgets.
@@ -63,6 +92,8 @@ pub enum ReaderMsg {
         butler: Option<String>,
         memory_type: MemoryType,
         id: Uuid,
+        /// The replica or the primary that serves it (`replica_set.rs`).
+        target: ReadTarget,
         span: tracing::Span,
         reply: RpcReplyPort<MemoryResult<RecordWithLinks>>,
     },
@@ -74,12 +105,16 @@ pub enum ReaderMsg {
     Search {
         query: Box<SearchQuery>,
         embedding: QueryEmbedding,
+        /// The replica or the primary that serves it (`replica_set.rs`).
+        target: ReadTarget,
         span: tracing::Span,
         reply: RpcReplyPort<MemoryResult<SearchOutcome>>,
     },
     Context {
         request: Box<ContextRequest>,
         embedding: QueryEmbedding,
+        /// The replica or the primary that serves it (`replica_set.rs`).
+        target: ReadTarget,
         span: tracing::Span,
         reply: RpcReplyPort<MemoryResult<ContextOutcome>>,
     },
@@ -133,10 +168,16 @@ impl Actor for Reader {
                 butler,
                 memory_type,
                 id,
+                target,
                 span,
                 reply,
             } => {
-                let found = state.get(&caller, butler.as_deref(), memory_type, id);
+                let found = served!(state, target, |s| s.get(
+                    &caller,
+                    butler.as_deref(),
+                    memory_type,
+                    id
+                ));
                 let _ = reply.send(found.instrument(read_span(&span, "get")).await);
             }
             ReaderMsg::Activity {
@@ -158,19 +199,23 @@ impl Actor for Reader {
             ReaderMsg::Search {
                 query,
                 embedding,
+                target,
                 span,
                 reply,
             } => {
-                let found = search::run(state, &query, &embedding);
+                let found = served!(state, target, |s| search::run(s, &query, &embedding));
                 let _ = reply.send(found.instrument(read_span(&span, "search")).await);
             }
             ReaderMsg::Context {
                 request,
                 embedding,
+                target,
                 span,
                 reply,
             } => {
-                let block = context_assembly::run(state, &request, &embedding);
+                let block = served!(state, target, |s| context_assembly::run(
+                    s, &request, &embedding
+                ));
                 let _ = reply.send(block.instrument(read_span(&span, "context")).await);
             }
             #[cfg(feature = "testkit")]
@@ -234,6 +279,26 @@ impl ReaderPool {
 }
 
 impl ReaderState {
+    /// This reader reading from replica `target` (none for the primary: itself).
+    fn on(&self, target: ReadTarget) -> Option<(usize, ReaderState)> {
+        let ReadTarget::Replica(index) = target else {
+            return None;
+        };
+        let kit = ReaderKit {
+            store: self.kit.store.on_replica(index),
+            ..self.kit.clone()
+        };
+        Some((
+            index,
+            ReaderState {
+                services: self.services.clone(),
+                kit,
+                embedding_version: self.embedding_version,
+                info: self.info.clone(),
+            },
+        ))
+    }
+
     async fn get(
         &self,
         caller: &Caller,

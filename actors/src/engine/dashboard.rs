@@ -57,10 +57,11 @@ impl Engine {
         }
         let visible = self.visible(caller, query.scope.clone(), None)?;
         let now = self.services.clock.now();
-        self.services
-            .store
-            .list_facts(&visible, &query, size, now)
-            .await
+        let (visible, query) = (&visible, &query);
+        self.routed(&caller.tenant_id, |store| async move {
+            store.list_facts(visible, query, size, now).await
+        })
+        .await
     }
 
     /// A page of the rules the caller may see.
@@ -81,10 +82,11 @@ impl Engine {
         }
         let visible = self.visible(caller, query.scope.clone(), None)?;
         let now = self.services.clock.now();
-        self.services
-            .store
-            .list_rules(&visible, &query, size, now)
-            .await
+        let (visible, query) = (&visible, &query);
+        self.routed(&caller.tenant_id, |store| async move {
+            store.list_rules(visible, query, size, now).await
+        })
+        .await
     }
 
     /// A page of the episodes the caller may see.
@@ -96,10 +98,11 @@ impl Engine {
         self.services.database.check()?;
         let size = page_size(query.limit)?;
         let visible = self.visible(caller, None, query.butler.clone())?;
-        self.services
-            .store
-            .list_episodes(&visible, &query, size)
-            .await
+        let (visible, query) = (&visible, &query);
+        self.routed(&caller.tenant_id, |store| async move {
+            store.list_episodes(visible, query, size).await
+        })
+        .await
     }
 
     /// One record the caller may see, with its links, for a person to look at.
@@ -189,10 +192,13 @@ impl Engine {
         let size = page_size(limit)?;
         self.look_up(caller, MemoryType::Rule, rule_id, None)
             .await?;
+        let tenant = &caller.tenant_id;
         let (mut items, total) = self
-            .services
-            .store
-            .rule_applications(&caller.tenant_id, rule_id, before, i64::from(size) + 1)
+            .routed(tenant, |store| async move {
+                store
+                    .rule_applications(tenant, rule_id, before, i64::from(size) + 1)
+                    .await
+            })
             .await?;
         let more = items.len() > size as usize;
         items.truncate(size as usize);
@@ -398,7 +404,11 @@ impl Engine {
         let today = self.services.clock.now().date_naive();
         let first = today - chrono::Days::new(u64::from(days - 1));
         let from = first.and_time(chrono::NaiveTime::MIN).and_utc();
-        self.services.store.timeline(&filter, from, days).await
+        let filter = &filter;
+        self.routed(&caller.tenant_id, |store| async move {
+            store.timeline(filter, from, days).await
+        })
+        .await
     }
 }
 

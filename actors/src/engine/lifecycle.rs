@@ -23,6 +23,7 @@ use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
 use crate::domain::text::{check_name, check_reason};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::read_path::ReadTarget;
 use crate::store::activity::ActivityFilter;
 
 /// How long an on-demand sweep of one shard may take before the caller stops waiting (the
@@ -347,6 +348,8 @@ impl Engine {
                 butler: acting.clone(),
                 memory_type,
                 id,
+                // The shard acts on what the primary holds.
+                target: ReadTarget::Primary,
                 span: tracing::Span::current(),
                 reply,
             })

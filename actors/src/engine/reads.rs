@@ -21,7 +21,8 @@ use crate::domain::shard_key::ShardKey;
 use crate::domain::stats::MemoryStats;
 use crate::domain::text::{check_content, check_name};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
-use crate::read_path::{Cached, QueryEmbedding};
+use crate::read_path::{Cached, QueryEmbedding, ReadTarget};
+use crate::store::Store;
 use crate::store::stats::StatsFilter;
 
 impl Engine {
@@ -58,12 +59,15 @@ impl Engine {
             check_name("butler", b)?;
         }
         let butler = caller.reading_as(butler.as_deref())?;
+        let position = self.observe_writes(&caller.tenant_id).await?;
+        let target = self.read_target(position).await;
         let caller = caller.clone();
         self.read(|reply| ReaderMsg::Get {
             caller,
             butler,
             memory_type,
             id,
+            target,
             span: tracing::Span::current(),
             reply,
         })
@@ -139,7 +143,7 @@ impl Engine {
             "search|{}|{:?}|{:?}|{:?}|{mode}|{limit}|{min_confidence}|{text}",
             scope.tenant_id, scope.scopes, scope.butlers, types
         );
-        self.observe_writes(&caller.tenant_id).await?;
+        let position = self.observe_writes(&caller.tenant_id).await?;
         let generation = self.services.generations.current(&caller.tenant_id);
         let now = self.services.clock.now();
         if let Some(Cached::Search(hit)) = self.results.get(&key, generation, now) {
@@ -168,10 +172,12 @@ impl Engine {
             QueryEmbedding::none()
         };
         let query = Box::new(query);
+        let target = self.read_target(position).await;
         let outcome = self
             .read(|reply| ReaderMsg::Search {
                 query,
                 embedding,
+                target,
                 span: tracing::Span::current(),
                 reply,
             })
@@ -242,9 +248,10 @@ impl Engine {
             .into_iter()
             .map(|input| self.context_request(caller, input))
             .collect();
-        if let Err(e) = self.observe_writes(&caller.tenant_id).await {
-            return requests.iter().map(|_| Err(e.clone())).collect();
-        }
+        let position = match self.observe_writes(&caller.tenant_id).await {
+            Ok(position) => position,
+            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+        };
         // Answers still in the result cache need neither an embedding nor a reader.
         let generation = self.services.generations.current(&caller.tenant_id);
         let cached: Vec<Option<ContextOutcome>> = requests
@@ -279,10 +286,12 @@ impl Engine {
                 let key = context_key(&request);
                 let now = request.now;
                 let request = Box::new(request);
+                let target = self.read_target(position).await;
                 let outcome = self
                     .read(|reply| ReaderMsg::Context {
                         request,
                         embedding,
+                        target,
                         span: tracing::Span::current(),
                         reply,
                     })
@@ -348,13 +357,49 @@ impl Engine {
     /// The statement before each read (shared by the reads in flight, `HeadsWatch`) costs
     /// reads answered from the cache 4–9 % of their throughput at saturation
     /// (docs/benchmarks.md), so it is made only when the database may be shared
-    /// (`database.shared`).
-    async fn observe_writes(&self, tenant_id: &str) -> MemoryResult<()> {
-        // No other instance writes here (the embedded PostgreSQL): nothing to look for.
-        if !self.services.config.shared_database {
-            return Ok(());
+    /// (`database.shared`) or the read may go to a replica. Answers where the tenant's last
+    /// commit is in the primary's WAL, when it looked.
+    async fn observe_writes(&self, tenant_id: &str) -> MemoryResult<Option<i64>> {
+        // No other instance writes here (the embedded PostgreSQL) and no replica serves
+        // reads: nothing to look for.
+        if !self.services.config.shared_database && self.services.replicas.is_empty() {
+            return Ok(None);
         }
-        self.heads.observe(tenant_id).await
+        self.heads.observe(tenant_id).await.map(Some)
+    }
+
+    /// Where a read goes: a replica that has replayed the tenant's last commit (at
+    /// `position` in the primary's WAL), after a bounded wait for one, else the primary.
+    pub(super) async fn read_target(&self, position: Option<i64>) -> ReadTarget {
+        let replicas = &self.services.replicas;
+        match position {
+            Some(position) if !replicas.is_empty() => {
+                replicas.route(&self.services.store, position).await
+            }
+            _ => ReadTarget::Primary,
+        }
+    }
+
+    /// Runs `read` on the store that should serve a read of `tenant_id` (`read_target`):
+    /// for the reads made on the engine's own runtime (the dashboard's lists). A read a
+    /// replica fails as unavailable, or cancels for a conflict with its recovery, is run
+    /// again on the primary.
+    pub(super) async fn routed<T, F, Fut>(&self, tenant_id: &str, read: F) -> MemoryResult<T>
+    where
+        F: Fn(Store) -> Fut,
+        Fut: Future<Output = MemoryResult<T>>,
+    {
+        let position = self.observe_writes(tenant_id).await?;
+        let store = &self.services.store;
+        match self.read_target(position).await {
+            ReadTarget::Primary => read(store.clone()).await,
+            ReadTarget::Replica(index) => match read(store.on_replica(index)).await {
+                Err(e) if self.services.replicas.retry_on_primary(index, &e) => {
+                    read(store.clone()).await
+                }
+                answered => answered,
+            },
+        }
     }
 
     /// What the caller may see: the tenant always; butler keys `global` plus the acting

@@ -6,6 +6,12 @@
 //! reads, so under load an instance pays one statement per round trip, not one per read.
 //! Every read is answered by a statement sent after it arrived, so none misses a write
 //! committed before it began.
+//!
+//! A look also answers where the tenant's last commit is in the primary's WAL, for a read
+//! that may go to a replica (`replica_set.rs`): the position of the first look that saw the
+//! tenant's heads as they are now. Every write those heads count committed before that
+//! look, so a replica replayed that far has them all; a busy primary's other tenants do not
+//! make this tenant's reads wait for their WAL.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,13 +22,15 @@ use super::generations::Generations;
 use crate::error::{MemoryError, MemoryResult};
 use crate::store::Store;
 
-type Waiters = HashMap<String, Vec<oneshot::Sender<MemoryResult<()>>>>;
+type Waiters = HashMap<String, Vec<oneshot::Sender<MemoryResult<i64>>>>;
 
-/// The reads waiting for the next look, and whether a task is sending looks.
+/// The reads waiting for the next look, whether a task is sending looks, and each
+/// tenant's heads with the WAL position of the first look that saw them.
 #[derive(Debug, Default)]
 struct Pending {
     waiting: Waiters,
     looking: bool,
+    covering: HashMap<String, (i64, i64)>,
 }
 
 #[derive(Debug)]
@@ -41,8 +49,10 @@ impl HeadsWatch {
         }
     }
 
-    /// Returns once the tenant's heads, read after this call began, have been observed.
-    pub async fn observe(&self, tenant_id: &str) -> MemoryResult<()> {
+    /// Returns once the tenant's heads, read after this call began, have been observed:
+    /// with the primary's WAL position that covers every write of the tenant committed
+    /// before this call.
+    pub async fn observe(&self, tenant_id: &str) -> MemoryResult<i64> {
         let (tx, rx) = oneshot::channel();
         let start = {
             let mut pending = lock(&self.pending);
@@ -72,7 +82,7 @@ impl HeadsWatch {
 async fn look(pending: Arc<Mutex<Pending>>, store: Store, generations: Arc<Generations>) {
     let _unwinding = Unwinding(pending.clone());
     loop {
-        let waiting = {
+        let mut waiting = {
             let mut pending = lock(&pending);
             if pending.waiting.is_empty() {
                 pending.looking = false;
@@ -82,13 +92,24 @@ async fn look(pending: Arc<Mutex<Pending>>, store: Store, generations: Arc<Gener
         };
         let tenants: Vec<String> = waiting.keys().cloned().collect();
         match store.tenants_heads(&tenants).await {
-            Ok(heads) => {
-                for (tenant, sum) in heads {
+            Ok(look) => {
+                let mut pending = lock(&pending);
+                for (tenant, sum) in look.heads {
                     generations.observe_heads(&tenant, sum);
-                }
-                for (_, senders) in waiting {
-                    for tx in senders {
-                        let _ = tx.send(Ok(()));
+                    let covering = pending
+                        .covering
+                        .entry(tenant.clone())
+                        .or_insert((sum, look.wal_position));
+                    if covering.0 != sum {
+                        *covering = (sum, look.wal_position);
+                    }
+                    let position = covering.1;
+                    for tx in waiting
+                        .get_mut(&tenant)
+                        .map(std::mem::take)
+                        .unwrap_or_default()
+                    {
+                        let _ = tx.send(Ok(position));
                     }
                 }
             }

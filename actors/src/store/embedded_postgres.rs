@@ -78,6 +78,14 @@ pub enum EmbeddedPostgresError {
 
 type Result<T> = std::result::Result<T, EmbeddedPostgresError>;
 
+/// Where a new cluster comes from.
+enum Origin {
+    /// A new, empty cluster.
+    Initdb,
+    /// A copy of the primary at this libpq connection string, kept as its replica.
+    ReplicaOf(String),
+}
+
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> EmbeddedPostgresError {
     let context = context.into();
     move |source| EmbeddedPostgresError::Io { context, source }
@@ -101,10 +109,30 @@ pub struct EmbeddedPostgres {
 impl EmbeddedPostgres {
     /// Starts (initialising on first use) the cluster in `<data_dir>/postgres`.
     pub async fn start(data_dir: &Path, config: &EmbeddedPostgresConfig) -> Result<Self> {
+        Self::start_as(data_dir, config, Origin::Initdb).await
+    }
+
+    /// Starts a streaming replica of the PostgreSQL at `primary` (a libpq connection
+    /// string) in `<data_dir>/postgres`, copied from it with `pg_basebackup -R` on first use:
+    /// a read replica for `database.read_urls`, made from the embedded binaries. It runs
+    /// with `hot_standby_feedback`, so that the primary's vacuum does not cancel reads.
+    pub async fn start_replica(
+        data_dir: &Path,
+        config: &EmbeddedPostgresConfig,
+        primary: &str,
+    ) -> Result<Self> {
+        Self::start_as(data_dir, config, Origin::ReplicaOf(primary.to_owned())).await
+    }
+
+    async fn start_as(
+        data_dir: &Path,
+        config: &EmbeddedPostgresConfig,
+        origin: Origin,
+    ) -> Result<Self> {
         let data_dir = data_dir.to_owned();
         let config = config.clone();
         let timeout = Duration::from_secs(config.startup_timeout_secs);
-        tokio::task::spawn_blocking(move || Self::prepare(&data_dir, &config))
+        tokio::task::spawn_blocking(move || Self::prepare(&data_dir, &config, &origin))
             .await
             .map_err(|e| EmbeddedPostgresError::Command {
                 step: "start-up",
@@ -213,7 +241,7 @@ impl EmbeddedPostgres {
             .await
     }
 
-    fn prepare(data_dir: &Path, config: &EmbeddedPostgresConfig) -> Result<Self> {
+    fn prepare(data_dir: &Path, config: &EmbeddedPostgresConfig, origin: &Origin) -> Result<Self> {
         let bin_dir = config.install_dir.join("bin");
         for exe in ["initdb", "postgres", "pg_ctl"] {
             if !bin_dir.join(exe).is_file() {
@@ -259,7 +287,7 @@ impl EmbeddedPostgres {
             _lock: lock,
         };
         pg.stop_orphan();
-        pg.init_cluster_if_needed()?;
+        pg.init_cluster_if_needed(origin)?;
         pg.guard = Some(pg.spawn_guard(config)?);
         Ok(pg)
     }
@@ -302,7 +330,7 @@ impl EmbeddedPostgres {
         }
     }
 
-    fn init_cluster_if_needed(&self) -> Result<()> {
+    fn init_cluster_if_needed(&self, origin: &Origin) -> Result<()> {
         if self.cluster_dir.join("PG_VERSION").is_file() {
             return Ok(());
         }
@@ -322,6 +350,9 @@ impl EmbeddedPostgres {
                 }
             })?;
         }
+        if let Origin::ReplicaOf(primary) = origin {
+            return self.copy_primary(primary);
+        }
         tracing::info!(dir = %self.cluster_dir.display(), "initialising the embedded PostgreSQL cluster");
         let mut cmd = Command::new(self.bin_dir.join("initdb"));
         cmd.arg("-D").arg(&self.cluster_dir).args([
@@ -332,6 +363,40 @@ impl EmbeddedPostgres {
             "--locale=C",
         ]);
         run(&mut cmd, self.run_as, "initdb")
+    }
+
+    /// Makes the cluster a standby of `primary`: a base backup streamed with its WAL, the
+    /// standby signal and `primary_conninfo` written by `-R`.
+    fn copy_primary(&self, primary: &str) -> Result<()> {
+        tracing::info!(dir = %self.cluster_dir.display(), "copying the primary for a streaming replica");
+        let mut cmd = Command::new(self.bin_dir.join("pg_basebackup"));
+        cmd.arg("-D")
+            .arg(&self.cluster_dir)
+            .args(["-R", "-X", "stream", "-c", "fast", "-w", "-d", primary]);
+        if let Err(e) = run(&mut cmd, self.run_as, "pg_basebackup") {
+            // A half-copied cluster must not start next time as if it were whole.
+            let _ = fs::remove_file(self.cluster_dir.join("PG_VERSION"));
+            return Err(e);
+        }
+        // The primary's socket lives in its cluster directory, so the copy has the
+        // primary's socket lock file (naming the primary's live postmaster): without
+        // removing it the replica would refuse to start.
+        let entries = fs::read_dir(&self.cluster_dir).map_err(io_err("listing the copy"))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(".s.PGSQL.") && name.ends_with(".lock") {
+                fs::remove_file(entry.path())
+                    .map_err(io_err("removing the primary's socket lock"))?;
+            }
+        }
+        let auto_conf = self.cluster_dir.join("postgresql.auto.conf");
+        let mut conf = OpenOptions::new()
+            .append(true)
+            .open(&auto_conf)
+            .map_err(io_err("opening postgresql.auto.conf"))?;
+        std::io::Write::write_all(&mut conf, b"hot_standby_feedback = on\n")
+            .map_err(io_err("writing postgresql.auto.conf"))
     }
 
     fn spawn_guard(&self, config: &EmbeddedPostgresConfig) -> Result<Child> {
