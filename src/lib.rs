@@ -14,6 +14,7 @@ pub mod http;
 pub mod load;
 pub mod mcp;
 pub mod purge_command;
+pub mod replica_command;
 pub mod replica_watch;
 pub mod rotate_keys;
 pub mod startup;

@@ -159,6 +159,14 @@ enum Command {
         #[arg(long)]
         rewrap_only: bool,
     },
+    /// Run a streaming read replica of the configured database (database_url, or the running
+    /// service's embedded PostgreSQL) in its own data directory, from the embedded
+    /// PostgreSQL binaries, until stopped; prints the URL for database.read_urls.
+    Replica {
+        /// Where the replica keeps its copy (made with pg_basebackup on first start).
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
     /// Replace the database with a backup, then apply newer migrations. The service must
     /// be stopped; a database holding memories is refused without --force.
     Restore {
@@ -320,6 +328,9 @@ fn main() -> ExitCode {
             }
             Command::Restore { input, force } => {
                 println!("{}", backup::restore(&config, &input, force).await?);
+            }
+            Command::Replica { data_dir } => {
+                butler_memory::replica_command::run(&config, &data_dir, shutdown_signal()).await?;
             }
             // Answered above, without a runtime.
             Command::CheckConfig => {}

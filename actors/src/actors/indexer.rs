@@ -82,8 +82,9 @@ pub struct IndexerState {
     /// cleared when the kick is taken, so that a burst of commits queues one kick, not
     /// thousands.
     kick_pending: Arc<AtomicBool>,
-    /// Episodes admitted so far and when that was read, for the write rate.
-    writes_seen: (Instant, u64),
+    /// Writes so far (`writes_so_far`) and when that was read, for the write rate; none
+    /// before the first measure.
+    writes_seen: Option<(Instant, u64)>,
     /// Whether writes were hot when last measured.
     hot: bool,
     /// Re-embedding rows another model embedded.
@@ -132,7 +133,7 @@ impl Actor for Indexer {
             version_id: args.version_id,
             info: args.info,
             kick_pending,
-            writes_seen: (Instant::now(), 0),
+            writes_seen: None,
             hot: false,
             walk: Walk::Unknown,
         })
@@ -291,8 +292,12 @@ impl IndexerState {
             return Ok(false);
         }
         // Re-measured at most four times a second; in between, the last answer stands.
-        let (since, mut seen) = self.writes_seen;
-        let mut elapsed = since.elapsed().as_secs_f64();
+        let (since, mut seen) = self.writes_seen.unwrap_or((Instant::now(), 0));
+        let mut elapsed = match self.writes_seen {
+            Some(_) => since.elapsed().as_secs_f64(),
+            // Nothing measured yet: a fresh window (below).
+            None => f64::INFINITY,
+        };
         if elapsed < 0.25 {
             return Ok(self.hot);
         }
@@ -302,13 +307,13 @@ impl IndexerState {
             // burst looked cold. The indexer then took the embedder for whole batches just
             // as the burst's first reads needed it for their queries (they waited out the
             // query-embedding timeout, 250 ms). Measure a short fresh window instead.
-            seen = self.services.admission.admitted_total();
+            seen = self.writes_so_far().await?;
             let started = Instant::now();
             tokio::time::sleep(FRESH_WINDOW).await;
             elapsed = started.elapsed().as_secs_f64();
         }
-        let now = self.services.admission.admitted_total();
-        self.writes_seen = (Instant::now(), now);
+        let now = self.writes_so_far().await?;
+        self.writes_seen = Some((Instant::now(), now));
         let rate = now.saturating_sub(seen) as f64 / elapsed;
         self.hot = if rate <= config.yield_above_writes_per_sec {
             false
@@ -320,6 +325,19 @@ impl IndexerState {
             waited < config.max_defer_secs
         };
         Ok(self.hot)
+    }
+
+    /// Writes so far, the count the yield measures its rate on: the episodes this
+    /// instance admitted, or, when other instances share the database, the events every
+    /// instance appended. An instance must yield to the fleet's burst, not to its own share
+    /// of it: with each indexer judging its share, two instances embedded during a burst
+    /// what one instance defers (docs/benchmarks.md).
+    async fn writes_so_far(&self) -> MemoryResult<u64> {
+        if self.services.config.shared_database {
+            self.services.store.events_appended().await
+        } else {
+            Ok(self.services.admission.admitted_total())
+        }
     }
 
     async fn embed_batch(&mut self, memory_type: MemoryType) -> MemoryResult<u64> {

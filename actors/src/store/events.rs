@@ -40,6 +40,19 @@ pub async fn append(
 }
 
 impl Store {
+    /// How many events have been appended so far by every instance (the audit stream's id
+    /// sequence; ids a rolled-back transaction took count too). Read without a lock and
+    /// outside any transaction: a fleet-wide write rate for background work to yield to.
+    #[tracing::instrument(target = "otel", name = "db.events_appended", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
+    pub async fn events_appended(&self) -> MemoryResult<u64> {
+        let last: Option<i64> = sqlx::query_scalar(
+            "SELECT pg_sequence_last_value(pg_get_serial_sequence('memory_events', 'id')::regclass)",
+        )
+        .fetch_one(self.pool())
+        .await?;
+        Ok(last.unwrap_or(0).max(0) as u64)
+    }
+
     /// The events of one entity, oldest first.
     #[tracing::instrument(target = "otel", name = "db.events_for", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn events_for(
