@@ -81,6 +81,10 @@ struct Args {
     /// Extra service configuration (TOML layered over the defaults), e.g. retrieval workers.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// The cluster directory of a PostgreSQL server whose CPU over the timed phase is
+    /// reported per request (repeat for several: a primary and its replica).
+    #[arg(long)]
+    postgres_cpu: Vec<PathBuf>,
     /// Accepted for `cargo bench` compatibility.
     #[arg(long, hide = true)]
     bench: bool,
@@ -101,9 +105,27 @@ async fn main() -> anyhow::Result<()> {
 /// Seed, measure, report.
 async fn run(args: Arc<Args>, service: &Service) -> anyhow::Result<()> {
     let seeded = prepare(&args, service).await?;
+    let cpu_before = postgres_cpu(&args)?;
     let (samples, wall) = measure(args.clone(), service).await?;
+    let cpu_after = postgres_cpu(&args)?;
+    for ((dir, before), after) in args.postgres_cpu.iter().zip(cpu_before).zip(cpu_after) {
+        eprintln!(
+            "PostgreSQL {}: {:.3} CPU-s over the timed phase, {:.2} CPU-ms per request",
+            dir.display(),
+            after - before,
+            (after - before) * 1000.0 / samples.len().max(1) as f64
+        );
+    }
     print_cache_metrics(service).await?;
     report(&args, &samples, wall, &seeded)
+}
+
+/// CPU seconds used so far by each `--postgres-cpu` server.
+fn postgres_cpu(args: &Args) -> anyhow::Result<Vec<f64>> {
+    args.postgres_cpu
+        .iter()
+        .map(|dir| support::postgres_cpu_seconds(dir))
+        .collect()
 }
 
 // ---- seeding ------------------------------------------------------------------------------

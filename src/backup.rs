@@ -75,6 +75,132 @@ fn run(config: &Config, tool: &'static str, args: &[&str]) -> Result<String, Bac
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// Replays the archive `input` into the database at `conninfo` in one transaction, what
+/// was there dropped first: `pg_restore --clean` as a script, fed to `psql`.
+///
+/// Not `pg_restore --clean --single-transaction` itself: its clean phase drops the key of a
+/// partition (the audit stream's monthly ones) before the partitioned table's, which
+/// PostgreSQL refuses (the key is inherited). Those drops are left out of the script; the
+/// partitions' `DROP TABLE` that follows takes their keys with them. Only the clean phase
+/// is filtered (the lines before the first `COPY`), never the data.
+fn replay(config: &Config, input: &Path, conninfo: &str) -> Result<(), BackupError> {
+    use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+    use std::process::Stdio;
+
+    let listing = run(config, "pg_restore", &["--list", &input.to_string_lossy()])?;
+    let partitions: Vec<String> = listing
+        .lines()
+        .filter_map(|l| l.split(" TABLE ATTACH ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().nth(1).map(str::to_owned))
+        .collect();
+    let tool = |name: &str| {
+        config
+            .edge
+            .embedded_postgres
+            .install_dir
+            .join("bin")
+            .join(name)
+    };
+    let mut script = Command::new(tool("pg_restore"))
+        .args(["--clean", "--if-exists", "--no-owner", "--file", "-"])
+        .arg(input)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| BackupError::Spawn {
+            tool: "pg_restore",
+            source,
+        })?;
+    let mut psql = Command::new(tool("psql"))
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+        .args(["--dbname", conninfo])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| BackupError::Spawn {
+            tool: "psql",
+            source,
+        })?;
+    let inherited_key_drop = |line: &[u8]| {
+        let line = String::from_utf8_lossy(line);
+        partitions.iter().any(|p| {
+            line.starts_with(&format!(
+                "ALTER TABLE IF EXISTS ONLY public.{p} DROP CONSTRAINT"
+            ))
+        })
+    };
+    let fed = {
+        let from = BufReader::new(script.stdout.take().expect("piped"));
+        let mut to = BufWriter::new(psql.stdin.take().expect("piped"));
+        let mut cleaning = true;
+        let mut fed = to.write_all(b"BEGIN;\n");
+        for line in from.split(b'\n') {
+            let line = match line {
+                Ok(line) => line,
+                Err(e) => {
+                    fed = Err(e);
+                    break;
+                }
+            };
+            cleaning = cleaning && !line.starts_with(b"COPY ");
+            if cleaning && inherited_key_drop(&line) {
+                continue;
+            }
+            // psql stopped reading (it failed): its own error says why.
+            if let Err(e) = to.write_all(&line).and_then(|()| to.write_all(b"\n")) {
+                fed = Err(e);
+                break;
+            }
+        }
+        // Committed only when the whole script came: a pg_restore that failed half-way
+        // leaves psql's session to end without a COMMIT, and the transaction rolls back.
+        let whole = matches!(script.wait(), Ok(status) if status.success());
+        if fed.is_ok() && whole {
+            fed = to.write_all(b"COMMIT;\n").and_then(|()| to.flush());
+        }
+        fed
+    };
+    let stderr = |child: &mut std::process::Child| {
+        let mut text = String::new();
+        if let Some(mut err) = child.stderr.take() {
+            let _ = err.read_to_string(&mut text);
+        }
+        text.trim().to_owned()
+    };
+    let script_status = script.wait();
+    let script_err = stderr(&mut script);
+    let psql_err = stderr(&mut psql);
+    let psql_status = psql.wait().map_err(|source| BackupError::Spawn {
+        tool: "psql",
+        source,
+    })?;
+    if !psql_status.success() {
+        return Err(BackupError::Tool {
+            tool: "psql",
+            status: psql_status.to_string(),
+            stderr: psql_err,
+        });
+    }
+    match script_status {
+        Ok(status) if status.success() && fed.is_ok() => Ok(()),
+        Ok(status) if status.success() => Err(BackupError::Tool {
+            tool: "psql",
+            status: "stopped reading the script".into(),
+            stderr: fed.err().map(|e| e.to_string()).unwrap_or_default(),
+        }),
+        Ok(status) => Err(BackupError::Tool {
+            tool: "pg_restore",
+            status: status.to_string(),
+            stderr: script_err,
+        }),
+        Err(source) => Err(BackupError::Spawn {
+            tool: "pg_restore",
+            source,
+        }),
+    }
+}
+
 /// Entries of an archive, or why it is not one.
 fn archive_entries(config: &Config, archive: &Path) -> Result<usize, BackupError> {
     let listing = run(
@@ -145,20 +271,7 @@ pub async fn restore(config: &Config, input: &Path, force: bool) -> Result<Strin
         if held > 0 && !force {
             return Err(BackupError::NotEmpty(held));
         }
-        run(
-            config,
-            "pg_restore",
-            &[
-                "--clean",
-                "--if-exists",
-                "--no-owner",
-                "--single-transaction",
-                "--exit-on-error",
-                "--dbname",
-                &target.conninfo,
-                &input.to_string_lossy(),
-            ],
-        )
+        replay(config, input, &target.conninfo)
     }
     .await;
     target.close().await?;

@@ -184,7 +184,8 @@ async fn measure(
         }
     }
     let gauge = |text: &Option<String>, family: &str| {
-        text.as_deref().and_then(|t| verify::family_sum(t, family))
+        text.as_deref()
+            .and_then(|t| verify::family_value(t, family))
     };
     let gauges = verify::GAUGED
         .iter()

@@ -392,6 +392,11 @@ pub struct LifecycleConfig {
     /// How long a claimed sweep may go without its instance's heartbeat before another
     /// instance takes it over.
     pub lease_secs: NonZeroU64,
+    /// Months of the audit stream's partitions kept ready beyond the current one.
+    pub event_partitions_ahead: u32,
+    /// Whole months of the audit stream kept before the current one; older months are
+    /// dropped (0: keep everything, the default).
+    pub event_retention_months: u32,
 }
 
 impl LifecycleConfig {

@@ -64,7 +64,7 @@ pub use store::lifecycle_claims::SweepFire;
 pub use store::read_replicas::ReplicaStatus;
 pub use store::stats::StatsFilter;
 pub use store::{
-    AppliedMigration, DatabaseConfig, DatabaseSharing, ReadUrls, Store, StoreStartError,
+    AppliedMigration, DatabaseConfig, DatabaseSharing, MIGRATOR, ReadUrls, Store, StoreStartError,
 };
 pub use vault::{MIN_SECRET_CHARS, Vault};
 

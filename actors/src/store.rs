@@ -17,6 +17,7 @@ pub mod embedding_claims;
 pub mod embedding_versions;
 pub mod episode_cleanup;
 pub mod episodes;
+pub mod event_partitions;
 pub mod events;
 pub mod facts;
 pub mod feedback;

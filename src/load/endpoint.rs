@@ -91,11 +91,16 @@ impl Endpoint {
         }
     }
 
-    /// The service's `/metrics` text (every instance's, one after another, so that a
-    /// family's samples add up over the fleet), or `None` when one does not answer it.
+    /// The service's `/metrics` text (every instance's, one after another, separated by
+    /// `verify::INSTANCE_SEPARATOR`, so that a family's samples add up over the fleet), or
+    /// `None` when one does not answer it.
     pub async fn metrics(&self) -> Option<String> {
         let mut text = String::new();
-        for url in self.urls.iter() {
+        for (i, url) in self.urls.iter().enumerate() {
+            if i > 0 {
+                text.push_str(super::verify::INSTANCE_SEPARATOR);
+                text.push('\n');
+            }
             let response = self
                 .http
                 .get(url.join("/metrics").ok()?)

@@ -77,6 +77,27 @@ fn sampled(id: u128, sample: f64) -> bool {
     (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64 <= sample
 }
 
+/// Families that measure the one database, not the instance: every instance of a fleet
+/// reports the same value, so the fleet's is one of them, not their sum.
+const DATABASE_WIDE: &[&str] = &[
+    "butler_memory_embedding_backlog",
+    "butler_memory_consolidation_backlog",
+];
+
+/// The line `Endpoint::metrics` puts between two instances' expositions.
+pub const INSTANCE_SEPARATOR: &str = "# butler-memory load: next instance";
+
+/// The family `name` over a fleet's `/metrics` (`Endpoint::metrics`): the sum over its
+/// instances, or for a family of the database the largest instance's figure.
+pub fn family_value(text: &str, name: &str) -> Option<f64> {
+    if !DATABASE_WIDE.contains(&name) {
+        return family_sum(text, name);
+    }
+    text.split(INSTANCE_SEPARATOR)
+        .filter_map(|instance| family_sum(instance, name))
+        .reduce(f64::max)
+}
+
 /// The sum of every sample of the family `name` in a Prometheus text exposition (`None`
 /// when it has none).
 pub fn family_sum(text: &str, name: &str) -> Option<f64> {
@@ -134,7 +155,7 @@ pub async fn drain(endpoint: &Endpoint, timeout: Duration) -> Drain {
         let backlog = endpoint
             .metrics()
             .await
-            .and_then(|m| family_sum(&m, "butler_memory_embedding_backlog"));
+            .and_then(|m| family_value(&m, "butler_memory_embedding_backlog"));
         if at_end.is_none() {
             at_end = backlog;
         }
@@ -179,6 +200,26 @@ mod tests {
             Some(7.0)
         );
         assert_eq!(family_sum(text, "butler_memory_nothing"), None);
+    }
+
+    #[test]
+    fn a_fleet_adds_its_counters_but_reports_the_database_once() {
+        let one = "butler_memory_requests_total{tool=\"a\"} 3\nbutler_memory_embedding_backlog 7\n";
+        let other =
+            "butler_memory_requests_total{tool=\"a\"} 4\nbutler_memory_embedding_backlog 6\n";
+        let fleet = format!("{one}\n{INSTANCE_SEPARATOR}\n{other}");
+        assert_eq!(
+            family_value(&fleet, "butler_memory_requests_total"),
+            Some(7.0)
+        );
+        assert_eq!(
+            family_value(&fleet, "butler_memory_embedding_backlog"),
+            Some(7.0)
+        );
+        assert_eq!(
+            family_value(one, "butler_memory_embedding_backlog"),
+            Some(7.0)
+        );
     }
 
     #[test]

@@ -124,6 +124,26 @@ impl TestCluster {
         }
     }
 
+    /// A fresh database with no schema at all, for a test that applies the migrations
+    /// itself (one at a time, on data of an older schema).
+    pub async fn empty_database(&self) -> TestDatabase {
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = self.admin().await;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create an empty test database");
+        let _ = conn.close().await;
+        TestDatabase {
+            url: format!(
+                "postgres://postgres@localhost/{name}?host={}&port={}",
+                self.socket_dir.display(),
+                self.port
+            ),
+            options: self.options(&name),
+        }
+    }
+
     fn options(&self, database: &str) -> PgConnectOptions {
         PgConnectOptions::new_without_pgpass()
             .socket(&self.socket_dir)

@@ -88,7 +88,17 @@ async fn a_backup_of_a_running_service_restores_elsewhere_identically() {
         .await;
     let rule = rule["id"].as_str().unwrap().to_owned();
     let ids = [("episode", episode), ("fact", fact), ("rule", rule)];
-    let before = answers(&service, &ids).await;
+    // Once the indexer has embedded all three: the backup must not race it.
+    let before = eventually(std::time::Duration::from_secs(30), || async {
+        let before = answers(&service, &ids).await;
+        if before[..3].iter().all(|r| !r["embedding_model"].is_null()) {
+            Ok(before)
+        } else {
+            Err("not embedded yet".to_owned())
+        }
+    })
+    .await
+    .unwrap();
 
     // Taken while the service runs, through its database's socket.
     let archive = dir.path().join("memory.backup");

@@ -13,7 +13,9 @@
 //! `consolidation.trigger_backlog_size` or `trigger_backlog_age_secs` consolidated
 //! (DECISIONS.md #14), so freshness holds between cron runs. While episodes are admitted
 //! faster than `indexer.yield_above_writes_per_sec`, only the age trigger applies: a burst
-//! keeps the CPU, and its backlog is consolidated after it.
+//! keeps the CPU, and its backlog is consolidated after it. At start and each tick it keeps
+//! the audit stream's monthly partitions made ahead, and drops months past
+//! `lifecycle.event_retention_months` when one is set (`store/event_partitions.rs`).
 //!
 //! Supervised by the root supervisor; it holds no state worth keeping across a restart
 //! (the schedules are recomputed, missed runs caught up from the record of runs).
@@ -111,6 +113,7 @@ impl Actor for Scheduler {
                 next,
             });
         }
+        keep_event_partitions(&args.services, now).await;
         let tick = Duration::from_millis(lifecycle.scheduler_tick_ms.get());
         myself.send_interval(tick, || SchedulerMsg::Tick);
         args.info.started();
@@ -139,6 +142,7 @@ impl Actor for Scheduler {
                 if let Err(error) = state.services.store.compact_counts().await {
                     tracing::warn!(%error, "folding the stats' count deltas failed; the next tick retries");
                 }
+                keep_event_partitions(&state.services, now).await;
                 for i in 0..state.jobs.len() {
                     if let Some(due) = state.jobs[i].next.filter(|due| *due <= now) {
                         state.info.begin();
@@ -154,6 +158,37 @@ impl Actor for Scheduler {
             }
         }
         Ok(())
+    }
+}
+
+/// The audit stream's partitions made ahead, and old ones dropped under the retention
+/// (`store/event_partitions.rs`); a failure is logged and the next tick tries again.
+async fn keep_event_partitions(services: &Services, now: DateTime<Utc>) {
+    let lifecycle = &services.config.lifecycle;
+    match services
+        .store
+        .keep_event_partitions(
+            now,
+            lifecycle.event_partitions_ahead,
+            lifecycle.event_retention_months,
+        )
+        .await
+    {
+        Ok(upkeep) => {
+            for partition in upkeep.created {
+                tracing::info!(partition, "audit stream partition made ahead");
+            }
+            for partition in upkeep.dropped {
+                tracing::warn!(
+                    partition,
+                    retention_months = lifecycle.event_retention_months,
+                    "audit stream partition dropped under lifecycle.event_retention_months"
+                );
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "keeping the audit stream's partitions failed; the next tick retries")
+        }
     }
 }
 

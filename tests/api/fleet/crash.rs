@@ -1,6 +1,7 @@
 //! Instances as processes on one database: `kill -9` of one in the middle of a burst sent to
 //! both loses no acknowledged write (and the shard's order has no gap), and the survivor
-//! keeps running the shard's sweeps; a sweep the dead one held is taken over after the lease.
+//! keeps running the shard's sweeps and its consolidation; work the dead one held is taken
+//! over after the lease.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,14 +13,14 @@ use sqlx::Connection;
 use crate::binary::{Service, write_config};
 use crate::helpers::*;
 
-/// An instance of the binary on the database at `url`, named `name`: sweeps every two
-/// seconds, leases of two seconds.
+/// An instance of the binary on the database at `url`, named `name`: sweeps and
+/// consolidation every two seconds, leases of two seconds.
 fn instance(dir: &std::path::Path, url: &str, name: &str) -> Service {
     let config = write_config(
         dir,
         &format!(
             "[lifecycle]\ninstance_id = \"{name}\"\nscheduler_tick_ms = 100\nlease_secs = 2\n\
-             decay_sweep_cron = \"*/2 * * * * *\"\n"
+             decay_sweep_cron = \"*/2 * * * * *\"\nconsolidation_cron = \"*/2 * * * * *\"\n"
         ),
     );
     Service::start_with(&config, &[("BUTLER_MEMORY_DATABASE_URL", url)])
@@ -108,25 +109,34 @@ async fn a_killed_instance_loses_no_acknowledged_write_and_the_survivor_keeps_sw
     .unwrap();
     assert_eq!(numbers, head, "the shard's numbers have a gap");
 
-    // The survivor runs the shard's sweeps after the kill, and no claim of the dead
-    // instance stays unfinished past its lease.
-    eventually(Duration::from_secs(30), || async {
+    // The survivor runs the shard's sweeps and consolidation after the kill, no claim of
+    // the dead instance stays unfinished past its lease, and the burst's episodes (the dead
+    // instance's too) are all consolidated.
+    eventually(Duration::from_secs(60), || async {
         let mut sql = sqlx::PgConnection::connect_with(&db).await.unwrap();
-        let (swept, abandoned): (i64, i64) = sqlx::query_as(
-            "SELECT count(*) FILTER (WHERE instance_id = 'p2' AND fire_at > $1
-                                      AND finished_at IS NOT NULL
+        let (swept, consolidations, abandoned, pending): (i64, i64, i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE kind = 'decay_sweep' AND instance_id = 'p2'
+                                      AND fire_at > $1 AND finished_at IS NOT NULL
                                       AND tenant_id = 'tenant-a' AND butler = 'health'),
-                    count(*) FILTER (WHERE finished_at IS NULL AND heartbeat_at < now() - interval '4 seconds')
-             FROM lifecycle_claims WHERE kind = 'decay_sweep'",
+                    count(*) FILTER (WHERE kind = 'consolidation' AND instance_id = 'p2'
+                                      AND fire_at > $1 AND finished_at IS NOT NULL
+                                      AND tenant_id = 'tenant-a' AND butler = 'health'),
+                    count(*) FILTER (WHERE finished_at IS NULL AND heartbeat_at < now() - interval '4 seconds'),
+                    (SELECT count(*) FROM episodes WHERE tenant_id = 'tenant-a'
+                         AND butler = 'health' AND consolidation_status = 'pending')
+             FROM lifecycle_claims",
         )
         .bind(killed_at)
         .fetch_one(&mut sql)
         .await
         .unwrap();
-        if swept >= 2 && abandoned == 0 {
+        if swept >= 2 && consolidations >= 1 && abandoned == 0 && pending == 0 {
             Ok(())
         } else {
-            Err(format!("{swept} sweeps by the survivor, {abandoned} abandoned claims"))
+            Err(format!(
+                "{swept} sweeps and {consolidations} consolidations by the survivor, \
+                 {abandoned} abandoned claims, {pending} episodes pending"
+            ))
         }
     })
     .await
