@@ -19,6 +19,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+/// The line [`Endpoint::metrics`] puts between two instances' expositions.
+pub const INSTANCE_SEPARATOR: &str = "# butler-memory load: next instance";
+
 /// The MCP endpoints of the service (one per instance of a fleet without a balancer in
 /// front: calls go to each in turn) and the HTTP connection pool every call of the
 /// generator shares.
@@ -92,13 +95,13 @@ impl Endpoint {
     }
 
     /// The service's `/metrics` text (every instance's, one after another, separated by
-    /// `verify::INSTANCE_SEPARATOR`, so that a family's samples add up over the fleet), or
+    /// `INSTANCE_SEPARATOR`, so that a family's samples add up over the fleet), or
     /// `None` when one does not answer it.
     pub async fn metrics(&self) -> Option<String> {
         let mut text = String::new();
         for (i, url) in self.urls.iter().enumerate() {
             if i > 0 {
-                text.push_str(super::verify::INSTANCE_SEPARATOR);
+                text.push_str(INSTANCE_SEPARATOR);
                 text.push('\n');
             }
             let response = self

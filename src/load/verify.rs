@@ -8,7 +8,7 @@ use futures::StreamExt as _;
 use serde::Serialize;
 use serde_json::json;
 
-use super::endpoint::Endpoint;
+use super::endpoint::{Endpoint, INSTANCE_SEPARATOR};
 use super::target::Shard;
 
 /// Read-backs in flight at once.
@@ -83,9 +83,6 @@ const DATABASE_WIDE: &[&str] = &[
     "butler_memory_embedding_backlog",
     "butler_memory_consolidation_backlog",
 ];
-
-/// The line `Endpoint::metrics` puts between two instances' expositions.
-pub const INSTANCE_SEPARATOR: &str = "# butler-memory load: next instance";
 
 /// The family `name` over a fleet's `/metrics` (`Endpoint::metrics`): the sum over its
 /// instances, or for a family of the database the largest instance's figure.
