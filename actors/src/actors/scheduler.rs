@@ -133,6 +133,10 @@ impl Actor for Scheduler {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
+            // While the database is known down every step would wait out its connection
+            // timeout and fail (and hold up a stop): the tick is skipped, and a sweep that
+            // fell due runs at the first tick after the database answers again.
+            SchedulerMsg::Tick if state.services.database.down().is_some() => {}
             SchedulerMsg::Tick => {
                 let now = state.services.clock.now();
                 let hot = state.writes_hot();
