@@ -10,6 +10,7 @@
 //!     cargo bench --bench locomo -- ../shared/data/locomo_dev.json
 //!     cargo bench --bench locomo -- PATH --modes hybrid,semantic,keyword \
 //!         --json locomo.json --limit-conversations 2
+//!     cargo bench --bench locomo -- PATH --no-sessions   # as a caller without sessions
 //!
 //! Prints recall@5/10/25/50 per mode, overall and per category, the question counts behind
 //! every number, the store time, the embedding drain time and search latency p50/p95.
@@ -60,6 +61,10 @@ struct Args {
     /// Sessions stored at once per conversation (each session's turns in order).
     #[arg(long, default_value_t = 8)]
     store_concurrency: usize,
+    /// Store as a caller that knows nothing of sessions would: every turn on its own, one
+    /// at a time in file order, its text alone (no `session_id`, no metadata).
+    #[arg(long)]
+    no_sessions: bool,
     /// Search calls in flight.
     #[arg(long, default_value_t = 4)]
     search_concurrency: usize,
@@ -149,6 +154,30 @@ struct ModeResult {
 
 fn tenant_key(conversation: &str) -> String {
     format!("locomo-bench-admin-{conversation}")
+}
+
+/// Stores the turns of one conversation one at a time, in file order, each with its text
+/// alone (`--no-sessions`); returns episode id → dia_id.
+async fn store_turns_alone(
+    client: &McpClient,
+    conversation: &Conversation,
+) -> anyhow::Result<HashMap<String, String>> {
+    let mut ids = HashMap::with_capacity(conversation.episodes.len());
+    for episode in &conversation.episodes {
+        let body = client
+            .try_call(
+                "memory_store_episode",
+                json!({"content": episode.content, "butler": BUTLER, "ttl_days": 3650}),
+            )
+            .await
+            .with_context(|| format!("{} {}", conversation.id, episode.dia_id))?;
+        let id = body["id"]
+            .as_str()
+            .context("memory_store_episode answered without an id")?
+            .to_owned();
+        ids.insert(id, episode.dia_id.clone());
+    }
+    Ok(ids)
 }
 
 /// Stores the turns of one conversation; returns episode id → dia_id. A session's turns
@@ -293,7 +322,11 @@ async fn run(
     for conversation in conversations {
         let client = service.client(&tenant_key(&conversation.id)).await?;
         let started = Instant::now();
-        let ids = store_conversation(&client, conversation, args.store_concurrency).await?;
+        let ids = if args.no_sessions {
+            store_turns_alone(&client, conversation).await?
+        } else {
+            store_conversation(&client, conversation, args.store_concurrency).await?
+        };
         let stored = started.elapsed();
         // The indexer embeds rows after their write is acknowledged; this is what is left
         // of that work when the last write answers.
@@ -384,10 +417,17 @@ fn report(
         counts.resolved,
         counts.dropped.join(", ")
     );
+    let how = if args.no_sessions {
+        "one turn at a time in file order, no session_id, no metadata".to_owned()
+    } else {
+        format!(
+            "{} sessions at once, each in order, with session_id",
+            args.store_concurrency
+        )
+    };
     println!(
-        "- store: {store_s:.1} s ({:.0} turns/s, {} sessions at once, each in order); embedding drain after the last write: {:.1} s",
+        "- store: {store_s:.1} s ({:.0} turns/s, {how}); embedding drain after the last write: {:.1} s",
         turns as f64 / store_s.max(1e-9),
-        args.store_concurrency,
         timings.drain.as_secs_f64()
     );
     println!();
@@ -476,6 +516,7 @@ fn report(
             },
             "search_limit": SEARCH_LIMIT,
             "store_concurrency": args.store_concurrency,
+            "sessions": !args.no_sessions,
             "search_concurrency": args.search_concurrency,
             "store_seconds": round3(store_s),
             "store_turns_per_second": round3(turns as f64 / store_s.max(1e-9)),
