@@ -161,6 +161,11 @@ pub struct EpisodesConfig {
     pub default_ttl_days: f64,
     /// Episodes kept per shard before capacity cleanup deletes the oldest consolidated ones.
     pub max_entries: NonZeroU64,
+    /// Episodes a butler stores without a `session_id` within this many seconds of its
+    /// previous one (also without) are read as one conversation: each is embedded with the
+    /// one before it, and a search that finds one brings its neighbours. 0: only a
+    /// `session_id` makes a conversation.
+    pub conversation_gap_secs: f64,
 }
 
 /// `[facts]`
@@ -455,6 +460,11 @@ impl EngineConfig {
             (MIN_TTL_DAYS..=MAX_TTL_DAYS).contains(&self.episodes.default_ttl_days),
             "episodes.default_ttl_days",
             "must be at least one second (0.0000116) and at most 3650",
+        );
+        check(
+            (0.0..=86_400.0).contains(&self.episodes.conversation_gap_secs),
+            "episodes.conversation_gap_secs",
+            "must be between 0 (off) and 86400 (a day)",
         );
         let f = &self.facts;
         check(

@@ -79,6 +79,14 @@ pub fn base_config(extra: &str) -> Config {
     } else {
         "[retrieval]\nworkers = 2\nembed_timeout_ms = 5000\n"
     };
+    // Episodes stored seconds apart without a session would be one conversation, and
+    // searches would bring their neighbours along; a test of something else sees only what
+    // it searched for, and tests/api/retrieval/conversations.rs turns the gap on.
+    let episodes = if extra.contains("[episodes]") {
+        ""
+    } else {
+        "[episodes]\nconversation_gap_secs = 0.0\n"
+    };
     let toml = format!(
         r#"
 listen = "127.0.0.1:0"
@@ -95,6 +103,7 @@ min_connections = 0
 [log]
 level = "warn"
 {lifecycle}
+{episodes}
 {KEYS}
 {extra}
 "#

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
+mod conversations;
 mod keyword_statistics;
 
 fn t0() -> DateTime<Utc> {

@@ -238,7 +238,13 @@ impl IndexerState {
         };
         let window = WALK_WINDOW_BATCHES * i64::from(self.services.config.indexer.batch_size.get());
         let StaleWindow { rows, last, claim } = store
-            .stale_window(memory_type, self.version_id, after.as_ref(), window)
+            .stale_window(
+                memory_type,
+                self.version_id,
+                after.as_ref(),
+                window,
+                self.services.config.episodes.conversation_gap_secs,
+            )
             .await?;
         match last {
             Some(key) => *after = Some(key),
@@ -346,6 +352,7 @@ impl IndexerState {
             .unembedded(
                 memory_type,
                 i64::from(self.services.config.indexer.batch_size.get()),
+                self.services.config.episodes.conversation_gap_secs,
             )
             .await?;
         if rows.is_empty() {

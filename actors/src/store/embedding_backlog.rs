@@ -38,17 +38,31 @@ pub struct StaleWindow {
 
 /// The text each type is embedded from, as `tenant_id, id, text, context` over its table: a fact is
 /// embedded with its subject and predicate, so that a question about "diet" finds
-/// `user / dietary_restriction: lactose intolerant`; an episode in a session carries the
-/// episode before it as context.
+/// `user / dietary_restriction: lactose intolerant`; an episode in a conversation carries
+/// the episode before it as context: the one before it in its session, or for an episode
+/// without one, the butler's previous episode without one stored at most `$gap` seconds
+/// before it (`episodes.conversation_gap_secs`; two lookups, each on its own index-friendly
+/// condition).
 macro_rules! embedding_text {
-    (episode) => {
-        "SELECT e.tenant_id, e.id, e.content AS text,
-                (SELECT p.content FROM episodes p
-                 WHERE p.tenant_id = e.tenant_id AND p.butler = e.butler
-                   AND p.session_id = e.session_id AND p.forgotten_at IS NULL
-                   AND (p.created_at, p.id) < (e.created_at, e.id)
-                 ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS context
+    (episode, $gap:literal) => {
+        concat!(
+            "SELECT e.tenant_id, e.id, e.content AS text,
+                CASE WHEN e.session_id IS NOT NULL THEN
+                    (SELECT p.content FROM episodes p
+                     WHERE p.tenant_id = e.tenant_id AND p.butler = e.butler
+                       AND p.session_id = e.session_id AND p.forgotten_at IS NULL
+                       AND (p.created_at, p.id) < (e.created_at, e.id)
+                     ORDER BY p.created_at DESC, p.id DESC LIMIT 1)
+                ELSE
+                    (SELECT p.content FROM episodes p
+                     WHERE p.tenant_id = e.tenant_id AND p.butler = e.butler
+                       AND p.session_id IS NULL AND p.forgotten_at IS NULL
+                       AND (p.created_at, p.id) < (e.created_at, e.id)
+                       AND p.created_at >= e.created_at - make_interval(secs => ", $gap, "::float8)
+                     ORDER BY p.created_at DESC, p.id DESC LIMIT 1)
+                END AS context
          FROM episodes e"
+        )
     };
     (fact) => {
         "SELECT e.tenant_id, e.id, e.subject || ' ' || replace(e.predicate, '_', ' ') || ': ' || e.content AS text,
@@ -78,6 +92,7 @@ impl Store {
         &self,
         memory_type: MemoryType,
         limit: i64,
+        conversation_gap_secs: f64,
     ) -> MemoryResult<(Vec<Unembedded>, EmbeddingClaim)> {
         // A sealed fact is never embedded: a vector leaks the text (`vault.rs`).
         let waiting = match memory_type {
@@ -101,9 +116,9 @@ impl Store {
         let claimed = keys_of(&candidates, &claimed);
         let sql = match memory_type {
             MemoryType::Episode => concat!(
-                embedding_text!(episode),
+                embedding_text!(episode, "$3"),
                 " WHERE (e.tenant_id, e.id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
-                    AND e.embedding IS NULL ORDER BY e.created_at, e.id"
+                    AND e.embedding IS NULL AND $3::float8 IS NOT NULL ORDER BY e.created_at, e.id"
             ),
             MemoryType::Fact => concat!(
                 embedding_text!(fact),
@@ -119,11 +134,12 @@ impl Store {
         let rows = if claimed.0.is_empty() {
             Vec::new()
         } else {
-            sqlx::query_as(sql)
-                .bind(&claimed.0)
-                .bind(&claimed.1)
-                .fetch_all(self.pool())
-                .await?
+            let query = sqlx::query_as(sql).bind(&claimed.0).bind(&claimed.1);
+            let query = match memory_type {
+                MemoryType::Episode => query.bind(conversation_gap_secs),
+                MemoryType::Fact | MemoryType::Rule => query,
+            };
+            query.fetch_all(self.pool()).await?
         };
         Ok((rows, claim))
     }
@@ -151,6 +167,7 @@ impl Store {
         version: i16,
         after: Option<&RowKey>,
         window: i64,
+        conversation_gap_secs: f64,
     ) -> MemoryResult<StaleWindow> {
         let scan = format!(
             "SELECT tenant_id, id, embedding_version_id <> $1 AS stale FROM {}
@@ -183,9 +200,10 @@ impl Store {
         let claimed = keys_of(&stale, &claimed);
         let sql = match memory_type {
             MemoryType::Episode => concat!(
-                embedding_text!(episode),
+                embedding_text!(episode, "$4"),
                 " WHERE (e.tenant_id, e.id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
-                    AND e.embedding_version_id <> $3 ORDER BY e.tenant_id, e.id"
+                    AND e.embedding_version_id <> $3 AND $4::float8 IS NOT NULL
+                  ORDER BY e.tenant_id, e.id"
             ),
             MemoryType::Fact => concat!(
                 embedding_text!(fact),
@@ -198,12 +216,15 @@ impl Store {
                     AND e.embedding_version_id <> $3 ORDER BY e.tenant_id, e.id"
             ),
         };
-        let rows = sqlx::query_as(sql)
+        let query = sqlx::query_as(sql)
             .bind(&claimed.0)
             .bind(&claimed.1)
-            .bind(version)
-            .fetch_all(self.pool())
-            .await?;
+            .bind(version);
+        let query = match memory_type {
+            MemoryType::Episode => query.bind(conversation_gap_secs),
+            MemoryType::Fact | MemoryType::Rule => query,
+        };
+        let rows = query.fetch_all(self.pool()).await?;
         Ok(StaleWindow {
             rows,
             last,

@@ -195,10 +195,14 @@ pub async fn in_sessions(
     if ranking.session_neighbour_weight <= 0.0 {
         return Ok(scored);
     }
+    // Episodes in a session, or without one when episodes stored close together make a
+    // conversation (`episodes.conversation_gap_secs`).
+    let gap = state.services.config.episodes.conversation_gap_secs;
     let episodes: Vec<Uuid> = scored
         .iter()
         .filter(|s| {
-            s.candidate.memory_type() == MemoryType::Episode && s.candidate.session_id.is_some()
+            s.candidate.memory_type() == MemoryType::Episode
+                && (s.candidate.session_id.is_some() || gap > 0.0)
         })
         .map(|s| s.candidate.id)
         .collect();
@@ -209,7 +213,7 @@ pub async fn in_sessions(
     let (neighbours, fetched) = state
         .kit
         .store
-        .session_neighbours(filter, &episodes, &known)
+        .session_neighbours(filter, &episodes, &known, gap)
         .await?;
     ranking.with_session_neighbours(&mut scored, &neighbours, fetched);
     Ok(scored)

@@ -1,0 +1,111 @@
+//! Episodes a butler stores without a `session_id` close together in time are one
+//! conversation (`episodes.conversation_gap_secs`): a search that finds one brings the
+//! episodes just before and after it, as a session would, and nothing stored long after,
+//! nothing of a session, nothing when the gap is 0.
+
+use std::sync::Arc;
+
+use butler_memory_actors::{Clock, ManualClock};
+use chrono::{Duration, Utc};
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+/// Stores the episodes at their times (minutes after the start), each with its session or
+/// none; answers their ids.
+async fn store(
+    app: &TestApp,
+    clock: &ManualClock,
+    episodes: &[(i64, Option<&str>, &str)],
+) -> Vec<String> {
+    let mcp = app.client(TENANT_A_ADMIN).await;
+    let start = clock.now();
+    let mut ids = Vec::new();
+    for (minutes, session, content) in episodes {
+        clock.set(start + Duration::minutes(*minutes));
+        let mut args = json!({"butler": "health", "content": content});
+        if let Some(session) = session {
+            args["session_id"] = json!(session);
+        }
+        let episode = mcp.ok("memory_store_episode", args).await;
+        ids.push(episode["id"].as_str().unwrap().to_owned());
+    }
+    ids
+}
+
+/// The `session_neighbour` score of each result, by id.
+fn neighbour_scores(found: &Value) -> Vec<(String, f64)> {
+    found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_owned(),
+                r["scores"]["session_neighbour"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect()
+}
+
+const DAY: &[(i64, Option<&str>, &str)] = &[
+    (0, None, "We packed the tent and the sleeping bags"),
+    (1, None, "The ferry to the island leaves at seven"),
+    (1, Some("work"), "The quarterly report is due on Friday"),
+    (2, None, "Dinner was grilled fish by the harbour"),
+    (180, None, "Bought a new lamp for the study"),
+];
+
+#[tokio::test]
+async fn episodes_stored_close_together_without_a_session_are_one_conversation() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    // The documented default (the test configuration turns it off).
+    let app = spawn_app_at(
+        "[episodes]\nconversation_gap_secs = 1800.0\n",
+        clock.clone(),
+    )
+    .await;
+    let ids = store(&app, &clock, DAY).await;
+    let [tent, ferry, report, dinner, lamp] = &ids[..] else {
+        unreachable!()
+    };
+    let mcp = app.client(TENANT_A_ADMIN).await;
+    let found = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "ferry island", "mode": "keyword", "butler": "health"}),
+        )
+        .await;
+    let scores = neighbour_scores(&found);
+    let score = |id: &String| scores.iter().find(|(i, _)| i == id).map(|(_, s)| *s);
+    assert_eq!(score(ferry), Some(0.0), "the match itself: {found}");
+    // The turns just before and after it, no list found them, come along with its relevance.
+    for neighbour in [tent, dinner] {
+        let inherited = score(neighbour).unwrap_or_else(|| panic!("{neighbour}: {found}"));
+        assert!(inherited > 0.0, "{found}");
+    }
+    // Not an episode of a session stored in between, nor one stored three hours later.
+    assert_eq!(score(report), None, "{found}");
+    assert_eq!(score(lamp), None, "{found}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_gap_only_a_session_makes_a_conversation() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = spawn_app_at("[episodes]\nconversation_gap_secs = 0.0\n", clock.clone()).await;
+    let ids = store(&app, &clock, DAY).await;
+    let mcp = app.client(TENANT_A_ADMIN).await;
+    let found = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "ferry island", "mode": "keyword", "butler": "health"}),
+        )
+        .await;
+    assert_eq!(
+        neighbour_scores(&found),
+        vec![(ids[1].clone(), 0.0)],
+        "{found}"
+    );
+    app.stop().await;
+}
