@@ -110,10 +110,11 @@ impl ReplicaSet {
             return self.served_by(ReadTarget::Primary);
         };
         let deadline = Instant::now() + self.wait;
-        while Instant::now() < deadline {
-            match store.replica_status(closest).await {
-                Ok(status) => self.replayed(closest, status.replayed.unwrap_or(-1)),
-                Err(_) => break,
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            // A replica slow to answer must not hold the read past its bound.
+            match tokio::time::timeout(left, store.replica_status(closest)).await {
+                Ok(Ok(status)) => self.replayed(closest, status.replayed.unwrap_or(-1)),
+                Ok(Err(_)) | Err(_) => break,
             }
             if let Some(index) = self.covering(required) {
                 metrics::counter!("butler_memory_replica_waits_total", "outcome" => "caught_up")
