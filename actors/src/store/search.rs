@@ -6,13 +6,12 @@
 //! never needs a second round trip.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
 use crate::domain::bm25::{KeywordPlan, Selection, any_of};
 use crate::domain::memory_type::MemoryType;
-use crate::domain::search::{Candidate, SearchScope, SessionNeighbours};
+use crate::domain::search::{Candidate, SearchScope};
 use crate::error::MemoryResult;
 
 use super::Store;
@@ -487,116 +486,4 @@ fn typed(mut rows: Vec<Candidate>, memory_type: MemoryType) -> Vec<Candidate> {
     rows
 }
 
-/// One session link: `neighbour` is the episode just before (`previous`) or just after `of`
-/// in their session, with its candidate columns.
-#[derive(Debug, sqlx::FromRow)]
-struct NeighbourRow {
-    of: uuid::Uuid,
-    previous: bool,
-    #[sqlx(flatten)]
-    neighbour: Candidate,
-}
-
-impl Store {
-    /// For each episode in `ids`, its neighbours in its conversation among the episodes
-    /// `filter` lets the caller see: the episodes just before and after it in its session,
-    /// or for an episode without one, the butler's episodes without one stored just before
-    /// and after it within `conversation_gap_secs` (0: none). Their ids, and the neighbours
-    /// themselves as candidates (`signal` 0) unless `known` has them already. One statement,
-    /// so that session context costs a read one round trip, not two.
-    #[tracing::instrument(target = "otel", name = "db.session_neighbours", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
-    pub async fn session_neighbours(
-        &self,
-        filter: &Filter<'_>,
-        ids: &[uuid::Uuid],
-        known: &HashSet<uuid::Uuid>,
-        conversation_gap_secs: f64,
-    ) -> MemoryResult<(Vec<SessionNeighbours>, Vec<Candidate>)> {
-        // The candidates are looked up by primary key first: with statistics from when the
-        // table was small (a fresh table in a burst, before its first analysis), the planner
-        // otherwise walked the tenant's whole index to match the ids (0.2-0.3 s a read,
-        // docs/benchmarks.md).
-        let rows: Vec<NeighbourRow> = sqlx::query_as(concat!(
-            "WITH c AS MATERIALIZED (
-                 SELECT id, tenant_id, butler, session_id, created_at,
-                        make_interval(secs => $6::float8) AS gap
-                 FROM episodes
-                 WHERE id = ANY($5) AND tenant_id = $1
-                   AND (session_id IS NOT NULL OR $6::float8 > 0))
-             SELECT c.id AS of, true AS previous, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal FROM episodes e
-                 WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
-                   AND (e.created_at, e.id) < (c.created_at, c.id) AND ", episode_filter!(), "
-                 ORDER BY e.created_at DESC, e.id DESC LIMIT 1) n
-             WHERE c.session_id IS NOT NULL
-             UNION ALL
-             SELECT c.id AS of, false AS previous, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal FROM episodes e
-                 WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
-                   AND (e.created_at, e.id) > (c.created_at, c.id) AND ", episode_filter!(), "
-                 ORDER BY e.created_at, e.id LIMIT 1) n
-             WHERE c.session_id IS NOT NULL
-             UNION ALL
-             SELECT c.id AS of, true AS previous, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal FROM episodes e
-                 WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id IS NULL
-                   AND (e.created_at, e.id) < (c.created_at, c.id)
-                   AND e.created_at >= c.created_at - c.gap AND ", episode_filter!(), "
-                 ORDER BY e.created_at DESC, e.id DESC LIMIT 1) n
-             WHERE c.session_id IS NULL
-             UNION ALL
-             SELECT c.id AS of, false AS previous, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal FROM episodes e
-                 WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id IS NULL
-                   AND (e.created_at, e.id) > (c.created_at, c.id)
-                   AND e.created_at <= c.created_at + c.gap AND ", episode_filter!(), "
-                 ORDER BY e.created_at, e.id LIMIT 1) n
-             WHERE c.session_id IS NULL"
-        ))
-        .bind(&filter.scope.tenant_id)
-        .bind(filter.visibility(MemoryType::Episode))
-        .bind(filter.now)
-        .bind(filter.min_confidence)
-        .bind(ids)
-        .bind(conversation_gap_secs)
-        .fetch_all(self.pool())
-        .await?;
-        Ok(session_links(ids, rows, known))
-    }
-}
-
-/// Every episode of `ids` with its neighbours (none when it is alone in its session), and
-/// the neighbours not `known`, each once, in order of appearance.
-fn session_links(
-    ids: &[uuid::Uuid],
-    rows: Vec<NeighbourRow>,
-    known: &HashSet<uuid::Uuid>,
-) -> (Vec<SessionNeighbours>, Vec<Candidate>) {
-    let mut links: Vec<SessionNeighbours> = ids
-        .iter()
-        .map(|id| SessionNeighbours {
-            id: *id,
-            previous: None,
-            next: None,
-        })
-        .collect();
-    let position: HashMap<uuid::Uuid, usize> =
-        ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    let mut fetched = Vec::new();
-    let mut seen = HashSet::new();
-    for row in rows {
-        let Some(link) = position.get(&row.of).map(|i| &mut links[*i]) else {
-            continue;
-        };
-        let id = row.neighbour.id;
-        if row.previous {
-            link.previous = Some(id);
-        } else {
-            link.next = Some(id);
-        }
-        if !known.contains(&id) && seen.insert(id) {
-            fetched.extend(typed(vec![row.neighbour], MemoryType::Episode));
-        }
-    }
-    (links, fetched)
-}
+mod neighbours;
