@@ -164,20 +164,28 @@ async fn store_turns_alone(
 ) -> anyhow::Result<HashMap<String, String>> {
     let mut ids = HashMap::with_capacity(conversation.episodes.len());
     for episode in &conversation.episodes {
-        let body = client
-            .try_call(
-                "memory_store_episode",
-                json!({"content": episode.content, "butler": BUTLER, "ttl_days": 3650}),
-            )
-            .await
-            .with_context(|| format!("{} {}", conversation.id, episode.dia_id))?;
-        let id = body["id"]
-            .as_str()
-            .context("memory_store_episode answered without an id")?
-            .to_owned();
+        let args = json!({"content": episode.content, "butler": BUTLER, "ttl_days": 3650});
+        let id = store_turn(client, conversation, episode, args).await?;
         ids.insert(id, episode.dia_id.clone());
     }
     Ok(ids)
+}
+
+/// Stores one turn with `args`; answers its episode id.
+async fn store_turn(
+    client: &McpClient,
+    conversation: &Conversation,
+    episode: &Episode,
+    args: Value,
+) -> anyhow::Result<String> {
+    let body = client
+        .try_call("memory_store_episode", args)
+        .await
+        .with_context(|| format!("{} {}", conversation.id, episode.dia_id))?;
+    Ok(body["id"]
+        .as_str()
+        .context("memory_store_episode answered without an id")?
+        .to_owned())
 }
 
 /// Stores the turns of one conversation; returns episode id → dia_id. A session's turns
@@ -200,23 +208,14 @@ async fn store_conversation(
     let calls = sessions.into_iter().map(|session| async move {
         let mut stored = Vec::with_capacity(session.len());
         for episode in session {
-            let body = client
-                .try_call(
-                    "memory_store_episode",
-                    json!({
-                        "content": episode.content,
-                        "butler": BUTLER,
-                        "session_id": format!("{}-session-{}", conversation.id, episode.metadata["session"]),
-                        "ttl_days": 3650,
-                        "metadata": episode.metadata,
-                    }),
-                )
-                .await
-                .with_context(|| format!("{} {}", conversation.id, episode.dia_id))?;
-            let id = body["id"]
-                .as_str()
-                .context("memory_store_episode answered without an id")?
-                .to_owned();
+            let args = json!({
+                "content": episode.content,
+                "butler": BUTLER,
+                "session_id": format!("{}-session-{}", conversation.id, episode.metadata["session"]),
+                "ttl_days": 3650,
+                "metadata": episode.metadata,
+            });
+            let id = store_turn(client, conversation, episode, args).await?;
             stored.push((id, episode.dia_id.clone()));
         }
         anyhow::Ok(stored)

@@ -53,15 +53,19 @@ pub enum BackupError {
     Migrate(#[source] Box<StartupError>),
 }
 
-/// Runs one of the shipped PostgreSQL client tools, answering its standard output.
-fn run(config: &Config, tool: &'static str, args: &[&str]) -> Result<String, BackupError> {
-    let path = config
+/// Where one of the PostgreSQL client tools shipped with the embedded PostgreSQL is.
+fn tool_path(config: &Config, tool: &str) -> PathBuf {
+    config
         .edge
         .embedded_postgres
         .install_dir
         .join("bin")
-        .join(tool);
-    let output = Command::new(&path)
+        .join(tool)
+}
+
+/// Runs one of the shipped PostgreSQL client tools, answering its standard output.
+fn run(config: &Config, tool: &'static str, args: &[&str]) -> Result<String, BackupError> {
+    let output = Command::new(tool_path(config, tool))
         .args(args)
         .output()
         .map_err(|source| BackupError::Spawn { tool, source })?;
@@ -75,7 +79,8 @@ fn run(config: &Config, tool: &'static str, args: &[&str]) -> Result<String, Bac
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// Replays the archive `input` into the database at `conninfo` in one transaction, what
+/// Replays the archive `input` (its table of contents `listing`) into the database at
+/// `conninfo` in one transaction, what
 /// was there dropped first: `pg_restore --clean` as a script, fed to `psql`.
 ///
 /// Not `pg_restore --clean --single-transaction` itself: its clean phase drops the key of a
@@ -83,25 +88,16 @@ fn run(config: &Config, tool: &'static str, args: &[&str]) -> Result<String, Bac
 /// PostgreSQL refuses (the key is inherited). Those drops are left out of the script; the
 /// partitions' `DROP TABLE` that follows takes their keys with them. Only the clean phase
 /// is filtered (the lines before the first `COPY`), never the data.
-fn replay(config: &Config, input: &Path, conninfo: &str) -> Result<(), BackupError> {
+fn replay(config: &Config, input: &Path, listing: &str, conninfo: &str) -> Result<(), BackupError> {
     use std::io::{BufRead, BufReader, BufWriter, Read, Write};
     use std::process::Stdio;
 
-    let listing = run(config, "pg_restore", &["--list", &input.to_string_lossy()])?;
     let partitions: Vec<String> = listing
         .lines()
         .filter_map(|l| l.split(" TABLE ATTACH ").nth(1))
         .filter_map(|rest| rest.split_whitespace().nth(1).map(str::to_owned))
         .collect();
-    let tool = |name: &str| {
-        config
-            .edge
-            .embedded_postgres
-            .install_dir
-            .join("bin")
-            .join(name)
-    };
-    let mut script = Command::new(tool("pg_restore"))
+    let mut script = Command::new(tool_path(config, "pg_restore"))
         .args(["--clean", "--if-exists", "--no-owner", "--file", "-"])
         .arg(input)
         .stdout(Stdio::piped())
@@ -111,7 +107,7 @@ fn replay(config: &Config, input: &Path, conninfo: &str) -> Result<(), BackupErr
             tool: "pg_restore",
             source,
         })?;
-    let mut psql = Command::new(tool("psql"))
+    let mut psql = Command::new(tool_path(config, "psql"))
         .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
         .args(["--dbname", conninfo])
         .stdin(Stdio::piped())
@@ -201,18 +197,22 @@ fn replay(config: &Config, input: &Path, conninfo: &str) -> Result<(), BackupErr
     }
 }
 
-/// Entries of an archive, or why it is not one.
-fn archive_entries(config: &Config, archive: &Path) -> Result<usize, BackupError> {
-    let listing = run(
+/// The table of contents of an archive (`pg_restore --list`), or why it is not one.
+fn archive_listing(config: &Config, archive: &Path) -> Result<String, BackupError> {
+    run(
         config,
         "pg_restore",
         &["--list", &archive.to_string_lossy()],
     )
-    .map_err(|e| BackupError::NotABackup(archive.to_owned(), e.to_string()))?;
-    Ok(listing
+    .map_err(|e| BackupError::NotABackup(archive.to_owned(), e.to_string()))
+}
+
+/// How many entries a table of contents lists.
+fn entries(listing: &str) -> usize {
+    listing
         .lines()
         .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
-        .count())
+        .count()
 }
 
 /// Writes a backup of the database to `output`; answers a one-line summary.
@@ -233,7 +233,7 @@ pub async fn backup(config: &Config, output: &Path) -> Result<String, BackupErro
     target.close().await?;
     dumped?;
     // Read it back: a backup nobody can restore is found out now, not on the bad day.
-    let entries = archive_entries(config, output)?;
+    let entries = entries(&archive_listing(config, output)?);
     let bytes = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
     Ok(format!(
         "Backed up the database to {} ({bytes} bytes, {entries} archive entries).",
@@ -264,14 +264,14 @@ async fn held(options: &PgConnectOptions) -> Result<i64, BackupError> {
 
 /// Replaces the database with the backup in `input`; answers a one-line summary.
 pub async fn restore(config: &Config, input: &Path, force: bool) -> Result<String, BackupError> {
-    let entries = archive_entries(config, input)?;
+    let listing = archive_listing(config, input)?;
     let target = DatabaseTarget::open(config, false).await?;
     let restored = async {
         let held = held(&target.options).await?;
         if held > 0 && !force {
             return Err(BackupError::NotEmpty(held));
         }
-        replay(config, input, &target.conninfo)
+        replay(config, input, &listing, &target.conninfo)
     }
     .await;
     target.close().await?;
@@ -280,8 +280,9 @@ pub async fn restore(config: &Config, input: &Path, force: bool) -> Result<Strin
         .await
         .map_err(|e| BackupError::Migrate(Box::new(e)))?;
     Ok(format!(
-        "Restored {} ({entries} archive entries); {} newer migration(s) applied.",
+        "Restored {} ({} archive entries); {} newer migration(s) applied.",
         input.display(),
+        entries(&listing),
         applied.len()
     ))
 }

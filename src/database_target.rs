@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use butler_memory_actors::{EmbeddedPostgres, EmbeddedPostgresError};
+use butler_memory_actors::{EmbeddedPostgres, EmbeddedPostgresConfig, EmbeddedPostgresError};
 use sqlx::postgres::PgConnectOptions;
 
 use crate::config::Config;
@@ -87,12 +87,7 @@ impl DatabaseTarget {
             .port(pg.port)
             .username("postgres")
             .database(&pg.database);
-        let conninfo = format!(
-            "host={} port={} user=postgres dbname={}",
-            quoted(&socket_dir.to_string_lossy()),
-            pg.port,
-            quoted(&pg.database)
-        );
+        let conninfo = embedded_conninfo(&socket_dir, pg);
         Ok(DatabaseTarget {
             conninfo,
             options,
@@ -107,6 +102,16 @@ impl DatabaseTarget {
         }
         Ok(())
     }
+}
+
+/// The libpq connection string of the embedded PostgreSQL whose socket is in `socket_dir`.
+pub fn embedded_conninfo(socket_dir: &std::path::Path, pg: &EmbeddedPostgresConfig) -> String {
+    format!(
+        "host={} port={} user=postgres dbname={}",
+        quoted(&socket_dir.to_string_lossy()),
+        pg.port,
+        quoted(&pg.database)
+    )
 }
 
 /// A libpq connection-string value in single quotes.

@@ -11,6 +11,7 @@ use std::path::Path;
 use butler_memory_actors::{EmbeddedPostgres, EmbeddedPostgresError};
 
 use crate::config::Config;
+use crate::database_target::embedded_conninfo;
 
 /// Runs a replica in `data_dir` until `stop` resolves.
 pub async fn run(
@@ -27,12 +28,7 @@ pub async fn run(
                 source,
             }
         })?;
-        format!(
-            "host='{}' port={} user=postgres dbname='{}'",
-            socket.display(),
-            pg.port,
-            pg.database
-        )
+        embedded_conninfo(&socket, pg)
     } else {
         edge.database_url.expose().to_owned()
     };

@@ -105,34 +105,25 @@ impl TestCluster {
 
     /// A fresh database, cloned from the migrated template.
     pub async fn fresh_database(&self) -> TestDatabase {
-        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = self.admin().await;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "CREATE DATABASE {name} TEMPLATE {TEMPLATE}"
-        )))
-        .execute(&mut conn)
-        .await
-        .expect("create a test database");
-        let _ = conn.close().await;
-        TestDatabase {
-            url: format!(
-                "postgres://postgres@localhost/{name}?host={}&port={}",
-                self.socket_dir.display(),
-                self.port
-            ),
-            options: self.options(&name),
-        }
+        self.create_database(&format!("TEMPLATE {TEMPLATE}")).await
     }
 
     /// A fresh database with no schema at all, for a test that applies the migrations
     /// itself (one at a time, on data of an older schema).
     pub async fn empty_database(&self) -> TestDatabase {
+        self.create_database("").await
+    }
+
+    /// A database of a new name, made with `CREATE DATABASE` and `clauses`.
+    async fn create_database(&self, clauses: &str) -> TestDatabase {
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
         let mut conn = self.admin().await;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create an empty test database");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE {name} {clauses}"
+        )))
+        .execute(&mut conn)
+        .await
+        .expect("create a test database");
         let _ = conn.close().await;
         TestDatabase {
             url: format!(

@@ -156,6 +156,16 @@ impl TestApp {
         (self.db_url.clone(), self.db.clone())
     }
 
+    /// The service's `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(self.url("/metrics"))
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("the /metrics body")
+    }
+
     /// A direct database connection.
     pub async fn sql(&self) -> PgConnection {
         PgConnection::connect_with(&self.db)
@@ -167,6 +177,16 @@ impl TestApp {
     pub async fn stop(self) {
         self.service.stop().await.expect("clean shutdown");
     }
+}
+
+/// The ids of a search's results, in their order.
+pub fn result_ids(result: &serde_json::Value) -> Vec<String> {
+    result["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["id"].as_str().expect("an id").to_owned())
+        .collect()
 }
 
 /// The caller's tenant's whole audit stream, oldest first, read `page` events at a time.

@@ -117,12 +117,7 @@ async fn metrics_show_requests_latency_embedder_shards_and_pool() {
     mcp.err("memory_store_episode", json!({"butler": "health"}))
         .await;
     app.engine().flush().await.unwrap();
-    let text = reqwest::get(app.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     for needle in [
         r#"butler_memory_requests_total{tool="memory_store_episode",class="ok"}"#,
         r#"butler_memory_requests_total{tool="memory_store_episode",class="invalid_input"}"#,
@@ -158,12 +153,7 @@ async fn the_embedding_backlog_gauge_follows_the_rows_waiting() {
     }
     let waiting = mcp.ok("memory_stats", json!({})).await["episodes"]["unembedded"].clone();
     assert_eq!(waiting, 25);
-    let text = reqwest::get(app.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     let gauge = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())

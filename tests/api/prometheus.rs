@@ -46,12 +46,7 @@ async fn promtool_finds_nothing_to_say_about_the_metrics() {
         .ok("memory_search", json!({"query": "smoke alarm"}))
         .await;
     assert!(found["count"].as_u64().unwrap() > 0, "{found}");
-    let body = reqwest::get(app.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let body = app.metrics().await;
     let (ok, said) = promtool(&["check", "metrics"], &body);
     assert!(
         ok && said.trim().is_empty(),

@@ -135,12 +135,7 @@ async fn a_model_change_re_embeds_every_row_and_searches_one_model_at_a_time() {
         embedding_states(&app).await,
         json!({"episodes": {"current": 20}, "facts": {"current": 1}, "rules": {"current": 1}})
     );
-    let metrics = reqwest::get(app.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     // Process-wide: no other test changes the model.
     let reembedded: f64 = metrics
         .lines()

@@ -7,6 +7,7 @@ use butler_memory_actors::ManualClock;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
+use crate::helpers::result_ids as ids;
 use crate::helpers::*;
 
 mod conversations;
@@ -16,15 +17,6 @@ fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
         .unwrap()
         .with_timezone(&Utc)
-}
-
-fn ids(result: &Value) -> Vec<String> {
-    result["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 fn contents(result: &Value) -> Vec<String> {

@@ -103,7 +103,11 @@ impl Store {
 
     /// The cluster's system identifier, the same on a primary and every replica of it.
     pub async fn system_identifier(&self) -> MemoryResult<i64> {
-        system_identifier(&self.pool).await
+        Ok(
+            sqlx::query_scalar("SELECT system_identifier FROM pg_control_system()")
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 
     /// What replica `index` says about itself.
@@ -121,14 +125,6 @@ impl Store {
             system_identifier,
         })
     }
-}
-
-async fn system_identifier(pool: &PgPool) -> MemoryResult<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT system_identifier FROM pg_control_system()")
-            .fetch_one(pool)
-            .await?,
-    )
 }
 
 /// `host:port`, or `socket-directory:port` for a Unix socket.

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
+use crate::helpers::result_ids as ids;
 use crate::helpers::*;
 
 /// A primary and its streaming replica, each in a directory of its own.
@@ -112,12 +113,7 @@ async fn readyz(app: &TestApp) -> (u16, Value) {
 
 /// The value of the `/metrics` series whose line starts with `series` (0 when absent).
 async fn metric(app: &TestApp, series: &str) -> f64 {
-    let text = reqwest::get(app.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix(series))
         .and_then(|v| v.trim().parse().ok())
@@ -142,15 +138,6 @@ fn replica_error(body: &Value, part: &str) -> bool {
     body["replicas"][0]["error"]
         .as_str()
         .is_some_and(|e| e.contains(part))
-}
-
-fn ids(result: &Value) -> Vec<String> {
-    result["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// Stores a fact and reads it back at once through search, recall, context and the

@@ -56,26 +56,31 @@ const DAY: &[(i64, Option<&str>, &str)] = &[
     (180, None, "Bought a new lamp for the study"),
 ];
 
-#[tokio::test]
-async fn episodes_stored_close_together_without_a_session_are_one_conversation() {
+/// A service with `conversation_gap_secs = gap`, the `DAY` stored in it (their ids), and a
+/// keyword search that matches only the ferry.
+async fn search_the_day(gap: f64) -> (TestApp, Vec<String>, Value) {
     let clock = Arc::new(ManualClock::new(Utc::now()));
-    // The documented default (the test configuration turns it off).
-    let app = spawn_app_at(
-        "[episodes]\nconversation_gap_secs = 1800.0\n",
-        clock.clone(),
-    )
-    .await;
+    let config = format!("[episodes]\nconversation_gap_secs = {gap:?}\n");
+    let app = spawn_app_at(&config, clock.clone()).await;
     let ids = store(&app, &clock, DAY).await;
-    let [tent, ferry, report, dinner, lamp] = &ids[..] else {
-        unreachable!()
-    };
-    let mcp = app.client(TENANT_A_ADMIN).await;
-    let found = mcp
+    let found = app
+        .client(TENANT_A_ADMIN)
+        .await
         .ok(
             "memory_search",
             json!({"query": "ferry island", "mode": "keyword", "butler": "health"}),
         )
         .await;
+    (app, ids, found)
+}
+
+#[tokio::test]
+async fn episodes_stored_close_together_without_a_session_are_one_conversation() {
+    // The documented default (the test configuration turns it off).
+    let (app, ids, found) = search_the_day(1800.0).await;
+    let [tent, ferry, report, dinner, lamp] = &ids[..] else {
+        unreachable!()
+    };
     let scores = neighbour_scores(&found);
     let score = |id: &String| scores.iter().find(|(i, _)| i == id).map(|(_, s)| *s);
     assert_eq!(score(ferry), Some(0.0), "the match itself: {found}");
@@ -92,16 +97,7 @@ async fn episodes_stored_close_together_without_a_session_are_one_conversation()
 
 #[tokio::test]
 async fn without_a_gap_only_a_session_makes_a_conversation() {
-    let clock = Arc::new(ManualClock::new(Utc::now()));
-    let app = spawn_app_at("[episodes]\nconversation_gap_secs = 0.0\n", clock.clone()).await;
-    let ids = store(&app, &clock, DAY).await;
-    let mcp = app.client(TENANT_A_ADMIN).await;
-    let found = mcp
-        .ok(
-            "memory_search",
-            json!({"query": "ferry island", "mode": "keyword", "butler": "health"}),
-        )
-        .await;
+    let (app, ids, found) = search_the_day(0.0).await;
     assert_eq!(
         neighbour_scores(&found),
         vec![(ids[1].clone(), 0.0)],
