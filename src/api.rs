@@ -72,6 +72,13 @@ pub struct SearchQuery {
     pub min_confidence: Option<f64>,
     /// Search as this butler (default: the key's).
     pub butler: Option<String>,
+    /// Facts true at this moment (superseded since or not), what had happened by then
+    /// (RFC 3339 or a date); not with `since`/`until`.
+    pub as_of: Option<String>,
+    /// Only what was true or happened at or after this time.
+    pub since: Option<String>,
+    /// Only what was true or happened at or before this time.
+    pub until: Option<String>,
 }
 
 /// `GET /api/memory/rules/{id}/applications`'s query.

@@ -38,6 +38,7 @@ pub mod shard_key;
 pub mod stats;
 pub mod sweep;
 pub mod text;
+pub mod time_window;
 pub mod validity;
 
 /// Declares a closed set of lowercase string values stored in TEXT columns: serde, schema,

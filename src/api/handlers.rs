@@ -310,6 +310,9 @@ pub async fn search(
         limit: q.limit,
         min_confidence: q.min_confidence,
         butler: q.butler,
+        as_of: q.as_of,
+        since: q.since,
+        until: q.until,
     };
     answer(
         s.engine

@@ -236,6 +236,8 @@ fn hit(defs: &mut Definitions) -> Value {
             "butler": text,
             "session_id": text,
             "effective_confidence": {"type": "number", "description": "facts and rules"},
+            "valid_from": {"type": "string", "format": "date-time", "description": "facts: when it became true"},
+            "valid_until": {"type": ["string", "null"], "format": "date-time", "description": "facts: when it stopped being true (superseded), found only with as_of, since or until"},
             "warning": {"const": true, "description": "an anti-pattern: do the opposite"},
         }),
         &[

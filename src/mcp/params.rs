@@ -106,6 +106,11 @@ pub struct StoreFactParams {
     /// The episode it was learned from.
     #[serde(default)]
     pub source_episode_id: Option<Uuid>,
+    /// When it became true, if not now: an RFC 3339 time or a date (YYYY-MM-DD), e.g. "the
+    /// user moved in January" stored in March. Reads with `as_of`, `since` or `until` find
+    /// facts by it; a fact it supersedes stops being true then.
+    #[serde(default)]
+    pub valid_from: Option<String>,
     /// Request lineage, echoed in the response and recorded in the audit stream.
     #[serde(default)]
     pub request_context: Option<RequestContext>,
@@ -140,6 +145,11 @@ pub struct StoreRuleParams {
     /// The episode it was learned from.
     #[serde(default)]
     pub source_episode_id: Option<Uuid>,
+    /// When it became true, if not now: an RFC 3339 time or a date (YYYY-MM-DD), e.g. "the
+    /// user moved in January" stored in March. Reads with `as_of`, `since` or `until` find
+    /// facts by it; a fact it supersedes stops being true then.
+    #[serde(default)]
+    pub valid_from: Option<String>,
     /// Request lineage, echoed in the response and recorded in the audit stream.
     #[serde(default)]
     pub request_context: Option<RequestContext>,
@@ -202,6 +212,18 @@ pub struct SearchParams {
     /// The butler searching (default: the key's butler); decides scopes and episodes.
     #[serde(default)]
     pub butler: Option<String>,
+    /// Look back to a moment: facts true then (superseded since or not), episodes that had
+    /// happened by then, rules made by then. RFC 3339 or a date (its end). Not with
+    /// `since`/`until`.
+    #[serde(default)]
+    pub as_of: Option<String>,
+    /// Only what was true or happened at or after this time (RFC 3339 or a date): facts
+    /// true at some moment from then (superseded ones too), episodes from then.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Only what was true or happened at or before this time (RFC 3339 or a date, its end).
+    #[serde(default)]
+    pub until: Option<String>,
     /// Request lineage, echoed in the response.
     #[serde(default)]
     pub request_context: Option<RequestContext>,
@@ -225,6 +247,18 @@ pub struct RecallParams {
     /// The butler recalling (default: the key's butler).
     #[serde(default)]
     pub butler: Option<String>,
+    /// Look back to a moment: facts true then (superseded since or not), episodes that had
+    /// happened by then, rules made by then. RFC 3339 or a date (its end). Not with
+    /// `since`/`until`.
+    #[serde(default)]
+    pub as_of: Option<String>,
+    /// Only what was true or happened at or after this time (RFC 3339 or a date): facts
+    /// true at some moment from then (superseded ones too), episodes from then.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Only what was true or happened at or before this time (RFC 3339 or a date, its end).
+    #[serde(default)]
+    pub until: Option<String>,
     /// Request lineage, echoed in the response.
     #[serde(default)]
     pub request_context: Option<RequestContext>,
@@ -241,6 +275,18 @@ pub struct ContextParams {
     /// Hard limit on the block's size in tokens (default 3000).
     #[serde(default)]
     pub token_budget: Option<u32>,
+    /// Look back to a moment: facts true then (superseded since or not), episodes that had
+    /// happened by then, rules made by then. RFC 3339 or a date (its end). Not with
+    /// `since`/`until`.
+    #[serde(default)]
+    pub as_of: Option<String>,
+    /// Only what was true or happened at or after this time (RFC 3339 or a date): facts
+    /// true at some moment from then (superseded ones too), episodes from then.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Only what was true or happened at or before this time (RFC 3339 or a date, its end).
+    #[serde(default)]
+    pub until: Option<String>,
     /// Request lineage, echoed in the response.
     #[serde(default)]
     pub request_context: Option<RequestContext>,
@@ -254,6 +300,18 @@ pub struct ContextBatchItem {
     pub butler: String,
     #[serde(default)]
     pub token_budget: Option<u32>,
+    /// Look back to a moment: facts true then (superseded since or not), episodes that had
+    /// happened by then, rules made by then. RFC 3339 or a date (its end). Not with
+    /// `since`/`until`.
+    #[serde(default)]
+    pub as_of: Option<String>,
+    /// Only what was true or happened at or after this time (RFC 3339 or a date): facts
+    /// true at some moment from then (superseded ones too), episodes from then.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Only what was true or happened at or before this time (RFC 3339 or a date, its end).
+    #[serde(default)]
+    pub until: Option<String>,
 }
 
 /// `memory_context_batch`

@@ -132,6 +132,7 @@ pub async fn store_fact(
             butler: p.butler,
             confidence: p.confidence,
             source_episode_id: p.source_episode_id,
+            valid_from: p.valid_from,
         };
         let stored = engine.store_fact(caller, input, lineage).await?;
         let mut body = to_json(MemoryRecord::Fact(stored.fact))?;
@@ -203,6 +204,9 @@ pub async fn search(
             limit: p.limit,
             min_confidence: p.min_confidence,
             butler: p.butler,
+            as_of: p.as_of,
+            since: p.since,
+            until: p.until,
         };
         search_results(engine.search(caller, input).await?)
     })
@@ -216,17 +220,18 @@ pub async fn recall(
     fallback: Lineage,
 ) -> Outcome {
     with_lineage(p.request_context, fallback, |_| async move {
-        let outcome = engine
-            .recall(
-                caller,
-                p.topic,
-                p.scope,
-                p.limit,
-                p.min_confidence,
-                p.butler,
-            )
-            .await?;
-        search_results(outcome)
+        let input = SearchInput {
+            query: p.topic,
+            scope: p.scope,
+            limit: p.limit,
+            min_confidence: p.min_confidence,
+            butler: p.butler,
+            as_of: p.as_of,
+            since: p.since,
+            until: p.until,
+            ..SearchInput::default()
+        };
+        search_results(engine.recall(caller, input).await?)
     })
     .await
 }
@@ -243,6 +248,9 @@ pub async fn context(
             trigger_prompt: p.trigger_prompt,
             butler: p.butler,
             token_budget: p.token_budget,
+            as_of: p.as_of,
+            since: p.since,
+            until: p.until,
         };
         context_json(&butler, engine.context(caller, input).await?)
     })
@@ -272,6 +280,9 @@ pub async fn context_batch(
                 trigger_prompt: r.trigger_prompt,
                 butler: r.butler,
                 token_budget: r.token_budget,
+                as_of: r.as_of,
+                since: r.since,
+                until: r.until,
             })
             .collect();
         let mut results = Vec::with_capacity(butlers.len());
@@ -329,6 +340,10 @@ fn hit_json(hit: &Hit) -> Value {
         if let Some(value) = value {
             out[key] = json!(value);
         }
+    }
+    if let Some(valid_from) = c.valid_from {
+        out["valid_from"] = json!(valid_from);
+        out["valid_until"] = json!(c.valid_until);
     }
     if c.memory_type() != MemoryType::Episode {
         out["effective_confidence"] = json!(hit.scores.confidence);

@@ -294,6 +294,21 @@ async fn failed_extractions_are_retried_with_backoff_then_dead_lettered() {
     );
     let (status, _, _) = episode_state(&mut db).await;
     assert_eq!(status, "consolidated");
+    // What the episode told was true when it was told, not when it was consolidated.
+    let told: chrono::DateTime<chrono::Utc> =
+        chrono::DateTime::parse_from_rfc3339(episode["created_at"].as_str().unwrap())
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+    let validity: Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> =
+        sqlx::query_as("SELECT valid_from, created_at FROM facts")
+            .fetch_all(&mut db)
+            .await
+            .unwrap();
+    assert!(!validity.is_empty(), "the extraction stored facts");
+    for (valid_from, created_at) in validity {
+        assert_eq!(valid_from, told);
+        assert!(created_at > told, "consolidated later than told");
+    }
     app.stop().await;
 }
 

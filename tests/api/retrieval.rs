@@ -12,6 +12,7 @@ use crate::helpers::*;
 
 mod conversations;
 mod keyword_statistics;
+mod time_aware;
 
 fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")

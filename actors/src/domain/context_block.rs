@@ -241,12 +241,16 @@ pub fn fact_line(hit: &Hit, now: DateTime<Utc>, max_bytes: usize) -> Line {
     Line {
         id: c.id,
         text: format!(
-            "- {} {}: {} [{}, {}, confirmed {} ago]\n",
+            "- {} {}: {} [{}, {}, {}confirmed {} ago]\n",
             one_line(subject),
             one_line(&predicate),
             clip(&c.content, max_bytes),
             c.permanence.as_deref().unwrap_or("standard"),
             c.scope.as_deref().unwrap_or("global"),
+            // Only a read in a time window finds a fact no longer true: it says so.
+            c.valid_until
+                .map(|until| format!("true until {}, ", until.format("%Y-%m-%d")))
+                .unwrap_or_default(),
             age(c.last_confirmed_at, now)
         ),
     }

@@ -15,6 +15,7 @@ use super::text::{
     Limits, check_confidence, check_content, check_importance, check_metadata, check_name,
     check_tags, normalize_key,
 };
+use super::time_window::parse_valid_from;
 use super::validity::Validity;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
@@ -45,6 +46,10 @@ pub struct Fact {
     pub last_confirmed_at: DateTime<Utc>,
     pub last_referenced_at: DateTime<Utc>,
     pub retracted_at: Option<DateTime<Utc>>,
+    /// When it became true (its stated start, else when it was recorded).
+    pub valid_from: DateTime<Utc>,
+    /// When it stopped being true: set when it is superseded (its successor's start).
+    pub valid_until: Option<DateTime<Utc>>,
     /// The validity a retraction replaced, which `memory_restore` puts back.
     pub retracted_from: Option<String>,
     pub tags: Value,
@@ -94,6 +99,8 @@ pub struct FactInput {
     pub butler: Option<String>,
     pub confidence: Option<f64>,
     pub source_episode_id: Option<Uuid>,
+    /// When it became true, as the caller states it (RFC 3339 or a date); default: now.
+    pub valid_from: Option<String>,
 }
 
 /// A validated fact, ready for its shard to write.
@@ -115,6 +122,8 @@ pub struct NewFact {
     pub metadata: Value,
     pub links: Vec<LinkTarget>,
     pub created_at: DateTime<Utc>,
+    /// When it became true (`created_at` unless stated).
+    pub valid_from: DateTime<Utc>,
     /// What redaction found in it (detector: spans), for its event.
     pub redacted: Findings,
 }
@@ -195,6 +204,10 @@ impl FactInput {
             metadata: check_metadata(self.metadata, limits)?,
             links: self.links,
             created_at: now,
+            valid_from: match &self.valid_from {
+                Some(text) => parse_valid_from(text)?,
+                None => now,
+            },
             redacted: Findings::new(),
         })
     }

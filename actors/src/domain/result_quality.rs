@@ -74,6 +74,8 @@ mod tests {
                 tenant_id: None,
                 key_version: None,
                 sealed: None,
+                valid_from: None,
+                valid_until: None,
             },
             score: 0.5,
             scores: ComponentScores {

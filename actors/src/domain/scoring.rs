@@ -366,6 +366,8 @@ mod tests {
             tenant_id: None,
             key_version: None,
             sealed: None,
+            valid_from: None,
+            valid_until: None,
         }
     }
 

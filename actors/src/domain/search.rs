@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::maturity::Maturity;
 use super::memory_type::MemoryType;
+use super::time_window::TimeWindow;
 
 super::string_enum! {
     /// How hybrid mode fuses its semantic and keyword lists.
@@ -74,6 +75,8 @@ pub struct SearchQuery {
     pub min_confidence: f64,
     pub scope: SearchScope,
     pub now: DateTime<Utc>,
+    /// When to look; `None`: what is live now.
+    pub window: Option<TimeWindow>,
 }
 
 /// A memory the store found for a search, with what ranking needs.
@@ -109,6 +112,11 @@ pub struct Candidate {
     pub key_version: Option<i32>,
     #[sqlx(default)]
     pub sealed: Option<Vec<u8>>,
+    /// A fact's validity time (`domain::time_window`); only fact candidates have it.
+    #[sqlx(default)]
+    pub valid_from: Option<DateTime<Utc>>,
+    #[sqlx(default)]
+    pub valid_until: Option<DateTime<Utc>>,
 }
 
 impl Candidate {
@@ -197,6 +205,10 @@ pub struct SearchInput {
     pub min_confidence: Option<f64>,
     /// The butler searching (default: the key's butler); decides scopes and episodes.
     pub butler: Option<String>,
+    /// When to look, as the caller wrote it (`domain::time_window`).
+    pub as_of: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
 }
 
 /// What a caller asks of `memory_context`, before validation.
@@ -205,6 +217,10 @@ pub struct ContextInput {
     pub trigger_prompt: String,
     pub butler: String,
     pub token_budget: Option<u32>,
+    /// When to look, as the caller wrote it (`domain::time_window`).
+    pub as_of: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
 }
 
 /// A context request, validated.
@@ -216,6 +232,8 @@ pub struct ContextRequest {
     pub scope: SearchScope,
     pub min_confidence: f64,
     pub now: DateTime<Utc>,
+    /// When to look; `None`: what is live now.
+    pub window: Option<TimeWindow>,
 }
 
 /// What a search found.

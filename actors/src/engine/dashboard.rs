@@ -269,7 +269,7 @@ impl Engine {
     }
 
     /// `PUT /api/memory/facts/{id}` (admin): a new version of a live fact, superseding it,
-    /// with the same subject, predicate, scope and butler.
+    /// with the same subject, predicate, scope, butler and start of validity.
     pub async fn edit_fact(
         &self,
         caller: &Caller,
@@ -294,6 +294,9 @@ impl Engine {
             butler: old.source_butler,
             confidence: edit.confidence,
             source_episode_id: old.source_episode_id,
+            // An edit corrects: the new version was true for as long as the old one was
+            // thought to be, which then was never true (`valid_until` = its `valid_from`).
+            valid_from: Some(old.valid_from.to_rfc3339()),
         };
         self.store_fact(caller, input, lineage).await
     }

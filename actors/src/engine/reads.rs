@@ -20,6 +20,7 @@ use crate::domain::search::{
 use crate::domain::shard_key::ShardKey;
 use crate::domain::stats::MemoryStats;
 use crate::domain::text::{check_content, check_name};
+use crate::domain::time_window::TimeWindow;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::read_path::{Cached, QueryEmbedding, ReadTarget};
 use crate::store::Store;
@@ -138,10 +139,19 @@ impl Engine {
                 "`types` must name at least one type",
             ));
         }
+        let window = TimeWindow::parse(
+            input.as_of.as_deref(),
+            input.since.as_deref(),
+            input.until.as_deref(),
+        )?;
         let scope = self.visible(caller, input.scope, input.butler)?;
         let key = format!(
-            "search|{}|{:?}|{:?}|{:?}|{mode}|{limit}|{min_confidence}|{text}",
-            scope.tenant_id, scope.scopes, scope.butlers, types
+            "search|{}|{:?}|{:?}|{:?}|{mode}|{limit}|{min_confidence}|{}|{text}",
+            scope.tenant_id,
+            scope.scopes,
+            scope.butlers,
+            types,
+            TimeWindow::key(window.as_ref())
         );
         let position = self.observe_writes(&caller.tenant_id).await?;
         let generation = self.services.generations.current(&caller.tenant_id);
@@ -163,6 +173,7 @@ impl Engine {
             limit: limit as usize,
             min_confidence,
             now,
+            window,
         };
         let embedding = if query.embedding_needed {
             self.queries
@@ -200,26 +211,15 @@ impl Engine {
         Ok(outcome)
     }
 
-    /// The facts and rules most relevant to a topic (hybrid, composite-scored).
-    pub async fn recall(
-        &self,
-        caller: &Caller,
-        topic: String,
-        scope: Option<String>,
-        limit: Option<u32>,
-        min_confidence: Option<f64>,
-        butler: Option<String>,
-    ) -> MemoryResult<SearchOutcome> {
+    /// The facts and rules most relevant to a topic (`input.query`): a hybrid search of
+    /// those two types, whatever `input` says of types and mode.
+    pub async fn recall(&self, caller: &Caller, input: SearchInput) -> MemoryResult<SearchOutcome> {
         self.search(
             caller,
             SearchInput {
-                query: topic,
                 types: Some(vec![MemoryType::Fact, MemoryType::Rule]),
-                scope,
                 mode: Some(SearchMode::Hybrid),
-                limit,
-                min_confidence,
-                butler,
+                ..input
             },
         )
         .await
@@ -337,6 +337,11 @@ impl Engine {
                 ),
             ));
         }
+        let window = TimeWindow::parse(
+            input.as_of.as_deref(),
+            input.since.as_deref(),
+            input.until.as_deref(),
+        )?;
         Ok(ContextRequest {
             trigger_prompt: check_content("trigger_prompt", &input.trigger_prompt, &config.limits)?,
             scope: SearchScope {
@@ -348,6 +353,7 @@ impl Engine {
             token_budget: budget as usize,
             min_confidence: config.facts.retrieval_confidence_threshold,
             now: self.services.clock.now(),
+            window,
         })
     }
 
@@ -466,8 +472,13 @@ impl Engine {
 /// Everything a context block depends on besides the tenant's state and the time.
 fn context_key(r: &ContextRequest) -> String {
     format!(
-        "context|{}|{}|{}|{}|{}",
-        r.scope.tenant_id, r.butler, r.token_budget, r.min_confidence, r.trigger_prompt
+        "context|{}|{}|{}|{}|{}|{}",
+        r.scope.tenant_id,
+        r.butler,
+        r.token_budget,
+        r.min_confidence,
+        TimeWindow::key(r.window.as_ref()),
+        r.trigger_prompt
     )
 }
 

@@ -371,6 +371,11 @@ async fn import(
                         fields.remove("embedding");
                     }
                 }
+                // A bundle from before validity time: a fact was true from when it was recorded.
+                if kind == RowKind::Fact && !fields.contains_key("valid_from") {
+                    let recorded = fields.get("created_at").cloned().unwrap_or(Value::Null);
+                    fields.insert("valid_from".into(), recorded);
+                }
                 if let Some(old) = fields.remove("supersedes_id")
                     && !old.is_null()
                 {
@@ -412,6 +417,19 @@ async fn import(
         sqlx::query(
             "UPDATE facts SET supersedes_id = $3::uuid
              WHERE tenant_id = $1 AND id = $2::uuid AND supersedes_id IS NULL",
+        )
+        .bind(tenant_id)
+        .bind(id.as_str())
+        .bind(old.as_str())
+        .execute(&mut *conn)
+        .await?;
+        // And, from a bundle made before validity time, when the superseded one stopped.
+        sqlx::query(
+            "UPDATE facts o SET valid_until = GREATEST(o.valid_from, n.valid_from)
+             FROM facts n
+             WHERE o.tenant_id = $1 AND o.id = $3::uuid AND n.tenant_id = $1 AND n.id = $2::uuid
+               AND o.valid_until IS NULL
+               AND (o.validity = 'superseded' OR o.retracted_from = 'superseded')",
         )
         .bind(tenant_id)
         .bind(id.as_str())

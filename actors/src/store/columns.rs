@@ -19,7 +19,7 @@ macro_rules! fact_columns {
          permanence, importance, source_butler, source_episode_id, supersedes_id, reference_count, \
          created_at, last_confirmed_at, last_referenced_at, retracted_at, retracted_from, tags, metadata, \
          (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
-         request_id, key_version, sealed"
+         request_id, key_version, sealed, valid_from, valid_until"
     };
 }
 

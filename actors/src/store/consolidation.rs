@@ -7,6 +7,8 @@
 //! simply pending again.
 
 use crate::domain::redaction::Redactor;
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
@@ -114,15 +116,16 @@ impl Store {
         // The batch's episodes are held until the commit. One that is gone was purged (or
         // cleaned up) since it was read: nothing is persisted from a text that no longer
         // exists, and the rest of the batch is pending again for the next run.
-        let present: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM (SELECT id FROM episodes WHERE tenant_id = $1 AND id = ANY ($2)
-                                   FOR SHARE) held",
+        let held: HashMap<Uuid, DateTime<Utc>> = sqlx::query_as(
+            "SELECT id, created_at FROM episodes WHERE tenant_id = $1 AND id = ANY ($2) FOR SHARE",
         )
         .bind(&shard.tenant_id)
         .bind(&ids)
-        .fetch_one(&mut *tx)
-        .await?;
-        if present < ids.len() as i64 {
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+        if held.len() < ids.len() {
             tx.rollback().await?;
             return Ok(JobOutcome::default());
         }
@@ -182,6 +185,8 @@ impl Store {
                     }))
                     .collect(),
                 created_at: now,
+                // What an episode tells was true when it was told, not when it was consolidated.
+                valid_from: held.get(&f.source_episode_id).copied().unwrap_or(now),
                 redacted: Default::default(),
             };
             // An extractor can echo a secret back: its facts are redacted like any other.
@@ -201,12 +206,13 @@ impl Store {
                 && stored.fact.id != old
             {
                 let done: Option<Uuid> = sqlx::query_scalar(
-                    "UPDATE facts SET validity = 'superseded'
+                    "UPDATE facts SET validity = 'superseded', valid_until = GREATEST(valid_from, $3)
                      WHERE tenant_id = $1 AND id = $2 AND validity IN ('active', 'fading')
                      RETURNING id",
                 )
                 .bind(&shard.tenant_id)
                 .bind(old)
+                .bind(stored.fact.valid_from)
                 .fetch_optional(&mut *tx)
                 .await?;
                 if done.is_some() {

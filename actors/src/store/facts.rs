@@ -125,11 +125,14 @@ pub async fn insert_superseding(
     let superseded = match &live {
         Some(old) => {
             let after: Fact = sqlx::query_as(concat!(
-                "UPDATE facts SET validity = 'superseded' WHERE tenant_id = $2 AND id = $1 RETURNING ",
+                // It stopped being true when its successor became true (never before it began).
+                "UPDATE facts SET validity = 'superseded', valid_until = GREATEST(valid_from, $3)
+                 WHERE tenant_id = $2 AND id = $1 RETURNING ",
                 fact_columns!()
             ))
             .bind(old.id)
             .bind(&old.tenant_id)
+            .bind(fact.valid_from)
             .fetch_one(&mut *conn)
             .await?;
             events::append(
@@ -159,9 +162,9 @@ pub async fn insert_superseding(
              (id, tenant_id, subject, predicate, content, embedding, embedding_version_id,
               importance, confidence, decay_rate, permanence, scope, validity, source_butler,
               source_episode_id, supersedes_id, created_at, last_confirmed_at, last_referenced_at,
-              tags, metadata, request_id, key_version, sealed)
+              tags, metadata, request_id, key_version, sealed, valid_from)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $14, $15,
-                 $16, $16, $16, $17, $18, $19, $20, $21)
+                 $16, $16, $16, $17, $18, $19, $20, $21, $22)
          RETURNING ",
         fact_columns!()
     ))
@@ -186,6 +189,7 @@ pub async fn insert_superseding(
     .bind(&author.lineage.request_id)
     .bind(sealed.as_ref().map(|s| s.key_version))
     .bind(sealed.as_ref().map(|s| &s.bytes))
+    .bind(fact.valid_from)
     .fetch_one(&mut *conn)
     .await?;
 

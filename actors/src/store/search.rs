@@ -12,10 +12,12 @@ use chrono::{DateTime, Utc};
 use crate::domain::bm25::{KeywordPlan, Selection, any_of};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::search::{Candidate, SearchScope};
+use crate::domain::time_window::TimeWindow;
 use crate::error::MemoryResult;
 
 use super::Store;
 use super::columns::effective_confidence;
+use window::Windowed;
 
 /// The candidate columns of each table, in `Candidate`'s order (without `signal`).
 macro_rules! episode_candidate {
@@ -31,7 +33,7 @@ macro_rules! fact_candidate {
         "f.id, f.content, f.importance, f.created_at, f.last_referenced_at, f.confidence, f.decay_rate,
          f.last_confirmed_at, f.subject, f.predicate, f.scope, f.permanence, f.validity,
          NULL::text AS maturity, f.source_butler AS butler, NULL::text AS session_id, f.metadata,
-         f.tenant_id, f.key_version, f.sealed"
+         f.tenant_id, f.key_version, f.sealed, f.valid_from, f.valid_until"
     };
 }
 macro_rules! rule_candidate {
@@ -162,26 +164,28 @@ pub struct Filter<'a> {
     /// not yet re-embedded are found by keywords only. `None` once every vector is the
     /// running model's: the predicate is left out, as it costs the planner its estimates.
     pub embedding_version: Option<i16>,
+    /// When to look (`as_of`, `since`, `until`); `None`: what is live now (`window.rs`).
+    pub window: Option<TimeWindow>,
 }
 
 impl Filter<'_> {
-    /// `sql` as it should run for this filter: an episode query for a single butler gets
-    /// the equality form of the butler condition (see `ONE_BUTLER`) and walks the recency
-    /// index for common-word candidates (see `RECENT_MATCH`).
-    fn sql(
-        &self,
-        memory_type: MemoryType,
-        sql: &'static str,
-    ) -> sqlx::AssertSqlSafe<Cow<'static, str>> {
+    /// `sql` as it should run for this filter, with the times its window binds after the
+    /// query's own `bound` parameters: the window's conditions (`window.rs`); and an
+    /// episode query for a single butler gets the equality form of the butler condition
+    /// (see `ONE_BUTLER`) and walks the recency index for common-word candidates (see
+    /// `RECENT_MATCH`).
+    fn sql(&self, memory_type: MemoryType, sql: &'static str, bound: usize) -> Windowed {
+        let mut statement = self.windowed(memory_type, Cow::Borrowed(sql), bound);
         let one_butler = matches!(&self.scope.butlers, Some(b) if b.len() == 1);
-        sqlx::AssertSqlSafe(if memory_type == MemoryType::Episode && one_butler {
-            Cow::Owned(
-                sql.replace(episode_butlers!(), ONE_BUTLER)
+        if memory_type == MemoryType::Episode && one_butler {
+            statement.sql = Cow::Owned(
+                statement
+                    .sql
+                    .replace(episode_butlers!(), ONE_BUTLER)
                     .replace(RECENT_MATCH, RECENT_MATCH_WALKING),
-            )
-        } else {
-            Cow::Borrowed(sql)
-        })
+            );
+        }
+        statement
     }
 
     /// Scopes for facts and rules, butlers for episodes.
@@ -235,7 +239,8 @@ impl Store {
                  ORDER BY r.embedding <=> $5 LIMIT $6"
             ),
         };
-        let sqlx::AssertSqlSafe(sql) = filter.sql(memory_type, sql);
+        let bound = 6 + usize::from(filter.embedding_version.is_some());
+        let Windowed { sql, times } = filter.sql(memory_type, sql, bound);
         // The marker is an SQL comment: without a version to name it stays, saying nothing.
         let sql = match filter.embedding_version {
             None => sql,
@@ -258,6 +263,9 @@ impl Store {
             .bind(depth);
         if let Some(version) = filter.embedding_version {
             query = query.bind(version);
+        }
+        for time in times {
+            query = query.bind(time);
         }
         let mut rows: Vec<Candidate> = query.fetch_all(self.pool()).await?;
         self.open_candidates(&mut rows).await?;
@@ -306,7 +314,8 @@ impl Store {
                 bm25_query!("rules", "r", rule_candidate!(), rule_filter!(), recent)
             }
         };
-        let mut query = sqlx::query_as(filter.sql(memory_type, sql))
+        let Windowed { sql, times } = filter.sql(memory_type, sql, 9 + usize::from(recent));
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(&filter.scope.tenant_id)
             .bind(filter.visibility(memory_type))
             .bind(filter.now)
@@ -318,6 +327,9 @@ impl Store {
             .bind(any_of(words));
         if recent {
             query = query.bind(recent_common_matches(depth, common_df));
+        }
+        for time in times {
+            query = query.bind(time);
         }
         let mut rows: Vec<Candidate> = query.fetch_all(self.pool()).await?;
         self.open_candidates(&mut rows).await?;
@@ -390,7 +402,7 @@ impl Store {
         filter: &Filter<'_>,
         depth: i64,
     ) -> MemoryResult<Vec<Candidate>> {
-        let rows: Vec<Candidate> = sqlx::query_as(concat!(
+        let sql = concat!(
             "SELECT ",
             fact_candidate!(),
             ", 0.0::float8 AS signal
@@ -398,18 +410,10 @@ impl Store {
             fact_filter!(),
             " AND $5::text IS NULL
              ORDER BY f.importance DESC, f.last_confirmed_at DESC, f.id LIMIT $6"
-        ))
-        .bind(&filter.scope.tenant_id)
-        .bind(filter.visibility(MemoryType::Fact))
-        .bind(filter.now)
-        .bind(filter.min_confidence)
-        .bind(None::<String>)
-        .bind(depth)
-        .fetch_all(self.pool())
-        .await?;
-        let mut rows = rows;
+        );
+        let mut rows = self.standing(MemoryType::Fact, filter, sql, depth).await?;
         self.open_candidates(&mut rows).await?;
-        Ok(typed(rows, MemoryType::Fact))
+        Ok(rows)
     }
 
     /// Rules worth following whatever the prompt: the most mature and effective ones.
@@ -419,7 +423,7 @@ impl Store {
         filter: &Filter<'_>,
         depth: i64,
     ) -> MemoryResult<Vec<Candidate>> {
-        let rows: Vec<Candidate> = sqlx::query_as(concat!(
+        let sql = concat!(
             "SELECT ",
             rule_candidate!(),
             ", 0.0::float8 AS signal
@@ -429,16 +433,8 @@ impl Store {
              ORDER BY CASE r.maturity WHEN 'proven' THEN 0 WHEN 'established' THEN 1
                                       WHEN 'anti_pattern' THEN 2 ELSE 3 END,
                       r.effectiveness_score DESC, r.importance DESC, r.id LIMIT $6"
-        ))
-        .bind(&filter.scope.tenant_id)
-        .bind(filter.visibility(MemoryType::Rule))
-        .bind(filter.now)
-        .bind(filter.min_confidence)
-        .bind(None::<String>)
-        .bind(depth)
-        .fetch_all(self.pool())
-        .await?;
-        Ok(typed(rows, MemoryType::Rule))
+        );
+        self.standing(MemoryType::Rule, filter, sql, depth).await
     }
 
     /// The most recent episodes: the "recent context" of a session.
@@ -448,27 +444,39 @@ impl Store {
         filter: &Filter<'_>,
         depth: i64,
     ) -> MemoryResult<Vec<Candidate>> {
-        let rows: Vec<Candidate> = sqlx::query_as(filter.sql(
-            MemoryType::Episode,
-            concat!(
-                "SELECT ",
-                episode_candidate!(),
-                ", 0.0::float8 AS signal
+        let sql = concat!(
+            "SELECT ",
+            episode_candidate!(),
+            ", 0.0::float8 AS signal
              FROM episodes e WHERE ",
-                episode_filter!(),
-                " AND $5::text IS NULL
+            episode_filter!(),
+            " AND $5::text IS NULL
              ORDER BY e.created_at DESC, e.id LIMIT $6"
-            ),
-        ))
-        .bind(&filter.scope.tenant_id)
-        .bind(filter.visibility(MemoryType::Episode))
-        .bind(filter.now)
-        .bind(filter.min_confidence)
-        .bind(None::<String>)
-        .bind(depth)
-        .fetch_all(self.pool())
-        .await?;
-        Ok(typed(rows, MemoryType::Episode))
+        );
+        self.standing(MemoryType::Episode, filter, sql, depth).await
+    }
+
+    /// Runs one of the queries of memories worth having whatever the prompt (`$5` unused,
+    /// `$6` the depth).
+    async fn standing(
+        &self,
+        memory_type: MemoryType,
+        filter: &Filter<'_>,
+        sql: &'static str,
+        depth: i64,
+    ) -> MemoryResult<Vec<Candidate>> {
+        let Windowed { sql, times } = filter.sql(memory_type, sql, 6);
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(&filter.scope.tenant_id)
+            .bind(filter.visibility(memory_type))
+            .bind(filter.now)
+            .bind(filter.min_confidence)
+            .bind(None::<String>)
+            .bind(depth);
+        for time in times {
+            query = query.bind(time);
+        }
+        Ok(typed(query.fetch_all(self.pool()).await?, memory_type))
     }
 }
 
@@ -487,3 +495,4 @@ fn typed(mut rows: Vec<Candidate>, memory_type: MemoryType) -> Vec<Candidate> {
 }
 
 mod neighbours;
+mod window;

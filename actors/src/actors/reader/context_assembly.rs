@@ -16,6 +16,7 @@ use crate::domain::maturity::Maturity;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::scoring::{Ranking, order};
 use crate::domain::search::{Candidate, ContextRequest, Hit, Scored, SearchMode};
+use crate::domain::time_window::TimeWindow;
 use crate::error::MemoryResult;
 use crate::read_path::QueryEmbedding;
 use crate::store::search::Filter;
@@ -39,6 +40,7 @@ pub async fn run(
         now: request.now,
         min_confidence: request.min_confidence,
         embedding_version: state.compared_version(),
+        window: request.window,
     };
     let types = [MemoryType::Fact, MemoryType::Rule, MemoryType::Episode];
     let store = &state.kit.store;
@@ -97,11 +99,13 @@ pub fn compose(
     counter: &dyn TokenCounter,
 ) -> ContextBlock {
     let now = request.now;
-    let mut hits = ranking.finish(gathered.relevant, now);
+    // Ranked as things stood at the window's end; ages are told from now.
+    let reference = TimeWindow::reference(request.window.as_ref(), now);
+    let mut hits = ranking.finish(gathered.relevant, reference);
     let mut seen: HashSet<_> = hits.iter().map(|h| h.candidate.id).collect();
     for candidate in gathered.standing {
         if seen.insert(candidate.id) {
-            hits.push(ranking.standing(candidate, now));
+            hits.push(ranking.standing(candidate, reference));
         }
     }
 
@@ -212,6 +216,8 @@ mod tests {
             tenant_id: None,
             key_version: None,
             sealed: None,
+            valid_from: None,
+            valid_until: None,
         }
     }
 
@@ -245,6 +251,7 @@ mod tests {
             },
             min_confidence: 0.2,
             now: now(),
+            window: None,
         }
     }
 

@@ -12,6 +12,7 @@ use crate::config::RetrievalConfig;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::scoring::Ranking;
 use crate::domain::search::{Candidate, Hit, Scored, SearchMode, SearchOutcome, SearchQuery};
+use crate::domain::time_window::TimeWindow;
 use crate::error::MemoryResult;
 use crate::read_path::QueryEmbedding;
 use crate::store::search::Filter;
@@ -148,6 +149,7 @@ pub async fn run(
         now: query.now,
         min_confidence: query.min_confidence,
         embedding_version: state.compared_version(),
+        window: query.window,
     };
     let depth = i64::from(state.services.config.retrieval.candidate_depth).max(query.limit as i64);
     let lists = candidate_lists(
@@ -178,7 +180,9 @@ pub async fn run(
 
 /// The top `limit` of scored candidates: composite scores, then diversified.
 pub fn rank(ranking: &Ranking, scored: Vec<Scored>, query: &SearchQuery) -> Vec<Hit> {
-    let mut hits = ranking.diversify(ranking.finish(scored, query.now), query.limit);
+    // Ranked as things stood at the window's end (recency, decayed confidence).
+    let reference = TimeWindow::reference(query.window.as_ref(), query.now);
+    let mut hits = ranking.diversify(ranking.finish(scored, reference), query.limit);
     hits.truncate(query.limit);
     hits
 }
@@ -255,6 +259,8 @@ mod tests {
             tenant_id: None,
             key_version: None,
             sealed: None,
+            valid_from: None,
+            valid_until: None,
         }
     }
 
@@ -272,6 +278,7 @@ mod tests {
                 butlers: None,
             },
             now: now(),
+            window: None,
         }
     }
 

@@ -40,7 +40,7 @@ impl Store {
         // table was small (a fresh table in a burst, before its first analysis), the planner
         // otherwise walked the tenant's whole index to match the ids (0.2-0.3 s a read,
         // docs/benchmarks.md).
-        let rows: Vec<NeighbourRow> = sqlx::query_as(concat!(
+        let mut rows: Vec<NeighbourRow> = sqlx::query_as(concat!(
             "WITH c AS MATERIALIZED (
                  SELECT id, tenant_id, butler, session_id, created_at,
                         make_interval(secs => $6::float8) AS gap
@@ -85,6 +85,10 @@ impl Store {
         .bind(conversation_gap_secs)
         .fetch_all(self.pool())
         .await?;
+        // A read in a time window sees no neighbour outside it.
+        if let Some(window) = &filter.window {
+            rows.retain(|r| window.admits_episode(r.neighbour.created_at));
+        }
         Ok(session_links(ids, rows, known))
     }
 }
