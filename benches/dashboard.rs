@@ -116,7 +116,7 @@ async fn load(service: &Service, args: &Args) -> anyhow::Result<f64> {
     let facts =
         "INSERT INTO facts (id, tenant_id, subject, predicate, content, permanence, decay_rate,
                                     scope, validity, source_butler, created_at, last_confirmed_at,
-                                    last_referenced_at)
+                                    last_referenced_at, valid_from)
                  SELECT uuidv7(), $1, 'subject-' || (i % 5000), 'p' || i, 'synthetic fact ' || i,
                         (ARRAY['permanent','stable','standard','volatile','ephemeral'])[1 + i % 5],
                         (ARRAY[0.0, 0.002, 0.008, 0.03, 0.1])[1 + i % 5],
@@ -124,7 +124,8 @@ async fn load(service: &Service, args: &Args) -> anyhow::Result<f64> {
                         CASE WHEN i % 10 = 7 THEN 'superseded' ELSE 'active' END,
                         'b' || (i % 10), now() - interval '400 days',
                         now() - make_interval(days => ((i / 5) % 400)::int),
-                        now() - make_interval(days => ((i / 5) % 400)::int)
+                        now() - make_interval(days => ((i / 5) % 400)::int),
+                        now() - interval '400 days'
                  FROM generate_series($2::bigint, $3::bigint) AS i";
     // Episodes: ten butlers, over the last 14 days, a fifth still pending.
     let episodes =

@@ -113,13 +113,14 @@ async fn load_facts(service: &Service, facts: u64) -> anyhow::Result<f64> {
         sqlx::query(
             "INSERT INTO facts (id, tenant_id, subject, predicate, content, permanence, decay_rate,
                                 scope, validity, source_butler, created_at, last_confirmed_at,
-                                last_referenced_at)
+                                last_referenced_at, valid_from)
              SELECT gen_random_uuid(), $1, 'user', 'p' || i, 'synthetic fact number ' || i,
                     (ARRAY['permanent','stable','standard','volatile','ephemeral'])[1 + i % 5],
                     (ARRAY[0.0, 0.002, 0.008, 0.03, 0.1])[1 + i % 5],
                     'global', 'active', $2, now() - interval '400 days',
                     now() - make_interval(days => ((i / 5) % 400)::int),
-                    now() - make_interval(days => ((i / 5) % 400)::int)
+                    now() - make_interval(days => ((i / 5) % 400)::int),
+                    now() - interval '400 days'
              FROM generate_series($3::bigint, $4::bigint) AS i",
         )
         .bind(TENANT)

@@ -133,8 +133,8 @@ async fn the_database_refuses_states_outside_the_canonical_sets() {
     }
     // A second live fact for the same key is refused by the partial unique index.
     let err = sqlx::query(
-        "INSERT INTO facts (id, tenant_id, subject, predicate, content, scope, created_at, last_confirmed_at, last_referenced_at)
-         VALUES (gen_random_uuid(), 'tenant-a', 's', 'p', 'other', 'global', now(), now(), now())",
+        "INSERT INTO facts (id, tenant_id, subject, predicate, content, scope, created_at, last_confirmed_at, last_referenced_at, valid_from)
+         VALUES (gen_random_uuid(), 'tenant-a', 's', 'p', 'other', 'global', now(), now(), now(), now())",
     )
     .execute(&mut sql)
     .await
