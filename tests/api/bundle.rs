@@ -130,7 +130,10 @@ async fn an_export_imported_into_another_database_answers_identically() {
     let header: Value = serde_json::from_str(bundle.lines().next().unwrap()).unwrap();
     assert_eq!(header["format"], "butler-memory/export");
     assert_eq!(header["tenant_id"], "tenant-a");
-    assert_eq!(header["embedding_model"]["model"], "all-MiniLM-L6-v2-int8");
+    assert_eq!(
+        header["embedding_model"]["model"],
+        "all-MiniLM-L6-v2-int8-compact"
+    );
 
     let target = spawn_app().await;
     let (status, report) = import(&target, TENANT_A_ADMIN, bundle.clone()).await;

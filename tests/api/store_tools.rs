@@ -260,7 +260,10 @@ async fn committed_rows_are_embedded_and_record_their_model() {
     app.engine().flush().await.unwrap();
     for (ty, id) in [("episode", &episode["id"]), ("fact", &fact["id"])] {
         let got = mcp.ok("memory_get", json!({"type": ty, "id": id})).await;
-        assert_eq!(got["embedding_model"], "all-MiniLM-L6-v2-int8", "{ty}");
+        assert_eq!(
+            got["embedding_model"], "all-MiniLM-L6-v2-int8-compact",
+            "{ty}"
+        );
     }
     let mut sql = app.sql().await;
     let (model, sha, dims): (String, String, i32) = sqlx::query_as(
@@ -271,8 +274,8 @@ async fn committed_rows_are_embedded_and_record_their_model() {
     .fetch_one(&mut sql)
     .await
     .unwrap();
-    assert_eq!(model, "all-MiniLM-L6-v2-int8");
-    assert!(sha.starts_with("8199be6f"));
+    assert_eq!(model, "all-MiniLM-L6-v2-int8-compact");
+    assert!(sha.starts_with("d8a50d7c"));
     assert_eq!(dims, 384);
     app.stop().await;
 }
