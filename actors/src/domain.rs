@@ -11,6 +11,7 @@ pub mod consolidation_status;
 pub mod context_block;
 pub mod cron;
 pub mod decay;
+pub mod diversity;
 pub mod episode;
 pub mod event;
 pub mod extraction;

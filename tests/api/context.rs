@@ -431,3 +431,59 @@ fn the_model_tokenizer_counts_a_block_as_the_sum_of_its_lines() {
     let sum: usize = lines.iter().map(|l| counter.count(l)).sum();
     assert_eq!(counter.count(&lines.concat()), sum);
 }
+
+/// Diversity in the block and in search: a rule restating one above it moves below a
+/// different rule, which it outranked; the first statement stays where it was.
+#[tokio::test]
+async fn a_restated_rule_goes_below_a_different_one() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = spawn_app_at("", clock.clone()).await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let mut ids = Vec::new();
+    for content in [
+        "Always confirm with the user before sending an email",
+        "Always confirm with the user before sending emails",
+        "Keep replies short and friendly",
+    ] {
+        let rule = mcp
+            .ok(
+                "memory_store_rule",
+                json!({"content": content, "importance": 5}),
+            )
+            .await;
+        ids.push(rule["id"].as_str().unwrap().to_owned());
+        clock.advance(Duration::minutes(1));
+    }
+    app.engine().flush().await.unwrap();
+    let position = |list: &[String], id: &str| list.iter().position(|x| x == id).unwrap();
+    let block = mcp
+        .ok(
+            "memory_context",
+            json!({"trigger_prompt": "Confirm with the user before sending the email", "butler": "health"}),
+        )
+        .await;
+    let rules: Vec<String> = serde_json::from_value(block["sections"]["rules"].clone()).unwrap();
+    assert_eq!(rules.len(), 3, "{block}");
+    let (first, second) = if position(&rules, &ids[0]) < position(&rules, &ids[1]) {
+        (&ids[0], &ids[1])
+    } else {
+        (&ids[1], &ids[0])
+    };
+    assert_eq!(position(&rules, first), 0, "{rules:?}");
+    assert_eq!(position(&rules, &ids[2]), 1, "{rules:?}");
+    assert_eq!(position(&rules, second), 2, "{rules:?}");
+
+    let found = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "confirm with the user before sending the email", "types": ["rule"], "limit": 3}),
+        )
+        .await;
+    let found = result_ids(&found);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert_eq!(
+        found[1], ids[2],
+        "the different rule comes second: {found:?}"
+    );
+    app.stop().await;
+}

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::decay::{days_between, effective_confidence};
+use super::diversity::demote_near_duplicates;
 use super::maturity::Maturity;
 use super::memory_type::MemoryType;
 use super::search::{
@@ -264,7 +265,8 @@ impl Ranking {
 
     /// Keeps one diversity cluster from taking more than its share of the top `limit`:
     /// beyond the cap, a cluster's hits move below every other cluster's (they are demoted,
-    /// not dropped, so nothing disappears when there is nothing else to show).
+    /// not dropped, so nothing disappears when there is nothing else to show); then a fact
+    /// or rule that restates one above it moves down too (`diversity.rs`).
     pub fn diversify(&self, hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
         let cap = ((limit as f64) * self.max_cluster_share).ceil().max(1.0) as usize;
         let mut taken: HashMap<String, usize> = HashMap::new();
@@ -284,7 +286,7 @@ impl Ranking {
             }
         }
         kept.extend(demoted);
-        kept
+        demote_near_duplicates(kept, limit)
     }
 }
 

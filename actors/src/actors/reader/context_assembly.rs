@@ -12,6 +12,7 @@ use crate::domain::context_block::{
     ContextBlock, ContextOutcome, Quotas, TokenCounter, assemble, episode_line, fact_line,
     rule_line,
 };
+use crate::domain::diversity::demote_near_duplicates;
 use crate::domain::maturity::Maturity;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::scoring::{Ranking, order};
@@ -88,6 +89,9 @@ pub async fn run(
     Ok(ContextOutcome { block, degraded })
 }
 
+/// The lines of a section checked for restatements: more than a budget ever holds.
+const DIVERSITY_WINDOW: usize = 64;
+
 /// Ranks each section and fits the sections into the request's budget: facts and episodes
 /// by score, rules by maturity and then score (anti-patterns last, as warnings). A standing
 /// candidate that the prompt's lists also found counts once, with its relevance.
@@ -124,6 +128,11 @@ pub fn compose(
             .cmp(&maturity_rank(b))
             .then_with(|| order(a, b))
     });
+    // A fact or rule that restates one above it goes last, the first the budget cuts.
+    // Facts are not capped by subject here as search caps them: most are about the user.
+    // Episodes keep their order: the recent context is the latest turns, of one session.
+    let fact_hits = demote_near_duplicates(fact_hits, DIVERSITY_WINDOW);
+    let rule_hits = demote_near_duplicates(rule_hits, DIVERSITY_WINDOW);
 
     assemble(
         [
