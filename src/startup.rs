@@ -217,11 +217,17 @@ impl Core {
         {
             tracing::error!("the engine did not stop within {ENGINE_STOP:?}; stopping anyway");
         }
-        if tokio::time::timeout(POOLS_CLOSE, state.engine.store().close())
+        // With the database known down, a busy connection (the lifecycle lease's, one
+        // waiting for a dead server) will not finish: closing waits for nothing.
+        let close_within = match state.engine.database_health().down() {
+            Some(_) => Duration::ZERO,
+            None => POOLS_CLOSE,
+        };
+        if tokio::time::timeout(close_within, state.engine.store().close())
             .await
             .is_err()
         {
-            tracing::warn!("database connections still busy after {POOLS_CLOSE:?}; leaving them");
+            tracing::warn!("database connections still busy after {close_within:?}; leaving them");
         }
         if let Some(pg) = embedded {
             pg.stop().await.map_err(StartupError::StopPostgres)?;

@@ -169,6 +169,10 @@ pub async fn detail(
                 dt { "Scope" } dd { (fact.scope) }
                 dt { "Importance" } dd { (fact.importance) }
                 dt { "Source butler" } dd { @if let Some(b) = &fact.source_butler { (super::widgets::butler(b)) } @else { "—" } }
+                dt { "True" } dd {
+                    "from " (fact.valid_from.format("%Y-%m-%d %H:%M UTC"))
+                    @if let Some(until) = fact.valid_until { " until " (until.format("%Y-%m-%d %H:%M UTC")) } @else { " on" }
+                }
                 dt { "Created" } dd { (ago(fact.created_at, now)) }
                 dt { "Last confirmed" } dd { (ago(fact.last_confirmed_at, now)) }
                 dt { "Id" } dd { code { (fact.id) } }

@@ -288,6 +288,28 @@ async fn every_change_needs_the_session_token_and_the_same_origin() {
         .await
         .unwrap();
     assert_eq!(validity, "superseded");
+    // A correction: the new version was true since the old one began, which never was.
+    let (old_from, old_until, new_from): (
+        chrono::DateTime<chrono::Utc>,
+        Option<chrono::DateTime<chrono::Utc>>,
+        chrono::DateTime<chrono::Utc>,
+    ) = sqlx::query_as(
+        "SELECT o.valid_from, o.valid_until, n.valid_from FROM facts o
+         JOIN facts n ON n.supersedes_id = o.id WHERE o.id = $1::uuid",
+    )
+    .bind(&fact)
+    .fetch_one(&mut sql)
+    .await
+    .unwrap();
+    assert_eq!((old_until, new_from), (Some(old_from), old_from));
+    let drawer = page(&app, Some(&admin), &format!("/memory/facts/{fact}"))
+        .await
+        .body;
+    let stamp = old_from.format("%Y-%m-%d %H:%M UTC").to_string();
+    assert!(
+        drawer.contains(&format!("from {stamp} until {stamp}")),
+        "{drawer}"
+    );
     let actor: String = sqlx::query_scalar(
         "SELECT actor FROM memory_events WHERE event_type = 'fact_superseded' AND entity_id = $1::uuid",
     )

@@ -173,6 +173,9 @@ impl IndexerState {
     /// Embeds batches until no row is left without an embedding of the running model, or
     /// (when `yielding`) until a write burst asks for the CPU. Returns how many it embedded.
     async fn drain(&mut self, yielding: bool) -> MemoryResult<u64> {
+        // While the database is known down, a look for rows would only wait out a
+        // connection timeout (and hold a stop behind it).
+        self.services.database.check()?;
         let mut total = 0;
         loop {
             if yielding && self.writes_are_hot().await? {

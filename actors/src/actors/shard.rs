@@ -462,6 +462,9 @@ impl ShardState {
         if self.touches.is_empty() {
             return Ok(());
         }
+        // While the database is known down, an attempt would only wait out a connection
+        // timeout, holding the shard (and a stop) behind it; the bumps wait for a later one.
+        self.services.database.check()?;
         let now = self.services.clock.now();
         let mut conn = self.services.store.writer().acquire().await?;
         for (memory_type, counts) in std::mem::take(&mut self.touches) {
