@@ -171,6 +171,35 @@ async fn the_llm_extractor_creates_supersedes_confirms_and_links() {
     .await
     .unwrap();
     assert_eq!(live_city, "Lives in Nantes");
+    // The move's date the extractor read in the episode starts the new fact; Lyon, recorded
+    // today (after it), was then never true. The tea fact states no date: the episode's.
+    type Validity = (
+        chrono::DateTime<chrono::Utc>,
+        Option<chrono::DateTime<chrono::Utc>>,
+    );
+    let validity = |predicate: &'static str, validity: &'static str| {
+        sqlx::query_as::<_, Validity>(
+            "SELECT valid_from, valid_until FROM facts WHERE predicate = $1 AND validity = $2",
+        )
+        .bind(predicate)
+        .bind(validity)
+    };
+    let (nantes_from, _) = validity("city", "active").fetch_one(&mut db).await.unwrap();
+    assert_eq!(nantes_from.to_rfc3339(), "2026-03-02T00:00:00+00:00");
+    let (lyon_from, lyon_until) = validity("city", "superseded")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(lyon_until, Some(lyon_from));
+    let (tea_from, _) = validity("favourite_tea", "active")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    let told: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT created_at FROM episodes")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(tea_from, told);
     let confirmed_by: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM memory_events
          WHERE event_type = 'fact_confirmed' AND actor = 'consolidation' AND entity_id = $1::uuid",

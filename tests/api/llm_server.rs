@@ -87,7 +87,7 @@ fn llm_app(script: Vec<Script>) -> (axum::Router, Requests) {
                                    "links": if known("name").is_null() { json!([]) } else { json!([{"relation": "supports", "fact_id": known("name")}]) }}],
                     "updated_facts": if known("city").is_null() { json!([]) } else { json!([{"supersedes_fact_id": known("city"), "subject": "user", "predicate": "city",
                                        "content": "Lives in Nantes", "permanence": "stable", "importance": 7,
-                                       "source_episode_id": episode, "links": []}]) },
+                                       "source_episode_id": episode, "links": [], "valid_from": "2026-03-02"}]) },
                     "new_rules": [{"content": "Offer tea when the user is tired", "source_episode_id": episode}],
                     "confirmations": if known("name").is_null() { json!([]) } else { json!([{"fact_id": known("name")}]) },
                 })

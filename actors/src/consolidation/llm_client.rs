@@ -98,8 +98,11 @@ standard (current interests, projects, possessions), volatile (temporary states,
 plans), ephemeral (what happened today); importance 0-10), updated_facts (a new value for one \
 of the known facts: give its id as supersedes_fact_id), new_rules (how the butler should behave, \
 learned from what worked or failed), and confirmations (ids of known facts the episodes show \
-are still true). A new or updated fact may link to known facts it supports or contradicts. Every item names the episode it came from. Do not repeat known facts as new \
-facts; confirm them instead. Extract nothing you are not sure of.";
+are still true). A new or updated fact may link to known facts it supports or contradicts. \
+A new or updated fact gives valid_from, the date it became true (YYYY-MM-DD), when the episode \
+states one (\"moved in March\" in an episode dated May), else null. Every item names the \
+episode it came from. Do not repeat known facts as new facts; confirm them instead. Extract \
+nothing you are not sure of.";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -120,6 +123,10 @@ struct FactItem {
     importance: f64,
     source_episode_id: Uuid,
     links: Vec<LinkItem>,
+    /// When it became true, if the episode says (a date or a time); absent: when the
+    /// episode happened. Read leniently: a value that is not a date is ignored.
+    #[serde(default)]
+    valid_from: Option<String>,
 }
 
 /// A known fact the extracted one supports or contradicts.
@@ -141,6 +148,10 @@ struct UpdatedFactItem {
     importance: f64,
     source_episode_id: Uuid,
     links: Vec<LinkItem>,
+    /// When it became true, if the episode says (a date or a time); absent: when the
+    /// episode happened. Read leniently: a value that is not a date is ignored.
+    #[serde(default)]
+    valid_from: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -156,6 +167,18 @@ struct Confirmation {
     fact_id: Uuid,
 }
 
+/// A fact's stated start, when the model gave one that reads as a time or a date.
+fn stated_start(text: Option<&str>) -> Option<chrono::DateTime<chrono::Utc>> {
+    let parsed = crate::domain::time_window::parse_valid_from(text?);
+    if parsed.is_err() {
+        tracing::debug!(
+            valid_from = text,
+            "an extracted fact's start is not a date; ignored"
+        );
+    }
+    parsed.ok()
+}
+
 /// The JSON schema the answer must match.
 fn answer_schema() -> Value {
     let fact = |extra: &[(&str, Value)]| {
@@ -166,6 +189,8 @@ fn answer_schema() -> Value {
             "permanence": {"enum": ["permanent", "stable", "standard", "volatile", "ephemeral"]},
             "importance": {"type": "number", "minimum": 0, "maximum": 10},
             "source_episode_id": {"type": "string"},
+            "valid_from": {"type": ["string", "null"],
+                           "description": "the date it became true (YYYY-MM-DD), if the episode states one"},
             "links": {"type": "array", "items": {
                 "type": "object", "additionalProperties": false,
                 "required": ["relation", "fact_id"],
@@ -180,6 +205,7 @@ fn answer_schema() -> Value {
             "importance",
             "source_episode_id",
             "links",
+            "valid_from",
         ];
         for (k, v) in extra {
             properties[*k] = v.clone();
@@ -339,6 +365,7 @@ impl LlmExtractor {
                 importance: f.importance,
                 source_episode_id: f.source_episode_id,
                 supersedes_fact_id: None,
+                valid_from: stated_start(f.valid_from.as_deref()),
                 relations: f
                     .links
                     .into_iter()
@@ -355,6 +382,7 @@ impl LlmExtractor {
                 importance: f.importance,
                 source_episode_id: f.source_episode_id,
                 supersedes_fact_id: Some(f.supersedes_fact_id),
+                valid_from: stated_start(f.valid_from.as_deref()),
                 relations: f
                     .links
                     .into_iter()
@@ -386,6 +414,11 @@ mod tests {
     fn instance(schema: &Value) -> Value {
         if let Some(values) = schema["enum"].as_array() {
             return values[0].clone();
+        }
+        // A nullable field (`["string", "null"]`) is answered with its value: a date here.
+        if let Some(types) = schema["type"].as_array() {
+            assert!(types.iter().any(|t| t == "null"), "{schema}");
+            return json!("2026-03-02");
         }
         match schema["type"].as_str() {
             Some("object") => {
@@ -450,6 +483,11 @@ mod tests {
         let parsed: Answer =
             serde_json::from_value(answer.clone()).unwrap_or_else(|e| panic!("{e}: {answer:#}"));
         assert_eq!(parsed.new_facts[0].links.len(), 1);
+        assert_eq!(
+            stated_start(parsed.updated_facts[0].valid_from.as_deref()).map(|t| t.to_rfc3339()),
+            Some("2026-03-02T00:00:00+00:00".to_owned())
+        );
+        assert_eq!(stated_start(Some("last spring")), None);
         assert_eq!(parsed.updated_facts[0].links.len(), 1);
         assert_eq!(parsed.new_rules.len(), 1);
         assert_eq!(parsed.confirmations.len(), 1);

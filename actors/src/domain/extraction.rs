@@ -32,6 +32,9 @@ pub struct ExtractedFact {
     /// The existing fact this one updates (it must be among the known facts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes_fact_id: Option<Uuid>,
+    /// When it became true, as the episode states it; `None`: when the episode happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<chrono::DateTime<chrono::Utc>>,
     /// Known facts this one supports or contradicts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub relations: Vec<(super::relation::Relation, Uuid)>,
@@ -168,6 +171,7 @@ mod tests {
             importance: 5.0,
             source_episode_id: Uuid::from_u128(7),
             supersedes_fact_id: None,
+            valid_from: None,
             relations: Vec::new(),
         }
     }

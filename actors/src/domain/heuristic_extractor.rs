@@ -208,6 +208,8 @@ fn fact_in(
             importance: *importance,
             source_episode_id: episode.id,
             supersedes_fact_id: None,
+            // The heuristic reads no dates: true from when the episode was told.
+            valid_from: None,
             relations: Vec::new(),
         });
     }

@@ -185,8 +185,12 @@ impl Store {
                     }))
                     .collect(),
                 created_at: now,
-                // What an episode tells was true when it was told, not when it was consolidated.
-                valid_from: held.get(&f.source_episode_id).copied().unwrap_or(now),
+                // True from when the episode says, else from when it was told (not from
+                // when it was consolidated).
+                valid_from: f
+                    .valid_from
+                    .or_else(|| held.get(&f.source_episode_id).copied())
+                    .unwrap_or(now),
                 redacted: Default::default(),
             };
             // An extractor can echo a secret back: its facts are redacted like any other.
