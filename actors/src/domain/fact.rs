@@ -99,7 +99,8 @@ pub struct FactInput {
     pub butler: Option<String>,
     pub confidence: Option<f64>,
     pub source_episode_id: Option<Uuid>,
-    /// When it became true, as the caller states it (RFC 3339 or a date); default: now.
+    /// When it became true, as the caller states it (RFC 3339 or a date), else as its
+    /// metadata's `valid_from` states it; default: now.
     pub valid_from: Option<String>,
 }
 
@@ -187,6 +188,11 @@ impl FactInput {
             ));
         }
         let permanence = self.permanence.unwrap_or(Permanence::DEFAULT);
+        // Its start as a parameter, or as a caller that keeps dates in metadata states it.
+        let stated = self.valid_from.clone().or_else(|| {
+            let metadata = self.metadata.as_ref()?;
+            Some(metadata.get("valid_from")?.as_str()?.to_owned())
+        });
         Ok(NewFact {
             id: Uuid::now_v7(),
             tenant_id: caller.tenant_id.clone(),
@@ -204,7 +210,7 @@ impl FactInput {
             metadata: check_metadata(self.metadata, limits)?,
             links: self.links,
             created_at: now,
-            valid_from: match &self.valid_from {
+            valid_from: match &stated {
                 Some(text) => parse_valid_from(text)?,
                 None => now,
             },

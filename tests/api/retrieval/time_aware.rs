@@ -217,6 +217,23 @@ async fn a_stated_start_places_the_fact_and_ends_the_one_it_supersedes() {
         .err("memory_store_fact", fact("Lives in Paris", Some("soon")))
         .await;
     assert_eq!(refused["code"], "invalid_time", "{refused}");
+    // A start kept in metadata counts as one stated (the parameter wins over it).
+    let job = mcp
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "employer", "content": "Works at Acme",
+                   "metadata": {"valid_from": "2025-09-01", "source": "CV"}}),
+        )
+        .await;
+    assert_eq!(job["valid_from"], "2025-09-01T00:00:00Z");
+    let refused = mcp
+        .err(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "employer", "content": "Works at Initech",
+                   "metadata": {"valid_from": "last autumn"}}),
+        )
+        .await;
+    assert_eq!(refused["code"], "invalid_time", "{refused}");
     app.stop().await;
 }
 
