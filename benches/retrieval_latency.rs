@@ -78,6 +78,10 @@ struct Args {
     /// `token_budget` of memory_context (the service's default when absent).
     #[arg(long)]
     token_budget: Option<u32>,
+    /// `as_of` of both tools (RFC 3339 or a date): reads in a time window, which take the
+    /// windowed statements (facts live or superseded).
+    #[arg(long)]
+    as_of: Option<String>,
     /// Extra service configuration (TOML layered over the defaults), e.g. retrieval workers.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -333,12 +337,18 @@ async fn client_loop(
                 if let Some(limit) = args.search_limit {
                     a["limit"] = json!(limit);
                 }
+                if let Some(as_of) = &args.as_of {
+                    a["as_of"] = json!(as_of);
+                }
                 a
             }
             Tool::Context => {
                 let mut a = json!({"trigger_prompt": prompt, "butler": BUTLER});
                 if let Some(budget) = args.token_budget {
                     a["token_budget"] = json!(budget);
+                }
+                if let Some(as_of) = &args.as_of {
+                    a["as_of"] = json!(as_of);
                 }
                 a
             }
@@ -488,6 +498,7 @@ fn report(args: &Args, samples: &[Sample], wall: Duration, seeded: &Seeded) -> a
             "prompts": PROMPTS.len(),
             "search_limit": args.search_limit,
             "token_budget": args.token_budget,
+            "as_of": args.as_of,
             "seed_seconds": round3(stored.as_secs_f64()),
             "drain_seconds": round3(drained.as_secs_f64()),
             "timed_seconds": round3(wall_s),
