@@ -6,7 +6,6 @@
 //! `consolidated`. A crash anywhere before the commit leaves nothing behind; the batch is
 //! simply pending again.
 
-use crate::domain::redaction::Redactor;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -18,6 +17,7 @@ use crate::domain::author::Author;
 use crate::domain::extraction::{Extraction, SourceEpisode};
 use crate::domain::fact::NewFact;
 use crate::domain::memory_type::MemoryType;
+use crate::domain::redaction::Redactor;
 use crate::domain::relation::{LinkTarget, Relation};
 use crate::domain::request_context::Lineage;
 use crate::domain::rule::{NEW_RULE_CONFIDENCE, NewRule};
