@@ -174,8 +174,13 @@ impl Filter<'_> {
     /// episode query for a single butler gets the equality form of the butler condition
     /// (see `ONE_BUTLER`) and walks the recency index for common-word candidates (see
     /// `RECENT_MATCH`).
-    fn sql(&self, memory_type: MemoryType, sql: &'static str, bound: usize) -> Windowed {
-        let mut statement = self.windowed(memory_type, Cow::Borrowed(sql), bound);
+    fn sql(
+        &self,
+        memory_type: MemoryType,
+        sql: &'static str,
+        bound: usize,
+    ) -> MemoryResult<Windowed> {
+        let mut statement = self.windowed(memory_type, Cow::Borrowed(sql), bound)?;
         let one_butler = matches!(&self.scope.butlers, Some(b) if b.len() == 1);
         if memory_type == MemoryType::Episode && one_butler {
             statement.sql = Cow::Owned(
@@ -185,7 +190,7 @@ impl Filter<'_> {
                     .replace(RECENT_MATCH, RECENT_MATCH_WALKING),
             );
         }
-        statement
+        Ok(statement)
     }
 
     /// Scopes for facts and rules, butlers for episodes.
@@ -240,7 +245,7 @@ impl Store {
             ),
         };
         let bound = 6 + usize::from(filter.embedding_version.is_some());
-        let Windowed { sql, times } = filter.sql(memory_type, sql, bound);
+        let Windowed { sql, times } = filter.sql(memory_type, sql, bound)?;
         // The marker is an SQL comment: without a version to name it stays, saying nothing.
         let sql = match filter.embedding_version {
             None => sql,
@@ -314,7 +319,7 @@ impl Store {
                 bm25_query!("rules", "r", rule_candidate!(), rule_filter!(), recent)
             }
         };
-        let Windowed { sql, times } = filter.sql(memory_type, sql, 9 + usize::from(recent));
+        let Windowed { sql, times } = filter.sql(memory_type, sql, 9 + usize::from(recent))?;
         let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(&filter.scope.tenant_id)
             .bind(filter.visibility(memory_type))
@@ -465,7 +470,7 @@ impl Store {
         sql: &'static str,
         depth: i64,
     ) -> MemoryResult<Vec<Candidate>> {
-        let Windowed { sql, times } = filter.sql(memory_type, sql, 6);
+        let Windowed { sql, times } = filter.sql(memory_type, sql, 6)?;
         let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(&filter.scope.tenant_id)
             .bind(filter.visibility(memory_type))

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use super::Filter;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::time_window::TimeWindow;
+use crate::error::{MemoryError, MemoryResult};
 use crate::store::columns::effective_confidence;
 
 /// What a windowed fact filter selects instead of live facts only.
@@ -31,18 +32,19 @@ pub(super) struct Windowed {
 
 impl Filter<'_> {
     /// `sql` (one of this module's candidate queries for `memory_type`, which binds `bound`
-    /// parameters of its own) restricted to the filter's window.
+    /// parameters of its own) restricted to the filter's window; an internal error for a
+    /// query without its type's filter.
     pub(super) fn windowed(
         &self,
         memory_type: MemoryType,
         sql: Cow<'static, str>,
         bound: usize,
-    ) -> Windowed {
+    ) -> MemoryResult<Windowed> {
         let Some(window) = &self.window else {
-            return Windowed {
+            return Ok(Windowed {
                 sql,
                 times: Vec::new(),
-            };
+            });
         };
         let mut times = Vec::new();
         let mut param = |time: DateTime<Utc>| {
@@ -86,14 +88,17 @@ impl Filter<'_> {
                 (rule_filter!(), conditions)
             }
         };
-        assert!(
-            sql.contains(filter),
-            "a candidate query of {memory_type} has its type's filter"
-        );
-        Windowed {
+        // A query without its type's filter would run unwindowed: a wrong answer, so an
+        // error instead (every query of this module has it; the tests run each in a window).
+        if !sql.contains(filter) {
+            return Err(MemoryError::internal(format!(
+                "a candidate query of {memory_type} lacks its type's filter"
+            )));
+        }
+        Ok(Windowed {
             sql: Cow::Owned(sql.replace(filter, &windowed)),
             times,
-        }
+        })
     }
 }
 
@@ -131,7 +136,9 @@ mod tests {
     #[test]
     fn without_a_window_the_statement_is_unchanged() {
         let scope = scope();
-        let w = filter(&scope, None).windowed(MemoryType::Fact, Cow::Borrowed(FACTS), 6);
+        let w = filter(&scope, None)
+            .windowed(MemoryType::Fact, Cow::Borrowed(FACTS), 6)
+            .unwrap();
         assert_eq!(w.sql, FACTS);
         assert!(w.times.is_empty());
     }
@@ -140,13 +147,23 @@ mod tests {
     fn an_as_of_fact_query_admits_superseded_facts_true_then() {
         let scope = scope();
         let window = TimeWindow::AsOf(at(3));
-        let w = filter(&scope, Some(window)).windowed(MemoryType::Fact, Cow::Borrowed(FACTS), 6);
+        let w = filter(&scope, Some(window))
+            .windowed(MemoryType::Fact, Cow::Borrowed(FACTS), 6)
+            .unwrap();
         assert!(w.sql.contains(FACTS_LIVE_OR_PAST), "{}", w.sql);
         assert!(!w.sql.contains("($3 - f.last_confirmed_at)"), "{}", w.sql);
         assert!(w.sql.contains("LEAST($7, COALESCE(f.valid_until, $7))"));
         assert!(w.sql.contains("f.valid_from <= $8"));
         assert!(w.sql.contains("f.valid_until > $9"));
         assert_eq!(w.times, vec![at(3), at(3), at(3)]);
+    }
+
+    #[test]
+    fn a_query_without_its_types_filter_is_an_error_not_an_unwindowed_read() {
+        let scope = scope();
+        let window = Some(TimeWindow::AsOf(at(3)));
+        let wrong = filter(&scope, window).windowed(MemoryType::Rule, Cow::Borrowed(FACTS), 6);
+        assert!(wrong.is_err());
     }
 
     #[test]
@@ -161,7 +178,9 @@ mod tests {
             episode_filter!(),
             " LIMIT $6"
         );
-        let w = filter(&scope, Some(window)).windowed(MemoryType::Episode, Cow::Borrowed(sql), 6);
+        let w = filter(&scope, Some(window))
+            .windowed(MemoryType::Episode, Cow::Borrowed(sql), 6)
+            .unwrap();
         assert!(
             w.sql.ends_with("AND e.created_at >= $7 LIMIT $6"),
             "{}",
@@ -169,7 +188,9 @@ mod tests {
         );
         assert_eq!(w.times, vec![at(2)]);
         // A fact query ranks at now (the span has no end) and needs no upper bound.
-        let w = filter(&scope, Some(window)).windowed(MemoryType::Fact, Cow::Borrowed(FACTS), 7);
+        let w = filter(&scope, Some(window))
+            .windowed(MemoryType::Fact, Cow::Borrowed(FACTS), 7)
+            .unwrap();
         assert_eq!(w.times, vec![at(6), at(2)]);
         assert!(!w.sql.contains("f.valid_from <="));
     }
