@@ -79,7 +79,6 @@ fn resemblance(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
 #[cfg(test)]
 mod tests {
     use chrono::{TimeZone, Utc};
-    use uuid::Uuid;
 
     use super::*;
     use crate::domain::search::{Candidate, ComponentScores};
@@ -88,30 +87,8 @@ mod tests {
         let at = Utc.with_ymd_and_hms(2026, 5, 1, 9, 0, 0).unwrap();
         Hit {
             candidate: Candidate {
-                memory_type: Some(memory_type),
-                id: Uuid::from_u128(n),
                 content: content.into(),
-                importance: 5.0,
-                created_at: at,
-                last_referenced_at: at,
-                confidence: 1.0,
-                decay_rate: 0.0,
-                last_confirmed_at: at,
-                subject: None,
-                predicate: None,
-                scope: None,
-                permanence: None,
-                validity: None,
-                maturity: None,
-                butler: None,
-                session_id: None,
-                metadata: serde_json::json!({}),
-                signal: 0.0,
-                tenant_id: None,
-                key_version: None,
-                sealed: None,
-                valid_from: None,
-                valid_until: None,
+                ..Candidate::fixture(memory_type, n, at)
             },
             score: 1.0 - n as f64 / 100.0,
             scores: ComponentScores::blank(),

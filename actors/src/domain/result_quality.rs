@@ -52,30 +52,14 @@ mod tests {
         let now = Utc::now();
         Hit {
             candidate: Candidate {
-                memory_type: Some(kind),
                 id: Uuid::new_v4(),
                 content: content.into(),
-                importance: 5.0,
-                created_at: now,
-                last_referenced_at: now,
                 confidence: 0.9,
-                decay_rate: 0.0,
-                last_confirmed_at: now,
                 subject: subject.map(str::to_owned),
-                predicate: None,
-                scope: None,
-                permanence: None,
-                validity: None,
-                maturity: None,
-                butler: None,
                 session_id: session.map(str::to_owned),
                 metadata: Value::Null,
                 signal: 0.5,
-                tenant_id: None,
-                key_version: None,
-                sealed: None,
-                valid_from: None,
-                valid_until: None,
+                ..Candidate::fixture(kind, 0, now)
             },
             score: 0.5,
             scores: ComponentScores {

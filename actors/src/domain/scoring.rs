@@ -346,30 +346,13 @@ mod tests {
 
     fn candidate(memory_type: MemoryType, n: u128, signal: f64) -> Candidate {
         Candidate {
-            memory_type: Some(memory_type),
-            id: Uuid::from_u128(n),
-            content: format!("c{n}"),
-            importance: 5.0,
-            created_at: t0(),
-            last_referenced_at: t0(),
-            confidence: 1.0,
-            decay_rate: 0.0,
-            last_confirmed_at: t0(),
             subject: Some(format!("s{n}")),
             predicate: Some("p".into()),
             scope: Some("global".into()),
             permanence: Some("permanent".into()),
             validity: Some("active".into()),
-            maturity: None,
-            butler: None,
-            session_id: None,
-            metadata: serde_json::json!({}),
             signal,
-            tenant_id: None,
-            key_version: None,
-            sealed: None,
-            valid_from: None,
-            valid_until: None,
+            ..Candidate::fixture(memory_type, n, t0())
         }
     }
 

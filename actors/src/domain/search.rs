@@ -120,6 +120,39 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// A bare candidate for pure tests of ranking: no optional attribute, importance 5,
+    /// confidence 1 without decay, every time `at`, content `c{n}`. A test sets what it is
+    /// about with `..Candidate::fixture(..)`.
+    #[cfg(test)]
+    pub fn fixture(memory_type: MemoryType, n: u128, at: DateTime<Utc>) -> Candidate {
+        Candidate {
+            memory_type: Some(memory_type),
+            id: Uuid::from_u128(n),
+            content: format!("c{n}"),
+            importance: 5.0,
+            created_at: at,
+            last_referenced_at: at,
+            confidence: 1.0,
+            decay_rate: 0.0,
+            last_confirmed_at: at,
+            subject: None,
+            predicate: None,
+            scope: None,
+            permanence: None,
+            validity: None,
+            maturity: None,
+            butler: None,
+            session_id: None,
+            metadata: serde_json::json!({}),
+            signal: 0.0,
+            tenant_id: None,
+            key_version: None,
+            sealed: None,
+            valid_from: None,
+            valid_until: None,
+        }
+    }
+
     pub fn memory_type(&self) -> MemoryType {
         self.memory_type
             .expect("the store sets the type of every candidate")

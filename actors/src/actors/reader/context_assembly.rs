@@ -203,30 +203,15 @@ mod tests {
     fn candidate(memory_type: MemoryType, n: u128, content: &str, importance: f64) -> Candidate {
         let at = now() - Duration::hours(n as i64);
         Candidate {
-            memory_type: Some(memory_type),
-            id: Uuid::from_u128(n),
             content: content.into(),
             importance,
-            created_at: at,
-            last_referenced_at: at,
-            confidence: 1.0,
-            decay_rate: 0.0,
-            last_confirmed_at: at,
             subject: (memory_type == MemoryType::Fact).then(|| "user".into()),
             predicate: (memory_type == MemoryType::Fact).then(|| format!("p{n}")),
             scope: (memory_type != MemoryType::Episode).then(|| "global".into()),
             permanence: (memory_type == MemoryType::Fact).then(|| "stable".into()),
             validity: (memory_type != MemoryType::Episode).then(|| "active".into()),
-            maturity: None,
             butler: Some("health".into()),
-            session_id: None,
-            metadata: serde_json::json!({}),
-            signal: 0.0,
-            tenant_id: None,
-            key_version: None,
-            sealed: None,
-            valid_from: None,
-            valid_until: None,
+            ..Candidate::fixture(memory_type, n, at)
         }
     }
 

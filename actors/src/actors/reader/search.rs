@@ -226,7 +226,6 @@ pub async fn in_sessions(
 #[cfg(test)]
 mod tests {
     use chrono::{DateTime, TimeZone, Utc};
-    use uuid::Uuid;
 
     use super::*;
     use crate::domain::search::SearchScope;
@@ -237,30 +236,11 @@ mod tests {
 
     fn episode(n: u128, session: &str, signal: f64) -> Candidate {
         Candidate {
-            memory_type: Some(MemoryType::Episode),
-            id: Uuid::from_u128(n),
             content: format!("episode {n}"),
-            importance: 5.0,
-            created_at: now(),
-            last_referenced_at: now(),
-            confidence: 1.0,
-            decay_rate: 0.0,
-            last_confirmed_at: now(),
-            subject: None,
-            predicate: None,
-            scope: None,
-            permanence: None,
-            validity: None,
-            maturity: None,
             butler: Some("health".into()),
             session_id: Some(session.into()),
-            metadata: serde_json::json!({}),
             signal,
-            tenant_id: None,
-            key_version: None,
-            sealed: None,
-            valid_from: None,
-            valid_until: None,
+            ..Candidate::fixture(MemoryType::Episode, n, now())
         }
     }
 
