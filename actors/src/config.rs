@@ -402,6 +402,8 @@ pub struct LifecycleConfig {
     /// Whole months of the audit stream kept before the current one; older months are
     /// dropped (0: keep everything, the default).
     pub event_retention_months: u32,
+    /// Months of episodes' partitions kept ready beyond the current one.
+    pub episode_partitions_ahead: u32,
 }
 
 impl LifecycleConfig {

@@ -319,7 +319,9 @@ async fn a_batch_is_validated_whole_and_answered_in_input_order() {
 
 /// Episodes and events are analysed every few seconds in a burst (migration 10); every
 /// column, including ones added later, has a small statistics target of its own, so that an
-/// analysis samples a few thousand rows rather than 30,000 (migration 14).
+/// analysis samples a few thousand rows rather than 30,000 (migration 14). Both tables are
+/// partitioned by month (migrations 24 and 26): each partition is analysed on its own, and
+/// every one has them, the default partitions and those made ahead included.
 #[tokio::test]
 async fn the_burst_tables_gather_statistics_from_small_samples() {
     let (_, options) = fresh_database().await;
@@ -327,14 +329,24 @@ async fn the_burst_tables_gather_statistics_from_small_samples() {
     let targets: Vec<(String, String, Option<i16>)> = sqlx::query_as(
         "SELECT c.relname::text, a.attname::text, a.attstattarget::int2
          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-         WHERE c.relname IN ('episodes', 'memory_events') AND c.relkind = 'r'
+         WHERE c.oid IN (SELECT inhrelid FROM pg_inherits
+                         WHERE inhparent IN ('episodes'::regclass, 'memory_events'::regclass))
            AND a.attnum > 0 AND NOT a.attisdropped
          ORDER BY 1, 2",
     )
     .fetch_all(&mut db)
     .await
     .unwrap();
-    assert!(targets.len() > 20, "{targets:?}");
+    let tables: std::collections::BTreeSet<&str> =
+        targets.iter().map(|(table, ..)| table.as_str()).collect();
+    assert!(
+        tables.contains("episodes_default") && tables.contains("memory_events_default"),
+        "{tables:?}"
+    );
+    assert!(
+        tables.len() >= 6,
+        "partitions made at migration: {tables:?}"
+    );
     for (table, column, target) in &targets {
         let target = target.unwrap_or(-1);
         assert!(

@@ -17,6 +17,7 @@ mod dashboard;
 mod decay_and_maturity;
 mod embedding;
 mod encryption;
+mod episode_partitions;
 mod event_partitions;
 mod events;
 mod fleet;

@@ -20,7 +20,7 @@ fn t0() -> DateTime<Utc> {
 }
 
 /// The stats a key is answered, and the same counted by scanning the tables.
-async fn answered_and_scanned(app: &TestApp, key: &str, query: &str) -> (Value, Value) {
+pub(crate) async fn answered_and_scanned(app: &TestApp, key: &str, query: &str) -> (Value, Value) {
     let (status, answered) = get(app, Some(key), &format!("/api/memory/stats{query}")).await;
     assert_eq!(status, 200, "{answered}");
     let list = |v: &Value| {

@@ -14,8 +14,9 @@
 //! (DECISIONS.md #14), so freshness holds between cron runs. While episodes are admitted
 //! faster than `indexer.yield_above_writes_per_sec`, only the age trigger applies: a burst
 //! keeps the CPU, and its backlog is consolidated after it. At start and each tick it keeps
-//! the audit stream's monthly partitions made ahead, and drops months past
-//! `lifecycle.event_retention_months` when one is set (`store/event_partitions.rs`).
+//! the monthly partitions of the audit stream and of episodes made ahead, and drops the audit
+//! stream's months past `lifecycle.event_retention_months` when one is set
+//! (`store/event_partitions.rs`).
 //!
 //! Supervised by the root supervisor; it holds no state worth keeping across a restart
 //! (the schedules are recomputed, missed runs caught up from the record of runs).
@@ -31,6 +32,7 @@ use crate::domain::cron::CronSchedule;
 use crate::domain::sweep::SweepKind;
 use crate::error::MemoryResult;
 use crate::services::Services;
+use crate::store::month_partitions::Monthly;
 
 /// The lifecycle work the scheduler times and the tree does: the scheduler knows when,
 /// not how.
@@ -113,7 +115,7 @@ impl Actor for Scheduler {
                 next,
             });
         }
-        keep_event_partitions(&args.services, now).await;
+        keep_partitions(&args.services, now).await;
         let tick = Duration::from_millis(lifecycle.scheduler_tick_ms.get());
         myself.send_interval(tick, || SchedulerMsg::Tick);
         args.info.started();
@@ -146,7 +148,7 @@ impl Actor for Scheduler {
                 if let Err(error) = state.services.store.compact_counts().await {
                     tracing::warn!(%error, "folding the stats' count deltas failed; the next tick retries");
                 }
-                keep_event_partitions(&state.services, now).await;
+                keep_partitions(&state.services, now).await;
                 for i in 0..state.jobs.len() {
                     if let Some(due) = state.jobs[i].next.filter(|due| *due <= now) {
                         state.info.begin();
@@ -166,8 +168,9 @@ impl Actor for Scheduler {
 }
 
 /// The audit stream's partitions made ahead, and old ones dropped under the retention
-/// (`store/event_partitions.rs`); a failure is logged and the next tick tries again.
-async fn keep_event_partitions(services: &Services, now: DateTime<Utc>) {
+/// (`store/event_partitions.rs`); episodes' partitions made ahead
+/// (`store/month_partitions.rs`). A failure is logged and the next tick tries again.
+async fn keep_partitions(services: &Services, now: DateTime<Utc>) {
     let lifecycle = &services.config.lifecycle;
     match services
         .store
@@ -192,6 +195,20 @@ async fn keep_event_partitions(services: &Services, now: DateTime<Utc>) {
         }
         Err(error) => {
             tracing::warn!(%error, "keeping the audit stream's partitions failed; the next tick retries")
+        }
+    }
+    match services
+        .store
+        .keep_months_ahead(Monthly::Episodes, now, lifecycle.episode_partitions_ahead)
+        .await
+    {
+        Ok(created) => {
+            for partition in created {
+                tracing::info!(partition, "episodes partition made ahead");
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "keeping the episodes' partitions failed; the next tick retries")
         }
     }
 }

@@ -47,6 +47,8 @@ mod group_commit;
 mod record_writes;
 mod sweep_run;
 
+pub use sweep_run::SWEEP_ACTOR;
+
 #[cfg(test)]
 mod tests;
 

@@ -156,7 +156,7 @@ impl EpisodeInput {
         // record built before the insert (`stored`) is the one a later read returns.
         let now = now.trunc_subsecs(6);
         Ok(NewEpisode {
-            id: Uuid::now_v7(),
+            id: id_at(now),
             tenant_id: caller.tenant_id.clone(),
             butler,
             session_id: self.session_id,
@@ -169,6 +169,16 @@ impl EpisodeInput {
             redacted: Findings::new(),
         })
     }
+}
+
+/// A new episode's id: a UUIDv7 that begins with its `created_at` (milliseconds), so the
+/// month of an id is the month the episode was stored, and `episodes` is partitioned by id
+/// (migration 26): a month's episodes are one partition, emptied and dropped whole once they
+/// have all expired. The rest of the id is random.
+pub fn id_at(at: DateTime<Utc>) -> Uuid {
+    let ms = at.timestamp_millis().max(0) as u64;
+    let ts = uuid::Timestamp::from_unix(uuid::NoContext, ms / 1000, (ms % 1000) as u32 * 1_000_000);
+    Uuid::new_v7(ts)
 }
 
 /// A validated episode and who asked for it: what the write path carries to the statement
@@ -216,6 +226,22 @@ mod tests {
             key_name: "b".into(),
             audit_reason: None,
         }
+    }
+
+    #[test]
+    fn an_id_begins_with_its_millisecond_and_ids_of_one_millisecond_differ() {
+        let at =
+            Utc.with_ymd_and_hms(2026, 3, 31, 23, 59, 59).unwrap() + Duration::milliseconds(999);
+        let (a, b) = (id_at(at), id_at(at));
+        assert_ne!(a, b);
+        for id in [a, b] {
+            assert_eq!(id.get_version_num(), 7);
+            let (secs, nanos) = id.get_timestamp().unwrap().to_unix();
+            assert_eq!((secs as i64, nanos), (at.timestamp(), 999_000_000));
+        }
+        // The next millisecond (the next month) sorts after every id of this one.
+        let next = id_at(at + Duration::milliseconds(1));
+        assert!(next > a && next > b);
     }
 
     proptest! {

@@ -285,10 +285,29 @@ async fn insert_row(
         .map(|c| format!("\"{c}\""))
         .collect::<Vec<_>>()
         .join(", ");
-    let sql = format!(
-        "INSERT INTO {table} ({list}) SELECT {list} FROM jsonb_populate_record(NULL::{table}, $1)
-         ON CONFLICT DO NOTHING"
-    );
+    let sql = if kind == RowKind::Episode {
+        // An episode's idempotency key is held in `episode_keys` (migration 26): the episode
+        // is written only if its key is free (as the unique index on the key refused it
+        // before), and a key is taken only for an episode that is written.
+        format!(
+            "WITH r AS (SELECT * FROM jsonb_populate_record(NULL::episodes, $1)),
+             keyed AS (
+                 INSERT INTO episode_keys (tenant_id, butler, idempotency_key, episode_id)
+                 SELECT tenant_id, butler, idempotency_key, id FROM r
+                 WHERE idempotency_key IS NOT NULL AND NOT EXISTS (
+                     SELECT 1 FROM episodes e WHERE e.tenant_id = r.tenant_id AND e.id = r.id)
+                 ON CONFLICT DO NOTHING
+                 RETURNING episode_id)
+             INSERT INTO episodes ({list}) SELECT {list} FROM r
+             WHERE r.idempotency_key IS NULL OR EXISTS (SELECT 1 FROM keyed)
+             ON CONFLICT DO NOTHING"
+        )
+    } else {
+        format!(
+            "INSERT INTO {table} ({list}) SELECT {list} FROM jsonb_populate_record(NULL::{table}, $1)
+             ON CONFLICT DO NOTHING"
+        )
+    };
     let written = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(row)
         .execute(conn)

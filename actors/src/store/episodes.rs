@@ -68,8 +68,10 @@ pub async fn insert_batch(
             "SELECT ",
             episode_columns!(),
             " FROM episodes
-             WHERE (tenant_id, butler, idempotency_key) IN
-                   (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))"
+             WHERE (tenant_id, id) IN
+                   (SELECT tenant_id, episode_id FROM episode_keys
+                    WHERE (tenant_id, butler, idempotency_key) IN
+                          (SELECT * FROM unnest($1::text[], $2::text[], $3::text[])))"
         ))
         .bind(
             missing
@@ -158,6 +160,15 @@ async fn insert_rows(
                   AS i(id, tenant_id, butler, session_id, content, importance, created_at,
                        expires_at, metadata, request_id, idempotency_key, actor, subrequest_id,
                        segment_id, payload, ord)),
+         -- An idempotency key admits its episode once (migration 26: the keys are a table
+         -- of their own, `episodes` being partitioned by id): a key already taken, or taken
+         -- twice in this batch, admits nothing. A concurrent holder is waited for.
+         keyed AS (
+             INSERT INTO episode_keys (tenant_id, butler, idempotency_key, episode_id)
+             SELECT tenant_id, butler, idempotency_key, id FROM input
+             WHERE idempotency_key IS NOT NULL
+             ON CONFLICT DO NOTHING
+             RETURNING episode_id),
          inserted AS (
              INSERT INTO episodes
                  (id, tenant_id, butler, session_id, content, importance, created_at,
@@ -165,8 +176,7 @@ async fn insert_rows(
              SELECT id, tenant_id, butler, session_id, content, importance, created_at, created_at,
                     expires_at, metadata, request_id, idempotency_key
              FROM input
-             ON CONFLICT (tenant_id, butler, idempotency_key) WHERE idempotency_key IS NOT NULL
-             DO NOTHING
+             WHERE idempotency_key IS NULL OR id IN (SELECT episode_id FROM keyed)
              RETURNING id, tenant_id, butler, created_at),
          -- The stats' projections (migration 19) count new episodes here rather than in a
          -- trigger, which would lengthen every group commit: a new episode is pending, not

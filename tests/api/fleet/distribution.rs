@@ -32,6 +32,16 @@ const FLEET_WIDE: &[(&str, &str, &str)] = &[
         "the indexer's backlog is every tenant's: its size, for /readyz and /metrics",
     ),
     (
+        "episode_partitions.rs",
+        "SELECT EXISTS (SELECT 1 FROM {partition} WHERE {KEPT})",
+        "a month's partition of episodes holds every tenant's: whether it still keeps one",
+    ),
+    (
+        "episode_partitions.rs",
+        "SELECT count(*) FROM {partition}",
+        "a month's partition of episodes holds every tenant's: how many, against those logged",
+    ),
+    (
         "lifecycle_claims.rs",
         "DELETE FROM lifecycle_claims WHERE finished_at < $1",
         "old claims of every shard pruned by the scheduler",
@@ -190,7 +200,10 @@ async fn every_statement_on_a_tenant_table_filters_by_tenant_id() {
     let mut sql = <sqlx::PgConnection as sqlx::Connection>::connect_with(&options)
         .await
         .unwrap();
-    let tables = tenant_tables(&mut sql).await;
+    let mut tables = tenant_tables(&mut sql).await;
+    // A month's partition of a tenant table, named at run time (`{partition}` in the SQL of
+    // episode_partitions.rs).
+    tables.insert("partition".to_owned());
     let store = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("actors/src/store");
     let mut unfiltered = Vec::new();
     let mut allowed_used = BTreeSet::new();

@@ -12,12 +12,13 @@ use chrono::{DateTime, Utc};
 
 use super::Shards;
 use crate::actors::scheduler::LifecycleWork;
-use crate::actors::shard::ShardMsg;
+use crate::actors::shard::{SWEEP_ACTOR, ShardMsg};
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
 use crate::error::MemoryResult;
 use crate::services::Services;
 use crate::store::Store;
+use crate::store::episode_cleanup::Cleanup;
 use crate::store::lifecycle_claims::SweepFire;
 
 /// How long one shard's sweep may take before the next shard's begins (the sweep itself
@@ -155,6 +156,39 @@ impl Shards {
     }
 }
 
+impl TreeLifecycle {
+    /// Before the shards' cleanups: the past months whose episodes have all expired, retired
+    /// whole (`store/episode_partitions.rs`), fleet-wide; what is left the shards delete row
+    /// by row.
+    async fn retire_expired_months(&self) {
+        let config = &self.services.config.lifecycle;
+        let cleanup = Cleanup::new(
+            self.services.clock.now(),
+            config.dead_letter_retention_days,
+            0,
+        );
+        match self
+            .services
+            .store
+            .retire_expired_episode_months(cleanup, SWEEP_ACTOR)
+            .await
+        {
+            Ok(retired) => {
+                for month in retired {
+                    tracing::info!(
+                        partition = month.partition,
+                        episodes = month.episodes,
+                        "a month of expired episodes retired whole"
+                    );
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "retiring expired months failed; the shards' cleanups delete row by row")
+            }
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl LifecycleWork for TreeLifecycle {
     async fn last_run(&self, kind: SweepKind) -> MemoryResult<Option<DateTime<Utc>>> {
@@ -172,6 +206,9 @@ impl LifecycleWork for TreeLifecycle {
             }
         };
         tracing::info!(kind = %kind, shards = keys.len(), "scheduled sweep");
+        if kind == SweepKind::EpisodeCleanup {
+            self.retire_expired_months().await;
+        }
         for shard in keys {
             self.run_claimed(&SweepFire {
                 shard,
