@@ -83,6 +83,10 @@ struct Args {
     /// default redaction policy, and an e-mail address, kept): redaction's worst case.
     #[arg(long)]
     secrets: bool,
+    /// Send every episode with an idempotency key of its own (all distinct, so all are
+    /// stored): the write path of a client that retries safely, keys checked and kept.
+    #[arg(long)]
+    keyed: bool,
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Seconds between the service's start and the first call: a fresh embedded cluster

@@ -37,10 +37,11 @@ pub fn print_summary(args: &Args, run: &Run, stored: &Stored) -> serde_json::Map
         args.burst_secs + args.pause_secs,
         args.batch_size,
         args.writers,
-        if args.secrets {
-            ", every episode with secrets"
-        } else {
-            ""
+        match (args.secrets, args.keyed) {
+            (true, true) => ", every episode with secrets and an idempotency key",
+            (true, false) => ", every episode with secrets",
+            (false, true) => ", every episode with an idempotency key",
+            (false, false) => "",
         },
         args.readers,
         args.read_rate,
@@ -238,7 +239,7 @@ pub fn json(
                     "duration": args.duration, "batch_size": args.batch_size,
                     "writers": args.writers, "readers": args.readers,
                     "read_rate": args.read_rate, "fresh_prompts": args.fresh_prompts,
-                    "secrets": args.secrets,
+                    "secrets": args.secrets, "keyed": args.keyed,
                     "settle_secs": args.settle_secs},
            "seconds": round3(run.load_secs), "acknowledged": stored.acked, "found": stored.found,
            "lost": stored.lost, "backlog_at_end": drain.backlog_at_end, "backlog_left": drain.waiting,

@@ -174,7 +174,7 @@ fn spawn_writers(
             butlers.to_vec(),
         );
         let batch_size = args.batch_size;
-        let secrets = args.secrets;
+        let (secrets, keyed) = (args.secrets, args.keyed);
         writers.push(tokio::spawn(async move {
             loop {
                 let next = due_rx.lock().await.recv().await;
@@ -187,7 +187,11 @@ fn spawn_writers(
                             ", paid with 4111 1111 1111 1111, key AKIA{n:016X}, mail user{n}@example.com"
                         ));
                     }
-                    json!({"content": content, "butler": butler.name, "session_id": format!("s{}", n / 20)})
+                    let mut episode = json!({"content": content, "butler": butler.name, "session_id": format!("s{}", n / 20)});
+                    if keyed {
+                        episode["idempotency_key"] = json!(format!("load-{n}.{i}"));
+                    }
+                    episode
                 };
                 let (tool, request) = if batch_size == 1 {
                     ("memory_store_episode", episode(0))
