@@ -157,9 +157,10 @@ impl Engine {
         );
         let reader_kit = ReaderKit {
             store: reader_runtime.store().clone(),
-            corpus_cache: Arc::new(CorpusCache::new(i64::from(
-                retrieval.keyword_common_df.get(),
-            ))),
+            corpus_cache: Arc::new(CorpusCache::new(
+                i64::from(retrieval.keyword_common_df.get()),
+                config.shared_database,
+            )),
             token_counter: Arc::new(counter),
         };
         let shard_kit = ShardKit {

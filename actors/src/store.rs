@@ -25,6 +25,7 @@ pub mod feedback;
 pub mod forgetting;
 pub mod governance;
 pub mod key_rotation;
+pub mod keyword_counts;
 pub mod lifecycle_claims;
 pub mod lifecycle_lease;
 pub mod lifecycle_locks;

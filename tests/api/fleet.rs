@@ -10,6 +10,7 @@ mod crash;
 mod dashboard_sessions;
 mod distribution;
 mod indexing;
+mod keyword_counts;
 mod lifecycle;
 mod replicas;
 mod shard_order;

@@ -9,7 +9,8 @@
 //! (`lifecycle.catch_up_missed_runs`).
 //!
 //! Each tick it also folds the count deltas the writers appended for `memory_stats`
-//! (`store/projections.rs`), and has the shards whose consolidation backlog reached
+//! (`store/projections.rs`), prunes the fleet's old keyword statistics on a shared database
+//! (`store/keyword_counts.rs`), and has the shards whose consolidation backlog reached
 //! `consolidation.trigger_backlog_size` or `trigger_backlog_age_secs` consolidated
 //! (DECISIONS.md #14), so freshness holds between cron runs. While episodes are admitted
 //! faster than `indexer.yield_above_writes_per_sec`, only the age trigger applies: a burst
@@ -33,6 +34,10 @@ use crate::domain::sweep::SweepKind;
 use crate::error::MemoryResult;
 use crate::services::Services;
 use crate::store::month_partitions::Monthly;
+
+/// How long the fleet's keyword statistics are kept (`store/keyword_counts.rs`): far past
+/// the longest any instance takes one (twice a 30 s trust window).
+const SHARED_COUNTS_KEPT_MINUTES: i64 = 10;
 
 /// The lifecycle work the scheduler times and the tree does: the scheduler knows when,
 /// not how.
@@ -149,6 +154,12 @@ impl Actor for Scheduler {
                     tracing::warn!(%error, "folding the stats' count deltas failed; the next tick retries");
                 }
                 keep_partitions(&state.services, now).await;
+                if state.services.config.shared_database {
+                    let before = now - chrono::Duration::minutes(SHARED_COUNTS_KEPT_MINUTES);
+                    if let Err(error) = state.services.store.prune_shared_counts(before).await {
+                        tracing::warn!(%error, "pruning the fleet's keyword statistics failed; the next tick retries");
+                    }
+                }
                 for i in 0..state.jobs.len() {
                     if let Some(due) = state.jobs[i].next.filter(|due| *due <= now) {
                         state.info.begin();

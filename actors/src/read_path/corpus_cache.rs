@@ -25,6 +25,11 @@
 //!   are recounted while the read waits. When a recount lands, the tenant's results are
 //!   restated (`Generations::restate`): an answer ranked with the old counts is not served
 //!   again from the result cache.
+//! - On a database several instances share, every count is also kept in the database
+//!   (`store/keyword_counts.rs`), and before counting an instance takes the fleet's count
+//!   when it is fresh by the same rule (age within the trust window, drift within `DRIFT`):
+//!   the fleet counts once per window, not once per instance. A count taken so is judged by
+//!   its age alone (no generation of this instance's saw it made).
 
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{HashMap, HashSet};
@@ -55,6 +60,10 @@ const TEXT_BYTES: usize = 8 << 20;
 const WORDS: usize = 16384;
 
 type WordKey = (String, MemoryType, String);
+
+/// The generation of a count taken from the fleet's (`store/keyword_counts.rs`): none of
+/// this instance's, so it is never current and holds by its age alone.
+const TAKEN: u64 = u64::MAX;
 
 /// A word's document frequency when it was counted.
 #[derive(Debug, Clone, Copy)]
@@ -106,10 +115,13 @@ struct Counts {
     words: Mutex<LruCache<WordKey, Counted>>,
     /// Tenants and types being recounted in the background.
     recounting: Mutex<HashSet<TypeKey>>,
+    /// Whether the database is shared: counts are then kept for the fleet and taken from it.
+    shared: bool,
 }
 
 impl CorpusCache {
-    pub fn new(common_df: i64) -> Self {
+    /// `shared`: whether other instances use the database (their counts are then taken).
+    pub fn new(common_df: i64, shared: bool) -> Self {
         let size = |n| NonZeroUsize::new(n).expect("a non-zero constant");
         CorpusCache {
             common_df,
@@ -117,6 +129,7 @@ impl CorpusCache {
                 entries: DashMap::new(),
                 words: Mutex::new(LruCache::new(size(WORDS))),
                 recounting: Mutex::new(HashSet::new()),
+                shared,
             }),
             lexemes: Mutex::new(ByteLru::new(size(TEXTS), TEXT_BYTES)),
         }
@@ -180,9 +193,14 @@ impl CorpusCache {
                     }
                 };
                 if !words.is_empty() {
-                    let counted =
-                        count_words(&store, memory_type, tenant_id, &words, common_df).await?;
-                    counts.put_words(&key, &counted, corpus.documents, generation, now);
+                    let words = Words {
+                        words: &words,
+                        common_df,
+                        documents: corpus.documents,
+                        generation,
+                        now,
+                    };
+                    counts.count_words(&store, &key, words).await?;
                 }
                 MemoryResult::Ok(())
             };
@@ -251,9 +269,14 @@ impl CorpusCache {
             .map(|(l, _)| l.clone())
             .collect();
         if !unknown.is_empty() {
-            let counted = count_words(store, memory_type, tenant_id, &unknown, common_df).await?;
-            self.counts
-                .put_words(&key, &counted, corpus.documents, generation, now);
+            let words = Words {
+                words: &unknown,
+                common_df,
+                documents: corpus.documents,
+                generation,
+                now,
+            };
+            let counted = self.counts.count_words(store, &key, words).await?;
             let counted: HashMap<&str, f64> =
                 counted.iter().map(|(l, df)| (l.as_str(), *df)).collect();
             for (lexeme, df) in lexemes.iter().zip(frequencies.iter_mut()) {
@@ -327,8 +350,18 @@ impl Drop for Recounting {
     }
 }
 
+/// Words to count, as of a read: its type's memory count, generation and engine-clock time.
+struct Words<'a> {
+    words: &'a [String],
+    common_df: i64,
+    documents: f64,
+    generation: u64,
+    now: DateTime<Utc>,
+}
+
 impl Counts {
-    /// Counts the type's memories and their mean length, and keeps the answer.
+    /// Counts the type's memories and their mean length (or takes the fleet's count, fresh),
+    /// and keeps the answer.
     async fn count(
         &self,
         store: &Store,
@@ -336,9 +369,77 @@ impl Counts {
         generation: u64,
         now: DateTime<Utc>,
     ) -> MemoryResult<CorpusStats> {
+        if self.shared
+            && let Some((stats, at)) = store.shared_corpus_stats(key.1, &key.0).await?
+            && freshness(now - at, trusted_for(stats.documents), 0.0) == Freshness::Fresh
+        {
+            self.entries.insert(key.clone(), (stats, TAKEN, at));
+            return Ok(stats);
+        }
         let stats = store.corpus_stats(key.1, &key.0).await?;
         self.entries.insert(key.clone(), (stats, generation, now));
+        if self.shared
+            && let Err(e) = store.share_corpus_stats(key.1, &key.0, stats, now).await
+        {
+            tracing::debug!(tenant = %key.0, error = %e, "keeping the collection statistics for the fleet failed");
+        }
         Ok(stats)
+    }
+
+    /// The words' document frequencies: the fleet's where fresh, counted otherwise (and then
+    /// kept for the fleet); all of them remembered.
+    async fn count_words(
+        &self,
+        store: &Store,
+        key: &TypeKey,
+        asked: Words<'_>,
+    ) -> MemoryResult<Vec<(String, f64)>> {
+        let mut taken = Vec::new();
+        if self.shared {
+            for shared in store.shared_word_counts(key.1, &key.0, asked.words).await? {
+                let drift = (asked.documents - shared.documents).abs() / shared.documents.max(1.0);
+                let age = asked.now - shared.counted_at;
+                if freshness(age, trusted_for(shared.documents), drift) == Freshness::Fresh {
+                    taken.push(shared);
+                }
+            }
+        }
+        let missing: Vec<String> = asked
+            .words
+            .iter()
+            .filter(|w| !taken.iter().any(|t| t.word == **w))
+            .cloned()
+            .collect();
+        let counted = if missing.is_empty() {
+            Vec::new()
+        } else {
+            count_words(store, key.1, &key.0, &missing, asked.common_df).await?
+        };
+        self.put_words(key, &counted, asked.documents, asked.generation, asked.now);
+        {
+            let mut words = lock(&self.words);
+            for t in &taken {
+                let counted = Counted {
+                    df: t.df,
+                    documents: t.documents,
+                    generation: TAKEN,
+                    at: t.counted_at,
+                };
+                words.put((key.0.clone(), key.1, t.word.clone()), counted);
+            }
+        }
+        if self.shared
+            && !counted.is_empty()
+            && let Err(e) = store
+                .share_word_counts(key.1, &key.0, &counted, asked.documents, asked.now)
+                .await
+        {
+            tracing::debug!(tenant = %key.0, error = %e, "keeping word counts for the fleet failed");
+        }
+        Ok(counted
+            .into_iter()
+            .chain(taken.into_iter().map(|t| (t.word, t.df)))
+            .collect())
     }
 
     fn put_words(

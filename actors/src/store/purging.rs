@@ -306,6 +306,16 @@ async fn erase(
             .await?;
     }
 
+    // The fleet's keyword statistics of the tenant (migration 27) hold words of its queries,
+    // which may name what is purged: every purge takes them all (a cache, counted again).
+    for table in ["corpus_counts", "word_counts"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE tenant_id = $1"
+        )))
+        .bind(tenant_id)
+        .execute(&mut *conn)
+        .await?;
+    }
     sqlx::query(
         "DELETE FROM memory_links
          WHERE tenant_id = $1 AND (source_id = ANY ($2) OR target_id = ANY ($2))",

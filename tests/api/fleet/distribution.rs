@@ -42,6 +42,16 @@ const FLEET_WIDE: &[(&str, &str, &str)] = &[
         "a month's partition of episodes holds every tenant's: how many, against those logged",
     ),
     (
+        "keyword_counts.rs",
+        "DELETE FROM word_counts WHERE counted_at < $1",
+        "the fleet's keyword statistics of every tenant pruned by the scheduler once too old",
+    ),
+    (
+        "keyword_counts.rs",
+        "DELETE FROM corpus_counts WHERE counted_at < $1",
+        "the fleet's collection statistics of every tenant pruned by the scheduler once too old",
+    ),
+    (
         "lifecycle_claims.rs",
         "DELETE FROM lifecycle_claims WHERE finished_at < $1",
         "old claims of every shard pruned by the scheduler",
