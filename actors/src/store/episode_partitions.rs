@@ -9,8 +9,9 @@
 //! Locks: the events are written first, before the partition is locked (they take shard
 //! heads, as every writer does); then the partition is locked against everything, briefly,
 //! and what was logged is checked against what it holds before it is emptied: a difference
-//! (an episode changed or came in between) rolls it all back. Every lock wait is bounded
-//! (`lock_timeout`): a month that cannot be had now is tried at the next cleanup.
+//! (an episode changed or came in between) rolls it all back. The waits for the month's lock
+//! and the table's are bounded (`lock_timeout`): a month that cannot be had now is tried at
+//! the next cleanup.
 
 use chrono::{DateTime, Months, Utc};
 
@@ -115,7 +116,6 @@ impl Store {
     ) -> MemoryResult<Option<i64>> {
         let at = (cleanup.now, cleanup.dead_letter_cutoff);
         let mut tx = self.writer.begin().await?;
-        sqlx::query(LOCK_TIMEOUT).execute(&mut *tx).await?;
         // One instance at a time; the one that waited finds the month gone.
         sqlx::query(Monthly::Episodes.lock())
             .execute(&mut *tx)
@@ -135,7 +135,9 @@ impl Store {
             .bind(actor)
             .fetch_one(&mut *tx)
             .await?;
-        // From here nothing else reads or writes the month until it is empty.
+        // From here nothing else reads or writes the month until it is empty: a wait for
+        // that is bounded (the events above waited for shard heads as any writer does).
+        sqlx::query(LOCK_TIMEOUT).execute(&mut *tx).await?;
         let lock = format!("LOCK TABLE {partition} IN ACCESS EXCLUSIVE MODE");
         if let Err(error) = sqlx::raw_sql(sqlx::AssertSqlSafe(lock))
             .execute(&mut *tx)
