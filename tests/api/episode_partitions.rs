@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use butler_memory_actors::ManualClock;
 use chrono::{DateTime, Datelike, Months, TimeZone, Utc};
 use serde_json::{Value, json};
-use sqlx::postgres::PgPool;
 
 use crate::helpers::*;
 use crate::stats_projection::answered_and_scanned;
@@ -33,27 +32,9 @@ fn months_ago(now: DateTime<Utc>, back: u32) -> (DateTime<Utc>, String) {
     (at, format!("episodes_{}", at.format("%Y_%m")))
 }
 
-async fn partitions(app: &TestApp) -> Vec<String> {
-    let mut conn = app.sql().await;
-    sqlx::query_scalar(
-        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-         WHERE i.inhparent = 'episodes'::regclass ORDER BY 1",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .unwrap()
-}
-
 #[tokio::test]
 async fn the_migration_keeps_every_episode_and_key_of_a_populated_database() {
-    let database = cluster().empty_database().await;
-    let pool = PgPool::connect_with(database.options.clone())
-        .await
-        .unwrap();
-    butler_memory_actors::MIGRATOR
-        .run_to(BEFORE_PARTITIONS, &pool)
-        .await
-        .unwrap();
+    let (database, pool) = database_at(BEFORE_PARTITIONS).await;
     // 1,200 episodes over three months with UUIDv7 ids of their time (every third with a
     // key), and two whose ids are not time-ordered (UUIDv4), one of them keyed.
     sqlx::query(
@@ -93,14 +74,8 @@ async fn the_migration_keeps_every_episode_and_key_of_a_populated_database() {
             .await
             .unwrap();
     assert_eq!(kind, "p", "episodes is partitioned");
-    let placed: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT tableoid::regclass::text, count(*) FROM episodes GROUP BY 1 ORDER BY 1",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
     assert_eq!(
-        placed,
+        rows_per_partition(&pool, "episodes").await,
         vec![
             ("episodes_2026_06".to_owned(), 399),
             ("episodes_2026_07".to_owned(), 414),
@@ -177,11 +152,7 @@ async fn store(health: &McpClient, content: &str, ttl_days: f64, key: Option<&st
 
 /// Which partition holds how many episodes.
 async fn placed(app: &TestApp) -> Vec<(String, i64)> {
-    let mut conn = app.sql().await;
-    sqlx::query_as("SELECT tableoid::regclass::text, count(*) FROM episodes GROUP BY 1 ORDER BY 1")
-        .fetch_all(&mut conn)
-        .await
-        .unwrap()
+    rows_per_partition(&mut app.sql().await, "episodes").await
 }
 
 /// Waits up to a minute for the episodes' placement to satisfy `done`.
@@ -212,7 +183,7 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
     let admin = app.client(TENANT_A_ADMIN).await;
 
     // The scheduler made the clock's month and two ahead.
-    let made = partitions(&app).await;
+    let made = partitions_of(&app, "episodes").await;
     for back in [3, 2, 1] {
         assert!(made.contains(&months_ago(now, back).1), "{made:?}");
     }
@@ -234,7 +205,11 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
         !p.iter().any(|(name, _)| *name == old_partition)
     })
     .await;
-    assert!(!partitions(&app).await.contains(&old_partition));
+    assert!(
+        !partitions_of(&app, "episodes")
+            .await
+            .contains(&old_partition)
+    );
     for id in &gone {
         let missing = health
             .err("memory_get", json!({"type": "episode", "id": id}))
@@ -251,7 +226,11 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
         p == [(recent_partition.clone(), 1)]
     })
     .await;
-    assert!(partitions(&app).await.contains(&recent_partition));
+    assert!(
+        partitions_of(&app, "episodes")
+            .await
+            .contains(&recent_partition)
+    );
     let got = health
         .ok("memory_get", json!({"type": "episode", "id": kept["id"]}))
         .await;

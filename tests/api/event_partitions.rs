@@ -9,7 +9,6 @@ use std::sync::Arc;
 use butler_memory_actors::{ManualClock, Store};
 use chrono::{DateTime, Datelike, Months, TimeZone, Utc};
 use serde_json::json;
-use sqlx::postgres::PgPool;
 
 use crate::helpers::*;
 
@@ -23,14 +22,7 @@ const DIGEST: &str = "SELECT count(*), md5(string_agg(concat_ws('|', id, tenant_
 
 #[tokio::test]
 async fn the_migration_keeps_every_event_of_a_populated_database() {
-    let database = cluster().empty_database().await;
-    let pool = PgPool::connect_with(database.options.clone())
-        .await
-        .unwrap();
-    butler_memory_actors::MIGRATOR
-        .run_to(BEFORE_PARTITIONS, &pool)
-        .await
-        .unwrap();
+    let (database, pool) = database_at(BEFORE_PARTITIONS).await;
     // Three thousand events over four months (one transaction per month, so each month's
     // share of a shard is numbered once), one more month in another tenant.
     for month in 0..4 {
@@ -69,14 +61,8 @@ async fn the_migration_keeps_every_event_of_a_populated_database() {
             .await
             .unwrap();
     assert_eq!(kind, "p", "memory_events is partitioned");
-    let placed: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT tableoid::regclass::text, count(*) FROM memory_events GROUP BY 1 ORDER BY 1",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
     assert_eq!(
-        placed,
+        rows_per_partition(&pool, "memory_events").await,
         vec![
             ("memory_events_2025_12".to_owned(), 1),
             ("memory_events_2026_07".to_owned(), 750),
@@ -120,17 +106,6 @@ fn months_ago(now: DateTime<Utc>, back: u32) -> (DateTime<Utc>, String) {
         .with_ymd_and_hms(at.year(), at.month(), 15, 12, 0, 0)
         .unwrap();
     (at, format!("memory_events_{}", at.format("%Y_%m")))
-}
-
-async fn partitions(app: &TestApp) -> Vec<String> {
-    let mut conn = app.sql().await;
-    sqlx::query_scalar(
-        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-         WHERE i.inhparent = 'memory_events'::regclass ORDER BY 1",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -224,7 +199,7 @@ async fn partitions_are_made_ahead_and_old_months_go_only_under_a_retention() {
     assert!(upkeep.dropped.is_empty());
     let upkeep = store.keep_event_partitions(now, 2, 3).await.unwrap();
     assert_eq!(upkeep.dropped, vec![old_partition], "{upkeep:?}");
-    let kept = partitions(&app).await;
+    let kept = partitions_of(&app, "memory_events").await;
     assert!(kept.contains(&"memory_events_default".to_owned()));
     assert!(kept.contains(&current));
     let events = activity(&admin, 100).await;

@@ -128,6 +128,47 @@ pub async fn fresh_database() -> (String, PgConnectOptions) {
     (url, options)
 }
 
+/// A database of its own with the migrations up to `version` applied and no rows, for a
+/// test of a later migration on data of the older schema; and a pool on it.
+pub async fn database_at(version: i64) -> (TestDatabase, sqlx::PgPool) {
+    let database = cluster().empty_database().await;
+    let pool = sqlx::PgPool::connect_with(database.options.clone())
+        .await
+        .unwrap();
+    butler_memory_actors::MIGRATOR
+        .run_to(version, &pool)
+        .await
+        .unwrap();
+    (database, pool)
+}
+
+/// The partitions of the partitioned `table`, by name.
+pub async fn partitions_of(app: &TestApp, table: &str) -> Vec<String> {
+    let mut conn = app.sql().await;
+    sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = $1::regclass ORDER BY 1",
+    )
+    .bind(table)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+}
+
+/// How many rows of the partitioned `table` each partition holds (those holding none are
+/// not listed).
+pub async fn rows_per_partition<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    table: &str,
+) -> Vec<(String, i64)> {
+    let sql =
+        format!("SELECT tableoid::regclass::text, count(*) FROM {table} GROUP BY 1 ORDER BY 1");
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_all(db)
+        .await
+        .unwrap()
+}
+
 /// A running service for one test, and its database.
 pub struct TestApp {
     pub service: TestService,

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use butler_memory_actors::ManualClock;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use sqlx::postgres::PgPool;
 
 use super::{contents, ids};
 use crate::helpers::*;
@@ -351,14 +350,7 @@ const BEFORE_VALIDITY_TIME: i64 = 20261122000024;
 
 #[tokio::test]
 async fn the_migration_gives_existing_facts_their_validity_time() {
-    let database = cluster().empty_database().await;
-    let pool = PgPool::connect_with(database.options.clone())
-        .await
-        .unwrap();
-    butler_memory_actors::MIGRATOR
-        .run_to(BEFORE_VALIDITY_TIME, &pool)
-        .await
-        .unwrap();
+    let (_, pool) = database_at(BEFORE_VALIDITY_TIME).await;
     // A chain of three (March, April, May), a fact superseded with no successor naming it
     // (last confirmed in June), and a live fact of another tenant.
     sqlx::query(
