@@ -4,29 +4,35 @@
 //! burst of episode writes leave what was derived from facts and rules valid.
 //!
 //! Other instances on the database write too (issue 21): before a read uses a cache, the
-//! engine gives `observe_heads` the sum of the tenant's shard heads as the database has it
-//! (every write of any instance moves it, migration 21). When it moved since last seen,
-//! every type's generation moves, so a read that starts after another instance's commit
-//! never gets a cached answer that misses it.
+//! engine gives `observe_heads` the tenant's shard heads as the database has them: every
+//! write of any instance moves them, with a count per memory type it changed (migrations 21
+//! and 28). The generation of each type whose count moved since last seen moves, so a read
+//! that starts after another instance's commit never gets a cached answer that misses it,
+//! and an episode written elsewhere leaves the facts' and rules' statistics valid, as one
+//! written here does. A move the type counts do not explain (a writer that does not keep
+//! them, heads never seen) moves every type. The instance's own writes are seen again
+//! there: their types move twice, which costs at most a recount of what a read computed
+//! between the commit and the next look.
 //!
 //! A fifth kind of change is not a write: statistics a read ranked with while they were
 //! being recounted (`CorpusCache`) were replaced. It moves the tenant's whole generation,
 //! so a result ranked with the old statistics is not served again, and no type's, so the
 //! statistics themselves stay valid.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 
 use crate::domain::memory_type::MemoryType;
+use crate::store::shard_heads::TenantHeads;
 
 /// The write generations of every tenant seen since start.
 #[derive(Debug, Default)]
 pub struct Generations {
     /// One counter per memory type, and one for restated statistics (`RESTATED`).
     tenants: DashMap<String, [AtomicU64; 4]>,
-    /// The sum of each tenant's shard heads when last observed.
-    heads: DashMap<String, AtomicI64>,
+    /// Each tenant's shard heads when last observed.
+    heads: DashMap<String, TenantHeads>,
 }
 
 /// The slot of restated statistics: counted in `current`, never in `current_of`.
@@ -59,19 +65,33 @@ impl Generations {
         self.bump_slots(tenant, std::iter::once(RESTATED));
     }
 
-    /// Called before a read with the sum of the tenant's shard heads in the database: if it
-    /// moved since last observed (or was never observed), some instance wrote since, and
-    /// every type's generation moves.
-    pub fn observe_heads(&self, tenant: &str, heads: i64) {
-        let moved = match self.heads.get(tenant) {
-            Some(seen) => seen.swap(heads, Ordering::AcqRel) != heads,
+    /// Called before a read with the tenant's shard heads in the database: the types whose
+    /// counts moved since last observed were written by some instance since, and their
+    /// generations move; every type's does when the counts do not explain the move.
+    pub fn observe_heads(&self, tenant: &str, heads: TenantHeads) {
+        let seen = match self.heads.get_mut(tenant) {
+            Some(mut seen) => std::mem::replace(&mut *seen, heads),
             None => {
-                self.heads.insert(tenant.to_owned(), AtomicI64::new(heads));
-                true
+                self.heads.insert(tenant.to_owned(), heads);
+                return self.bump(tenant);
             }
         };
-        if moved {
+        if seen == heads {
+            return;
+        }
+        let moved: Vec<MemoryType> = MemoryType::ALL
+            .iter()
+            .copied()
+            .filter(|t| heads.of(*t) != seen.of(*t))
+            .collect();
+        // Every write transaction moves at least one type's count for each head number it
+        // takes; fewer, or counts that went back, are writes this cannot attribute.
+        let explained: i64 = moved.iter().map(|t| heads.of(*t) - seen.of(*t)).sum();
+        let backwards = moved.iter().any(|t| heads.of(*t) < seen.of(*t));
+        if backwards || heads.writes < seen.writes || explained < heads.writes - seen.writes {
             self.bump(tenant);
+        } else {
+            self.bump_types(tenant, &moved);
         }
     }
 
@@ -136,22 +156,45 @@ mod tests {
         assert_eq!(g.current_of("a", MemoryType::Episode), 2);
     }
 
+    fn heads(writes: i64, by_type: [i64; 3]) -> TenantHeads {
+        TenantHeads { writes, by_type }
+    }
+
+    fn types(g: &Generations, tenant: &str) -> Vec<u64> {
+        MemoryType::ALL
+            .iter()
+            .map(|t| g.current_of(tenant, *t))
+            .collect()
+    }
+
     #[test]
-    fn heads_that_moved_elsewhere_move_every_type() {
+    fn heads_move_the_types_whose_counts_moved() {
         let g = Generations::default();
         // Never observed: whatever was cached may predate it.
-        g.observe_heads("a", 7);
-        let first = g.current_of("a", MemoryType::Fact);
-        assert_eq!(first, 1);
+        g.observe_heads("a", heads(7, [5, 2, 1]));
+        assert_eq!(types(&g, "a"), [1, 1, 1]);
         // Unchanged: nothing moves.
-        g.observe_heads("a", 7);
-        assert_eq!(g.current_of("a", MemoryType::Fact), first);
-        // Moved (another instance committed): every type moves, other tenants do not.
-        g.observe_heads("a", 9);
-        for t in MemoryType::ALL {
-            assert_eq!(g.current_of("a", *t), 2);
-        }
+        g.observe_heads("a", heads(7, [5, 2, 1]));
+        assert_eq!(types(&g, "a"), [1, 1, 1]);
+        // Two episode writes elsewhere: the episodes' generation moves, the others' stay.
+        g.observe_heads("a", heads(9, [7, 2, 1]));
+        assert_eq!(types(&g, "a"), [2, 1, 1]);
+        // One write that changed facts and rules: both move.
+        g.observe_heads("a", heads(10, [7, 3, 2]));
+        assert_eq!(types(&g, "a"), [2, 2, 2]);
         assert_eq!(g.current("b"), 0);
+    }
+
+    #[test]
+    fn a_move_the_type_counts_do_not_explain_moves_every_type() {
+        let g = Generations::default();
+        g.observe_heads("a", heads(7, [5, 2, 1]));
+        // Two writes, one counted (a writer that keeps no type counts made the other).
+        g.observe_heads("a", heads(9, [6, 2, 1]));
+        assert_eq!(types(&g, "a"), [2, 2, 2]);
+        // Heads that went back (a restored database): every type.
+        g.observe_heads("a", heads(8, [6, 2, 1]));
+        assert_eq!(types(&g, "a"), [3, 3, 3]);
     }
 
     #[test]

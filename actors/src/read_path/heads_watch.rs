@@ -94,14 +94,15 @@ async fn look(pending: Arc<Mutex<Pending>>, store: Store, generations: Arc<Gener
         match store.tenants_heads(&tenants).await {
             Ok(look) => {
                 let mut pending = lock(&pending);
-                for (tenant, sum) in look.heads {
-                    generations.observe_heads(&tenant, sum);
+                for (tenant, heads) in look.heads {
+                    generations.observe_heads(&tenant, heads);
+                    let writes = heads.writes;
                     let covering = pending
                         .covering
                         .entry(tenant.clone())
-                        .or_insert((sum, look.wal_position));
-                    if covering.0 != sum {
-                        *covering = (sum, look.wal_position);
+                        .or_insert((writes, look.wal_position));
+                    if covering.0 != writes {
+                        *covering = (writes, look.wal_position);
                     }
                     let position = covering.1;
                     for tx in waiting

@@ -191,11 +191,13 @@ async fn insert_rows(
              SELECT tenant_id, butler, (created_at AT TIME ZONE 'UTC')::date, 'pending', count(*)
              FROM inserted GROUP BY 1, 2, 3),
          -- The next number of each shard in the batch (migration 21), taken in key order
-         -- so that two instances' batches never wait for each other in a cycle.
+         -- so that two instances' batches never wait for each other in a cycle; and one
+         -- more transaction that changed the shard's episodes (migration 28).
          heads AS (
-             INSERT INTO shard_heads AS h (tenant_id, butler, seq)
-             SELECT DISTINCT tenant_id, butler, 1 FROM inserted ORDER BY 1, 2
-             ON CONFLICT (tenant_id, butler) DO UPDATE SET seq = h.seq + 1
+             INSERT INTO shard_heads AS h (tenant_id, butler, seq, episode_writes)
+             SELECT DISTINCT tenant_id, butler, 1, 1 FROM inserted ORDER BY 1, 2
+             ON CONFLICT (tenant_id, butler)
+                 DO UPDATE SET seq = h.seq + 1, episode_writes = h.episode_writes + 1
              RETURNING tenant_id, butler, seq),
          logged AS (
              INSERT INTO memory_events

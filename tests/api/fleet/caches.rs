@@ -1,6 +1,7 @@
 //! No stale reads across instances: a read on one instance that starts after a write
 //! committed on another sees the write, even with that read's answer already cached (and
-//! the tenant's memory types known empty) on the reading instance.
+//! the tenant's memory types known empty) on the reading instance, whichever types the
+//! write changed.
 
 use std::sync::Arc;
 
@@ -59,6 +60,12 @@ async fn a_write_on_one_instance_is_seen_at_once_by_cached_reads_on_another() {
                    "butler": "health"}),
         )
         .await;
+    let rule = on_a
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Mention the zucchini harvest when planning meals", "butler": "health"}),
+        )
+        .await;
     let found = on_b.ok("memory_search", search.clone()).await;
     let found = ids(&found);
     assert!(
@@ -66,10 +73,16 @@ async fn a_write_on_one_instance_is_seen_at_once_by_cached_reads_on_another() {
         "{found:?}"
     );
     assert!(found.contains(&fact["id"].as_str().unwrap()), "{found:?}");
+    assert!(found.contains(&rule["id"].as_str().unwrap()), "{found:?}");
     let recalled = on_b.ok("memory_recall", recall).await;
-    assert_eq!(ids(&recalled), vec![fact["id"].as_str().unwrap()]);
+    let mut recalled = ids(&recalled);
+    recalled.sort();
+    let mut expected = vec![fact["id"].as_str().unwrap(), rule["id"].as_str().unwrap()];
+    expected.sort();
+    assert_eq!(recalled, expected);
     let block = on_b.ok("memory_context", context).await;
     assert!(block.to_string().contains("twelve zucchini"), "{block}");
+    assert!(block.to_string().contains("planning meals"), "{block}");
     b.stop().await;
     a.stop().await;
 }

@@ -156,3 +156,65 @@ async fn a_transaction_takes_one_number_per_shard_and_a_rolled_back_one_takes_no
     assert!(forged.is_err());
     app.stop().await;
 }
+
+#[tokio::test]
+async fn each_head_counts_the_transactions_that_changed_each_memory_type() {
+    let app = spawn_app().await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    // The group commit's statement, then a transaction appending one fact's events.
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "first", "butler": "health"}),
+    )
+    .await;
+    mcp.ok(
+        "memory_store_fact",
+        json!({"subject": "user", "predicate": "tea", "content": "green tea", "butler": "health"}),
+    )
+    .await;
+    let mut sql = app.sql().await;
+    let append = "INSERT INTO memory_events (tenant_id, event_type, entity_type, entity_id,
+                                            occurred_at, actor, butler)
+                  VALUES ('tenant-a', 'changed', $1, gen_random_uuid(), now(), 'test', $2)";
+    // One transaction: two fact events and a rule event of one shard, an episode event of
+    // another. Each type counts once per shard, however many events of it.
+    let mut tx = sqlx::Connection::begin(&mut sql).await.unwrap();
+    for (entity, butler) in [
+        ("fact", Some("health")),
+        ("rule", Some("health")),
+        ("fact", Some("health")),
+        ("episode", None),
+    ] {
+        sqlx::query(append)
+            .bind(entity)
+            .bind(butler)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    // Rolled back: counts nothing.
+    let mut tx = sqlx::Connection::begin(&mut sql).await.unwrap();
+    sqlx::query(append)
+        .bind("rule")
+        .bind("health")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    let heads: Vec<(String, i64, i64, i64, i64)> = sqlx::query_as(
+        "SELECT butler, seq, episode_writes, fact_writes, rule_writes FROM shard_heads
+         WHERE tenant_id = 'tenant-a' ORDER BY butler",
+    )
+    .fetch_all(&mut sql)
+    .await
+    .unwrap();
+    assert_eq!(
+        heads,
+        vec![
+            ("_tenant".to_owned(), 1, 1, 0, 0),
+            ("health".to_owned(), 3, 1, 2, 1),
+        ]
+    );
+    app.stop().await;
+}
