@@ -1,12 +1,15 @@
 //! The MCP endpoint: rmcp over Streamable HTTP at `/mcp`, stateless, JSON responses.
 //!
-//! Tools are declared in one table ([`TOOLS`]): name, description, the schema generated from
-//! the parameter struct, and the handler. A new tool is its parameter struct, its handler
-//! and one line there. Arguments are parsed here rather than by rmcp's macros so that every
+//! Tools are declared in tables ([`TOOLS`], and the orchestrator memory's in
+//! `orchestrator_tools.rs`): name, description, the schema generated from the parameter
+//! struct, and the handler. A new tool is its parameter struct, its handler and one line
+//! there. Arguments are parsed here rather than by rmcp's macros so that every
 //! bad input becomes a classified tool error (`invalid_input`) instead of a protocol error.
 
 pub mod direct;
 pub mod jsonrpc;
+pub mod orchestrator_params;
+mod orchestrator_tools;
 pub mod output_schema;
 pub mod params;
 pub mod reply;
@@ -69,6 +72,8 @@ pub enum Audience {
     Admin,
     /// Operations: admin and operator keys.
     AdminOrOperator,
+    /// An orchestrator's memory graph: orchestrator keys, and their tenant's admin keys.
+    Orchestrator,
 }
 
 impl Audience {
@@ -81,6 +86,7 @@ impl Audience {
             (Audience::Memory, role) => matches!(role, Role::Butler | Role::Admin),
             (Audience::Admin, role) => role == Role::Admin,
             (Audience::AdminOrOperator, role) => matches!(role, Role::Admin | Role::Operator),
+            (Audience::Orchestrator, role) => matches!(role, Role::Orchestrator | Role::Admin),
         }
     }
 }
@@ -139,6 +145,7 @@ macro_rules! tool {
         }
     };
 }
+pub(crate) use tool;
 
 /// Every tool the endpoint serves.
 const TOOLS: &[ToolSpec] = &[
@@ -366,20 +373,24 @@ const TOOLS: &[ToolSpec] = &[
     ),
 ];
 
-/// The tools' names, in the table's order.
+/// Every tool: the butlers' memory's, then the orchestrator memory's.
+fn all_tools() -> impl Iterator<Item = &'static ToolSpec> {
+    TOOLS.iter().chain(orchestrator_tools::ORCHESTRATOR_TOOLS)
+}
+
+/// The tools' names, in the tables' order.
 pub fn tool_names() -> impl Iterator<Item = &'static str> {
-    TOOLS.iter().map(|t| t.name)
+    all_tools().map(|t| t.name)
 }
 
 /// Every tool's definition under `config`'s limits, as listed to an admin key.
 pub fn tool_definitions(config: &Config) -> Vec<Tool> {
-    TOOLS.iter().map(|t| definition(t, config)).collect()
+    all_tools().map(|t| definition(t, config)).collect()
 }
 
 /// The definitions of the tools `role` may call: what `tools/list` answers it.
 pub fn tool_definitions_for(role: Role, config: &Config) -> Vec<Tool> {
-    TOOLS
-        .iter()
+    all_tools()
         .filter(|t| t.audience.admits(role, t.effect))
         .map(|t| definition(t, config))
         .collect()
@@ -487,7 +498,7 @@ impl MemoryServer {
         meta: &RequestMeta,
         args: JsonObject,
     ) -> Option<CallToolResult> {
-        let tool = TOOLS.iter().find(|t| t.name == name)?;
+        let tool = all_tools().find(|t| t.name == name)?;
         let started = Instant::now();
         let span = tool_span(name, caller, meta);
         let engine = &self.state.engine;

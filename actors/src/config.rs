@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::domain::cron::CronSchedule;
 use crate::domain::episode::{MAX_TTL_DAYS, MIN_TTL_DAYS};
+use crate::domain::orchestrator::settings::MemorySettings;
 use crate::domain::redaction::{CustomDetector, PolicySettings, RedactionAction, Redactor};
 use crate::domain::rule_evidence::RuleThresholds;
 use crate::domain::scoring::{MaturityWeights, ScoreWeights};
@@ -43,6 +44,8 @@ pub struct EngineConfig {
     pub redaction: RedactionConfig,
     pub privacy: PrivacyConfig,
     pub encryption: EncryptionConfig,
+    /// `[memory]`: the orchestrator memory (orchestrator_memory_subsystem.md).
+    pub memory: MemorySettings,
     /// Whether other instances may share the database: set by the edge from
     /// `database.shared` (by default, when `database_url` names one: the embedded
     /// PostgreSQL is this process's alone), so that reads look for other instances' writes
@@ -583,6 +586,7 @@ impl EngineConfig {
             "limits.max_content_bytes",
             "must be at least 1",
         );
+        out.extend(self.memory.problems());
         out
     }
 }

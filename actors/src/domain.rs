@@ -22,6 +22,7 @@ pub mod heuristic_extractor;
 pub mod listing;
 pub mod maturity;
 pub mod memory_type;
+pub mod orchestrator;
 pub mod permanence;
 pub mod provenance;
 pub mod purge;

@@ -7,6 +7,7 @@ mod audit;
 mod bundle;
 mod dashboard;
 mod lifecycle;
+mod orchestrator;
 pub use lifecycle::MAX_ACTIVITY_PAGE;
 mod purge;
 mod reads;

@@ -33,6 +33,8 @@ pub mod lifecycle_runs;
 pub mod links;
 pub mod listing;
 pub mod month_partitions;
+pub mod orchestrator_graph;
+mod orchestrator_purge;
 pub mod projections;
 pub mod purging;
 pub mod read_replicas;

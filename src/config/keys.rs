@@ -47,7 +47,7 @@ impl AuthConfig {
                 out.push(format!("{at}.key: the same key is configured twice"));
             }
             match (&k.tenant, k.role) {
-                (None, Role::Butler | Role::Admin) => out.push(format!(
+                (None, Role::Butler | Role::Admin | Role::Orchestrator) => out.push(format!(
                     "{at}.tenant: required for {} keys",
                     k.role.as_str()
                 )),

@@ -184,5 +184,6 @@ pub fn role_name(role: Role) -> &'static str {
         Role::Butler => "butler",
         Role::Operator => "operator",
         Role::Auditor => "auditor",
+        Role::Orchestrator => "orchestrator",
     }
 }

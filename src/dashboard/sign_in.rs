@@ -93,6 +93,14 @@ pub async fn sign_in(
                 ),
             );
         }
+        Some(c) if c.role == Role::Orchestrator => {
+            return sign_in_page(
+                StatusCode::FORBIDDEN,
+                Some(
+                    "Orchestrator keys reach their memory graph over /mcp; the dashboard does not show it yet.",
+                ),
+            );
+        }
         Some(c) => c,
         None => {
             tracing::warn!("dashboard sign-in with an unknown key");

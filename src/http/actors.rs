@@ -64,9 +64,12 @@ pub fn visible_actors(engine: &Engine, caller: &Caller) -> MemoryResult<Vec<Acto
     let visible = |kind: ActorKind, key: &str| match caller.role {
         Role::Operator => true,
         Role::Admin => kind != ActorKind::Shard || key.starts_with(&own_prefix),
-        Role::Butler | Role::Auditor => false,
+        Role::Butler | Role::Auditor | Role::Orchestrator => false,
     };
-    if matches!(caller.role, Role::Butler | Role::Auditor) {
+    if matches!(
+        caller.role,
+        Role::Butler | Role::Auditor | Role::Orchestrator
+    ) {
         return Err(MemoryError::new(
             ErrorCode::OperatorOnly,
             "the actor tree needs an operator or admin key",

@@ -25,7 +25,7 @@ pub struct Outcome {
 /// Resolves the lineage (the call's own `request_context`, or else `fallback`, the HTTP
 /// request's), then runs the tool body with it. A context that does not validate is
 /// refused under `fallback`, so that even that error carries a request id.
-async fn with_lineage<F, Fut>(
+pub(super) async fn with_lineage<F, Fut>(
     context: Option<RequestContext>,
     fallback: Lineage,
     body: F,

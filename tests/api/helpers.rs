@@ -20,6 +20,9 @@ pub const TENANT_A_ADMIN: &str = "key-tenant-a-admin-000000";
 pub const TENANT_B_HEALTH: &str = "key-tenant-b-health-butler";
 pub const OPERATOR: &str = "key-operator-000000000000";
 pub const AUDITOR: &str = "key-auditor-0000000000000";
+pub const ORCHESTRATOR_ONE: &str = "key-orchestrator-one-00000";
+pub const ORCHESTRATOR_TWO: &str = "key-orchestrator-two-00000";
+pub const ORCHESTRATOR_ONE_ADMIN: &str = "key-orchestrator-one-admin";
 
 const KEYS: &str = r#"
 [auth]
@@ -60,6 +63,21 @@ role = "operator"
 name = "investigator"
 key = "key-auditor-0000000000000"
 role = "auditor"
+[[auth.keys]]
+name = "orch-one"
+key = "key-orchestrator-one-00000"
+tenant = "orch-one"
+role = "orchestrator"
+[[auth.keys]]
+name = "orch-one-admin"
+key = "key-orchestrator-one-admin"
+tenant = "orch-one"
+role = "admin"
+[[auth.keys]]
+name = "orch-two"
+key = "key-orchestrator-two-00000"
+tenant = "orch-two"
+role = "orchestrator"
 "#;
 
 /// Base configuration for tests (the assets of this checkout, whatever the cwd), with `extra`

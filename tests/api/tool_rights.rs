@@ -37,6 +37,14 @@ pub(crate) fn arguments(tool: &str) -> Value {
         | "memory_dead_letters"
         | "memory_requeue_dead_letters"
         | "memory_stats" => json!({}),
+        "orchestrator_remember" => json!({
+            "source": {"sourceType": "manual", "capturedBy": "user"},
+            "memories": [{"type": "Todo", "content": "Check rights."}],
+        }),
+        "orchestrator_set_status" => {
+            json!({"memoryId": id, "status": "retracted", "reason": "rights check"})
+        }
+        "orchestrator_get" => json!({"memoryId": id}),
         other => panic!("no arguments for {other}: add them here"),
     }
 }
@@ -59,6 +67,7 @@ async fn each_key_is_listed_what_it_may_call_and_refused_the_rest() {
         (TENANT_A_HEALTH, "butler"),
         (OPERATOR, "operator"),
         (TENANT_A_ADMIN, "admin"),
+        (ORCHESTRATOR_ONE, "orchestrator"),
     ] {
         let shown: BTreeSet<String> = listed(&app, key)
             .await
@@ -83,6 +92,10 @@ async fn each_key_is_listed_what_it_may_call_and_refused_the_rest() {
                 !shown.contains("memory_activity_stream") && shown.contains("memory_context")
             ),
             "operator" => assert_eq!(shown, BTreeSet::from(["memory_run_sweep".to_owned()])),
+            "orchestrator" => assert!(
+                !shown.is_empty() && shown.iter().all(|t| t.starts_with("orchestrator_")),
+                "{shown:?}"
+            ),
             _ => assert_eq!(shown.len(), every.len()),
         }
     }
@@ -115,6 +128,7 @@ fn every_tool_has_a_title_and_annotations() {
                     | "memory_activity_stream"
                     | "memory_audit_reads"
                     | "memory_dead_letters"
+                    | "orchestrator_get"
             ),
             "{}",
             tool.name

@@ -127,6 +127,28 @@ await error("memory_audit_reads", { limit: 0 });
 await ok("memory_stats", {});
 await error("memory_stats", { butler: "bad name!" });
 
+// The orchestrator memory: an admin key acts on its tenant's graph.
+const remembered = await ok("orchestrator_remember", {
+  source: { sourceType: "workflow_output", workflowRunId: "run-1", capturedBy: "extractor" },
+  memories: [
+    { ref: "goal", type: "Goal", content: "Every tool: a goal.", importance: 90 },
+    { ref: "todo", type: "Todo", content: "Every tool: a todo." },
+  ],
+  edges: [{ from: "todo", to: "goal", edgeType: "PartOf" }],
+});
+check(remembered.memories.length === 2 && remembered.edges[0].created, "remembered");
+await error("orchestrator_remember", {
+  source: { sourceType: "ingest_file", capturedBy: "system" },
+  memories: [{ type: "Todo", content: "No path." }],
+});
+const goal = remembered.memories[0].memoryId;
+const todo = remembered.memories[1].memoryId;
+const node = await ok("orchestrator_get", { memoryId: goal });
+check(node.edges.length === 1 && node.edges[0].fromMemoryId === todo, "the goal's edge");
+await error("orchestrator_get", { memoryId: nobody });
+await ok("orchestrator_set_status", { memoryId: todo, status: "retracted", reason: "every tool" });
+await error("orchestrator_set_status", { memoryId: goal, status: "active", reason: "every tool" });
+
 for (const tool of tools) {
   const seen = called.get(tool.name);
   check(seen?.has("ok") && seen?.has("error"), `${tool.name} called both ways`);

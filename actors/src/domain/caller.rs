@@ -29,6 +29,9 @@ pub enum Role {
     /// Investigations: reads any one tenant named with the request, with a reason; never
     /// writes; every read recorded (`audit_reads`).
     Auditor,
+    /// An orchestrator (orchestrator_memory_subsystem.md): its tenant is its
+    /// `orchestratorId`; it reads and writes its own memory graph and nothing else.
+    Orchestrator,
 }
 
 impl Role {
@@ -38,14 +41,21 @@ impl Role {
             Role::Admin => "admin",
             Role::Operator => "operator",
             Role::Auditor => "auditor",
+            Role::Orchestrator => "orchestrator",
         }
     }
 
     /// The role named `name` (as `as_str` writes it).
     pub fn parse(name: &str) -> Option<Role> {
-        [Role::Butler, Role::Admin, Role::Operator, Role::Auditor]
-            .into_iter()
-            .find(|r| r.as_str() == name)
+        [
+            Role::Butler,
+            Role::Admin,
+            Role::Operator,
+            Role::Auditor,
+            Role::Orchestrator,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == name)
     }
 }
 
@@ -76,6 +86,10 @@ impl Caller {
                 ErrorCode::OperatorKey,
                 "operator keys cannot read or write memory content",
             )),
+            Role::Orchestrator => Err(MemoryError::new(
+                ErrorCode::OrchestratorKey,
+                "orchestrator keys reach their orchestrator's memory graph (orchestrator_* tools) only",
+            )),
         }
     }
 
@@ -84,7 +98,7 @@ impl Caller {
         match self.role {
             Role::Butler | Role::Admin => Ok(()),
             Role::Auditor => Err(auditor_reads_only()),
-            Role::Operator => self.require_memory_access(),
+            Role::Operator | Role::Orchestrator => self.require_memory_access(),
         }
     }
 
@@ -93,7 +107,7 @@ impl Caller {
         match self.role {
             Role::Admin => Ok(()),
             Role::Auditor => Err(auditor_reads_only()),
-            Role::Butler | Role::Operator => Err(MemoryError::new(
+            Role::Butler | Role::Operator | Role::Orchestrator => Err(MemoryError::new(
                 ErrorCode::AdminOnly,
                 "this operation needs an admin key",
             )),
@@ -140,7 +154,7 @@ impl Caller {
     pub fn check_scope(&self, scope: &str, butler: Option<&str>) -> MemoryResult<()> {
         match self.role {
             Role::Admin | Role::Auditor => Ok(()),
-            Role::Operator => self.require_memory_access(),
+            Role::Operator | Role::Orchestrator => self.require_memory_access(),
             Role::Butler if scope == GLOBAL_SCOPE || Some(scope) == butler => Ok(()),
             Role::Butler => Err(MemoryError::new(
                 ErrorCode::ScopeForbidden,
@@ -156,7 +170,7 @@ impl Caller {
     pub fn may_read(&self, butler: Option<&str>, scope: Option<&str>, owner: Option<&str>) -> bool {
         match self.role {
             Role::Admin | Role::Auditor => true,
-            Role::Operator => false,
+            Role::Operator | Role::Orchestrator => false,
             Role::Butler => match scope {
                 Some(scope) => scope == GLOBAL_SCOPE || (butler.is_some() && Some(scope) == butler),
                 None => butler.is_some() && owner == butler,
@@ -167,6 +181,33 @@ impl Caller {
     /// The shard that owns rows written by this caller as `butler`.
     pub fn shard(&self, butler: Option<&str>) -> ShardKey {
         ShardKey::for_butler(&self.tenant_id, butler)
+    }
+}
+
+impl Caller {
+    /// The orchestrator whose memory graph this caller's call acts on: its tenant
+    /// (DECISIONS.md #1), whatever the call names. Orchestrator and admin keys read and
+    /// write it, auditors read it; naming another orchestrator is `cross_orchestrator`
+    /// (the engine logs it).
+    pub fn orchestrator(&self, requested: Option<&str>, writes: bool) -> MemoryResult<&str> {
+        match self.role {
+            Role::Orchestrator | Role::Admin => {}
+            Role::Auditor if !writes => {}
+            Role::Auditor => return Err(auditor_reads_only()),
+            Role::Butler | Role::Operator => {
+                return Err(MemoryError::new(
+                    ErrorCode::NotAnOrchestrator,
+                    "an orchestrator's memory needs that orchestrator's key (or its admin's)",
+                ));
+            }
+        }
+        match requested {
+            Some(asked) if asked != self.tenant_id => Err(MemoryError::new(
+                ErrorCode::CrossOrchestrator,
+                format!("this key cannot reach orchestrator `{asked}`'s memory"),
+            )),
+            _ => Ok(&self.tenant_id),
+        }
     }
 }
 

@@ -262,7 +262,9 @@ impl Engine {
     ) -> MemoryResult<Vec<StoredEvent>> {
         let visible = match caller.role {
             Role::Admin | Role::Auditor => None,
-            Role::Butler | Role::Operator => Some(self.visible(caller, None, None)?),
+            Role::Butler | Role::Operator | Role::Orchestrator => {
+                Some(self.visible(caller, None, None)?)
+            }
         };
         self.activity_within(caller, since, scope, butler, limit, visible)
             .await

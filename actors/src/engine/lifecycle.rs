@@ -179,7 +179,7 @@ impl Engine {
         let tenant = match caller.role {
             Role::Admin => Some(caller.tenant_id.as_str()),
             Role::Operator => None,
-            Role::Butler | Role::Auditor => {
+            Role::Butler | Role::Auditor | Role::Orchestrator => {
                 return Err(MemoryError::new(
                     ErrorCode::AdminOnly,
                     "sweeps are run by admin and operator keys",

@@ -429,7 +429,7 @@ impl Engine {
                 scopes: scope.map(|s| vec![s]),
                 butlers: acting.map(|b| vec![b]),
             },
-            Role::Butler | Role::Operator => {
+            Role::Butler | Role::Operator | Role::Orchestrator => {
                 let scopes = match scope {
                     Some(s) => {
                         caller.check_scope(&s, acting.as_deref())?;

@@ -235,7 +235,10 @@ impl Engine {
 
     /// Runs a write's redaction (before anything reaches a shard), counting a refusal; the
     /// caller counts the spans redacted (`count_redactions`).
-    fn redact(&self, apply: impl FnOnce(&Redactor) -> MemoryResult<()>) -> MemoryResult<()> {
+    pub(super) fn redact(
+        &self,
+        apply: impl FnOnce(&Redactor) -> MemoryResult<()>,
+    ) -> MemoryResult<()> {
         let result = apply(&self.services.redactor);
         if let Err(e) = &result
             && e.code == ErrorCode::RedactionRefused

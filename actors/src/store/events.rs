@@ -1,19 +1,53 @@
 //! Appending to the audit stream, always inside the transaction of the change it records.
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::domain::author::Author;
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::error::MemoryResult;
 
 use super::Store;
 
 /// Appends one event.
-#[tracing::instrument(target = "otel", name = "db.append_event", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
 pub async fn append(
     conn: &mut PgConnection,
     event: &NewEvent,
+    occurred_at: DateTime<Utc>,
+) -> MemoryResult<()> {
+    let row = EventRow {
+        tenant_id: &event.tenant_id,
+        event_type: event.event_type.as_str(),
+        entity_type: event.entity_type.as_str(),
+        entity_id: event.entity_id,
+        author: &event.author,
+        scope: event.scope.as_deref(),
+        butler: event.butler.as_deref(),
+        payload: &event.payload,
+    };
+    append_row(conn, &row, occurred_at).await
+}
+
+/// An event as its row is written: for entities beyond the butlers' memory types (the
+/// orchestrator memory's nodes and edges), whose vocabulary is their own.
+pub struct EventRow<'a> {
+    pub tenant_id: &'a str,
+    pub event_type: &'a str,
+    pub entity_type: &'a str,
+    pub entity_id: Uuid,
+    pub author: &'a Author,
+    pub scope: Option<&'a str>,
+    pub butler: Option<&'a str>,
+    pub payload: &'a Value,
+}
+
+/// Appends one event row.
+#[tracing::instrument(target = "otel", name = "db.append_event", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
+pub async fn append_row(
+    conn: &mut PgConnection,
+    event: &EventRow<'_>,
     occurred_at: DateTime<Utc>,
 ) -> MemoryResult<()> {
     sqlx::query(
@@ -22,18 +56,18 @@ pub async fn append(
               request_id, subrequest_id, segment_id, scope, butler, payload)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
-    .bind(&event.tenant_id)
-    .bind(event.event_type.as_str())
-    .bind(event.entity_type.as_str())
+    .bind(event.tenant_id)
+    .bind(event.event_type)
+    .bind(event.entity_type)
     .bind(event.entity_id)
     .bind(occurred_at)
     .bind(&event.author.name)
     .bind(&event.author.lineage.request_id)
     .bind(&event.author.lineage.subrequest_id)
     .bind(&event.author.lineage.segment_id)
-    .bind(&event.scope)
-    .bind(&event.butler)
-    .bind(&event.payload)
+    .bind(event.scope)
+    .bind(event.butler)
+    .bind(event.payload)
     .execute(conn)
     .await?;
     Ok(())

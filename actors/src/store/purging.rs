@@ -354,6 +354,25 @@ async fn erase(
         }
     }
 
+    let mut ids = ids;
+    if owner == Some(None) {
+        let payload = json!({
+            "after": null,
+            "purge_id": order.purge_id,
+            "purge_scope": order.scope,
+            "reason": order.reason,
+        });
+        ids.extend(
+            super::orchestrator_purge::erase_graph(
+                conn,
+                tenant_id,
+                &payload,
+                order.author,
+                order.now,
+            )
+            .await?,
+        );
+    }
     let rewritten: i64 = sqlx::query_scalar("SELECT memory_events_purge($1, $2)")
         .bind(tenant_id)
         .bind(&ids)

@@ -99,7 +99,16 @@ async fn every_key_of_a_tenant_table_leads_with_tenant_id() {
         .await
         .unwrap();
     let tables = tenant_tables(&mut sql).await;
-    for table in ["episodes", "facts", "rules", "memory_events", "shard_heads"] {
+    for table in [
+        "episodes",
+        "facts",
+        "rules",
+        "memory_events",
+        "shard_heads",
+        "orchestrator_memories",
+        "orchestrator_edges",
+        "orchestrator_sources",
+    ] {
         assert!(tables.contains(table), "{table} has tenant_id: {tables:?}");
     }
     // Primary keys and unique indexes: their first column.
@@ -147,7 +156,9 @@ async fn every_key_of_a_tenant_table_leads_with_tenant_id() {
             between += 1;
         }
     }
-    assert_eq!(between, 3, "{foreign:?}");
+    // Supersession, rule applications, consolidation items; an orchestrator node's source,
+    // an edge's two ends.
+    assert_eq!(between, 6, "{foreign:?}");
 }
 
 /// The string literals of a Rust source file (raw strings aside), with their line.

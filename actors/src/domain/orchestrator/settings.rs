@@ -1,0 +1,82 @@
+//! The orchestrator memory's settings (orchestrator_memory_subsystem.md, "Configuration
+//! Additions"): the `[memory]` section of the configuration, with the spec's key names.
+//! Unknown keys are refused; `memory.scope.cross_orchestrator = true` is refused in v1.
+
+use std::num::NonZeroU32;
+
+use serde::Deserialize;
+
+crate::domain::string_enum! {
+    /// When a bulletin is generated. v1 has one mode.
+    BulletinMode {
+        /// Before every message's selector and step context is assembled.
+        EveryMessage => "every_message",
+    }
+}
+
+impl BulletinMode {
+    fn parse_alias(_: &str) -> Option<Self> {
+        None
+    }
+}
+
+/// `[memory]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySettings {
+    /// Whether the orchestrator memory answers at all; when not, its tools answer
+    /// `unavailable` with the reason, and bulletins are empty.
+    pub enabled: bool,
+    pub bulletin_mode: BulletinMode,
+    pub retrieval: MemoryRetrievalSettings,
+    pub ingest: IngestSettings,
+    pub scope: ScopeSettings,
+}
+
+/// `[memory.retrieval]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryRetrievalSettings {
+    /// Candidates kept after the merge, before the bulletin compresses them.
+    pub top_n: NonZeroU32,
+    /// The k of reciprocal rank fusion.
+    pub rrf_k: NonZeroU32,
+}
+
+/// `[memory.ingest]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestSettings {
+    pub enabled: bool,
+    /// Files larger than this are rejected unread.
+    pub max_file_size_mb: NonZeroU32,
+}
+
+/// `[memory.scope]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeSettings {
+    /// Recall across orchestrators: must be `false` in v1.
+    pub cross_orchestrator: bool,
+}
+
+impl MemorySettings {
+    /// What the types cannot refuse, each naming its key.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.scope.cross_orchestrator {
+            out.push(
+                "memory.scope.cross_orchestrator: must be false (recall across orchestrators \
+                 is not allowed in v1)"
+                    .to_owned(),
+            );
+        }
+        if self.retrieval.top_n.get() > 200 {
+            out.push("memory.retrieval.top_n: at most 200".to_owned());
+        }
+        if self.ingest.max_file_size_mb.get() > 1024 {
+            out.push("memory.ingest.max_file_size_mb: at most 1024".to_owned());
+        }
+        out
+    }
+}

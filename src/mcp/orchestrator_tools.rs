@@ -1,0 +1,124 @@
+//! The orchestrator memory's tools (issue 23): an orchestrator's typed memory graph, written
+//! and read over MCP by orchestrator keys (and the tenant's admin keys). Declared here as a
+//! table of their own, listed after the butlers' tools.
+
+use butler_memory_actors::{Caller, EdgeInput, Engine, Lineage, NodeInput, RememberInput};
+use rmcp::handler::server::common::schema_for_type;
+
+use super::orchestrator_params::{OrchestratorGetParams, RememberParams, SetStatusParams};
+use super::reply::to_json;
+use super::tools::{Outcome, with_lineage};
+use super::{Audience, Effect, ToolSpec, parse_and_run, tool};
+
+pub(super) const ORCHESTRATOR_TOOLS: &[ToolSpec] = &[
+    tool!(
+        "orchestrator_remember",
+        "Remember in the memory graph",
+        Audience::Orchestrator,
+        Effect::Adds,
+        RememberParams,
+        remember,
+        "Orchestrator: store typed memories (Fact, Preference, Decision, Identity, Event, \
+            Observation, Goal, Todo) from one source, the memories they supersede, and typed edges \
+            (RelatedTo, Updates, Contradicts, CausedBy, PartOf), in one transaction. The same \
+            typed content or edge again is found, not added.",
+    ),
+    tool!(
+        "orchestrator_set_status",
+        "Supersede or retract a memory",
+        Audience::Orchestrator,
+        Effect::Removes,
+        SetStatusParams,
+        set_status,
+        "Orchestrator: mark a memory `superseded` or `retracted` (final), with a reason kept \
+            in the audit stream. Contradictions are edges, not this.",
+    ),
+    tool!(
+        "orchestrator_get",
+        "A memory of the graph",
+        Audience::Orchestrator,
+        Effect::Reads,
+        OrchestratorGetParams,
+        get,
+        "Orchestrator: one memory with its provenance and every edge into or out of it.",
+    ),
+];
+
+async fn remember(
+    engine: &Engine,
+    caller: &Caller,
+    p: RememberParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
+        let input = RememberInput {
+            source: p.source,
+            memories: p
+                .memories
+                .into_iter()
+                .map(|m| NodeInput {
+                    reference: m.reference,
+                    node_type: m.node_type,
+                    content: m.content,
+                    summary: m.summary,
+                    importance: m.importance,
+                    confidence: m.confidence,
+                    supersedes: m.supersedes,
+                })
+                .collect(),
+            edges: p
+                .edges
+                .into_iter()
+                .map(|e| EdgeInput {
+                    from: e.from,
+                    to: e.to,
+                    edge_type: e.edge_type,
+                    weight: e.weight,
+                    reason: e.reason,
+                })
+                .collect(),
+        };
+        let remembered = engine
+            .orchestrator_remember(caller, p.orchestrator_id.as_deref(), input, lineage)
+            .await?;
+        to_json(remembered)
+    })
+    .await
+}
+
+async fn set_status(
+    engine: &Engine,
+    caller: &Caller,
+    p: SetStatusParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
+        let node = engine
+            .orchestrator_set_status(
+                caller,
+                p.orchestrator_id.as_deref(),
+                p.memory_id,
+                p.status,
+                p.reason,
+                lineage,
+            )
+            .await?;
+        to_json(node)
+    })
+    .await
+}
+
+async fn get(
+    engine: &Engine,
+    caller: &Caller,
+    p: OrchestratorGetParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
+        let found = engine
+            .orchestrator_get(caller, p.orchestrator_id.as_deref(), p.memory_id)
+            .await?;
+        to_json(found)
+    })
+    .await
+}

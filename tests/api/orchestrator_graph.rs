@@ -1,0 +1,618 @@
+//! The orchestrator memory's graph (issue 23): typed nodes and edges persist with their
+//! provenance, in one transaction with their events; writing the same again adds nothing;
+//! contradictions are edges, supersession and retraction logged status changes; the
+//! database refuses what the types refuse; and an orchestrator reaches only its own graph.
+
+use serde_json::{Value, json};
+
+use crate::binary::{Service, write_config};
+use crate::helpers::*;
+
+fn workflow_source() -> Value {
+    json!({"sourceType": "workflow_output", "conversationId": "chan-7", "workflowRunId": "run-1",
+           "stepId": "plan", "capturedBy": "extractor"})
+}
+
+fn plan() -> Value {
+    json!({
+        "source": workflow_source(),
+        "memories": [
+            {"ref": "goal", "type": "Goal", "content": "Ship the billing   export by Friday", "importance": 90},
+            {"ref": "csv", "type": "Todo", "content": "Write the CSV writer"},
+            {"ref": "docs", "type": "Todo", "content": "Document the export", "importance": 40},
+            {"type": "Decision", "content": "Exports are CSV, not XLSX", "confidence": 0.9},
+        ],
+        "edges": [
+            {"from": "csv", "to": "goal", "edgeType": "PartOf"},
+            {"from": "docs", "to": "goal", "edgeType": "PartOf", "weight": 0.5},
+        ],
+    })
+}
+
+fn ids(answer: &Value, list: &str, field: &str) -> Vec<String> {
+    answer[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m[field].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn created(answer: &Value, list: &str) -> Vec<bool> {
+    answer[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["created"].as_bool().unwrap())
+        .collect()
+}
+
+async fn events(app: &TestApp, tenant: &str) -> Vec<(String, String, String)> {
+    sqlx::query_as(
+        "SELECT event_type, entity_type, actor FROM memory_events
+         WHERE tenant_id = $1 ORDER BY id",
+    )
+    .bind(tenant)
+    .fetch_all(&mut app.sql().await)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn typed_nodes_and_edges_persist_with_their_provenance_and_events() {
+    let app = spawn_app().await;
+    let orchestrator = app.client(ORCHESTRATOR_ONE).await;
+    let answer = orchestrator.ok("orchestrator_remember", plan()).await;
+    assert_eq!(created(&answer, "memories"), [true; 4]);
+    assert_eq!(created(&answer, "edges"), [true; 2]);
+    let memories = &answer["memories"];
+    assert_eq!(memories[0]["type"], "Goal");
+    assert_eq!(memories[0]["orchestratorId"], "orch-one");
+    // Normalised text; a summary derived from it; the defaults.
+    assert_eq!(memories[0]["content"], "Ship the billing export by Friday");
+    assert_eq!(memories[0]["summary"], "Ship the billing export by Friday");
+    assert_eq!(memories[1]["importance"], 50);
+    assert_eq!(memories[1]["confidence"], 0.8);
+    assert_eq!(memories[3]["status"], "active");
+    assert_eq!(memories[2]["source"], workflow_source());
+    let [goal, csv, docs, _decision] =
+        <[String; 4]>::try_from(ids(&answer, "memories", "memoryId")).unwrap();
+    assert_eq!(answer["edges"][1]["fromMemoryId"], docs);
+    assert_eq!(answer["edges"][1]["toMemoryId"], goal);
+    assert_eq!(answer["edges"][1]["weight"], 0.5);
+
+    // The goal, read back with both edges into it and its provenance.
+    let got = orchestrator
+        .ok("orchestrator_get", json!({"memoryId": goal}))
+        .await;
+    assert_eq!(got["node"]["content"], "Ship the billing export by Friday");
+    assert_eq!(got["node"]["source"]["workflowRunId"], "run-1");
+    let from: Vec<&str> = got["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["fromMemoryId"].as_str().unwrap())
+        .collect();
+    assert_eq!(from, [csv.as_str(), docs.as_str()]);
+
+    // One source row for the four; one event per node and edge, by the orchestrator's key.
+    let sources: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM orchestrator_sources WHERE tenant_id = 'orch-one'",
+    )
+    .fetch_one(&mut app.sql().await)
+    .await
+    .unwrap();
+    assert_eq!(sources, 1);
+    let logged = events(&app, "orch-one").await;
+    let kinds: Vec<&str> = logged.iter().map(|(t, _, _)| t.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "orchestrator_memory_created",
+            "orchestrator_memory_created",
+            "orchestrator_memory_created",
+            "orchestrator_memory_created",
+            "orchestrator_edge_created",
+            "orchestrator_edge_created",
+        ]
+    );
+    assert!(
+        logged
+            .iter()
+            .all(|(_, _, actor)| actor == "orchestrator:orch-one")
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn writing_the_same_again_adds_nothing() {
+    let app = spawn_app().await;
+    let orchestrator = app.client(ORCHESTRATOR_ONE).await;
+    let first = orchestrator.ok("orchestrator_remember", plan()).await;
+    let before = events(&app, "orch-one").await.len();
+    // The same call again (a retry), and the same memories laid out differently.
+    let again = orchestrator.ok("orchestrator_remember", plan()).await;
+    assert_eq!(created(&again, "memories"), [false; 4]);
+    assert_eq!(created(&again, "edges"), [false; 2]);
+    assert_eq!(
+        ids(&again, "memories", "memoryId"),
+        ids(&first, "memories", "memoryId")
+    );
+    assert_eq!(
+        ids(&again, "edges", "edgeId"),
+        ids(&first, "edges", "edgeId")
+    );
+    let relaid = orchestrator
+        .ok(
+            "orchestrator_remember",
+            json!({"source": workflow_source(),
+                   "memories": [{"type": "Goal", "content": "  Ship the billing\texport by Friday\n"}]}),
+        )
+        .await;
+    assert_eq!(
+        relaid["memories"][0]["memoryId"],
+        first["memories"][0]["memoryId"]
+    );
+    assert_eq!(events(&app, "orch-one").await.len(), before);
+    // The same words as another type are another memory.
+    let todo = orchestrator
+        .ok(
+            "orchestrator_remember",
+            json!({"source": workflow_source(),
+                   "memories": [{"type": "Todo", "content": "Ship the billing export by Friday"}]}),
+        )
+        .await;
+    assert_eq!(created(&todo, "memories"), [true]);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn contradictions_are_edges_and_status_changes_are_explicit_and_logged() {
+    let app = spawn_app().await;
+    let orchestrator = app.client(ORCHESTRATOR_ONE).await;
+    let manual = json!({"sourceType": "channel_transcript", "conversationId": "chan-1", "capturedBy": "user"});
+    let first = orchestrator
+        .ok(
+            "orchestrator_remember",
+            json!({"source": manual, "memories": [{"type": "Preference", "content": "Reports as PDF"}]}),
+        )
+        .await;
+    let pdf = first["memories"][0]["memoryId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A contradiction: both stay active, joined by an edge with its reason.
+    let second = orchestrator
+        .ok(
+            "orchestrator_remember",
+            json!({"source": manual,
+                   "memories": [{"ref": "html", "type": "Preference", "content": "Reports as HTML"}],
+                   "edges": [{"from": "html", "to": pdf, "edgeType": "Contradicts",
+                              "reason": "said in another channel"}]}),
+        )
+        .await;
+    let html = second["memories"][0]["memoryId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(second["edges"][0]["edgeType"], "Contradicts");
+    assert_eq!(second["edges"][0]["reason"], "said in another channel");
+    for id in [&pdf, &html] {
+        let got = orchestrator
+            .ok("orchestrator_get", json!({"memoryId": id}))
+            .await;
+        assert_eq!(got["node"]["status"], "active", "{got}");
+    }
+
+    // A newer preference supersedes the PDF one: explicit, with an `Updates` edge.
+    let third = orchestrator
+        .ok(
+            "orchestrator_remember",
+            json!({"source": manual,
+                   "memories": [{"type": "Preference", "content": "Reports as HTML, always",
+                                 "supersedes": [pdf]}]}),
+        )
+        .await;
+    let newest = third["memories"][0]["memoryId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(third["superseded"], json!([pdf]));
+    assert_eq!(third["edges"][0]["edgeType"], "Updates");
+    assert_eq!(third["edges"][0]["fromMemoryId"], newest);
+    assert_eq!(third["edges"][0]["toMemoryId"], pdf);
+    let old = orchestrator
+        .ok("orchestrator_get", json!({"memoryId": pdf}))
+        .await;
+    assert_eq!(old["node"]["status"], "superseded");
+
+    // Retraction, with a reason; final.
+    let retracted = orchestrator
+        .ok(
+            "orchestrator_set_status",
+            json!({"memoryId": html, "status": "retracted", "reason": "misheard"}),
+        )
+        .await;
+    assert_eq!(retracted["status"], "retracted");
+    let again = orchestrator
+        .ok(
+            "orchestrator_set_status",
+            json!({"memoryId": html, "status": "retracted", "reason": "misheard"}),
+        )
+        .await;
+    assert_eq!(again["status"], "retracted");
+    for (id, status) in [(&html, "superseded"), (&newest, "active")] {
+        let refused = orchestrator
+            .err(
+                "orchestrator_set_status",
+                json!({"memoryId": id, "status": status, "reason": "undo"}),
+            )
+            .await;
+        assert_eq!(refused["code"], "invalid_transition", "{refused}");
+    }
+    let missing = orchestrator
+        .err(
+            "orchestrator_set_status",
+            json!({"memoryId": uuid::Uuid::now_v7(), "status": "retracted", "reason": "x"}),
+        )
+        .await;
+    assert_eq!(missing["class"], "not_found");
+
+    // Every change in the audit stream, the retraction once, with its reason.
+    let mut sql = app.sql().await;
+    let changes: Vec<(String, Value)> = sqlx::query_as(
+        "SELECT event_type, payload FROM memory_events
+         WHERE tenant_id = 'orch-one' AND event_type IN
+               ('orchestrator_memory_superseded', 'orchestrator_memory_retracted')
+         ORDER BY id",
+    )
+    .fetch_all(&mut sql)
+    .await
+    .unwrap();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert_eq!(changes[0].1["superseded_by"], newest);
+    assert_eq!(changes[1].1["reason"], "misheard");
+    assert_eq!(changes[1].1["before"]["status"], "active");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_its_class_and_nothing_is_written() {
+    let app = spawn_app().await;
+    let orchestrator = app.client(ORCHESTRATOR_ONE).await;
+    let source = workflow_source();
+    let memory = |m: Value| json!({"source": source, "memories": [m]});
+    for (args, code) in [
+        (
+            memory(json!({"type": "Task", "content": "x"})),
+            "invalid_arguments",
+        ),
+        (
+            memory(json!({"type": "Todo", "content": "x", "importance": 101})),
+            "invalid_importance",
+        ),
+        (
+            memory(json!({"type": "Todo", "content": "x", "confidence": 1.5})),
+            "invalid_confidence",
+        ),
+        (
+            memory(json!({"type": "Todo", "content": "  "})),
+            "empty_content",
+        ),
+        (
+            json!({"source": {"sourceType": "ingest_file", "capturedBy": "system"},
+                   "memories": [{"type": "Todo", "content": "x"}]}),
+            "invalid_source_path",
+        ),
+        (
+            json!({"source": {"sourceType": "ingest_file", "sourcePath": "/srv/o/../p/a.md",
+                              "capturedBy": "system"},
+                   "memories": [{"type": "Todo", "content": "x"}]}),
+            "invalid_source_path",
+        ),
+        (
+            json!({"source": source, "memories": [{"ref": "a", "type": "Todo", "content": "x"}],
+                   "edges": [{"from": "a", "to": "b", "edgeType": "PartOf"}]}),
+            "unknown_reference",
+        ),
+        (
+            json!({"source": source, "memories": [{"ref": "a", "type": "Todo", "content": "x"}],
+                   "edges": [{"from": "a", "to": "a", "edgeType": "PartOf"}]}),
+            "self_link",
+        ),
+        (
+            json!({"source": source, "memories": [{"ref": "a", "type": "Todo", "content": "x"}],
+                   "edges": [{"from": "a", "to": uuid::Uuid::now_v7().to_string(),
+                              "edgeType": "PartOf"}]}),
+            "not_found",
+        ),
+        (
+            json!({"source": source, "memories": [{"ref": "a", "type": "Todo", "content": "x"}],
+                   "edges": [{"from": "a", "to": "a", "edgeType": "Supports"}]}),
+            "invalid_arguments",
+        ),
+        (json!({"source": source}), "invalid_batch"),
+    ] {
+        let refused = orchestrator
+            .err("orchestrator_remember", args.clone())
+            .await;
+        assert_eq!(refused["code"], code, "{args}: {refused}");
+    }
+    // The edge to an unknown node came after its memory was written, in the same
+    // transaction: rolled back with it.
+    let mut sql = app.sql().await;
+    let nodes: i64 = sqlx::query_scalar("SELECT count(*) FROM orchestrator_memories")
+        .fetch_one(&mut sql)
+        .await
+        .unwrap();
+    assert_eq!(nodes, 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_database_refuses_what_the_types_refuse() {
+    let app = spawn_app().await;
+    let orchestrator = app.client(ORCHESTRATOR_ONE).await;
+    let answer = orchestrator.ok("orchestrator_remember", plan()).await;
+    let [goal, csv, ..] = <[String; 4]>::try_from(ids(&answer, "memories", "memoryId")).unwrap();
+    let mut sql = app.sql().await;
+    let source: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM orchestrator_sources WHERE tenant_id = 'orch-one'")
+            .fetch_one(&mut sql)
+            .await
+            .unwrap();
+    let node = |column: &str, value: &str| {
+        let mut row = vec![
+            ("node_type", "'Goal'".to_owned()),
+            ("importance", "10".to_owned()),
+            ("content", "'c'".to_owned()),
+            ("summary", "'s'".to_owned()),
+            ("confidence", "0.5".to_owned()),
+            ("status", "'active'".to_owned()),
+        ];
+        for (c, v) in &mut row {
+            if *c == column {
+                *v = value.to_owned();
+            }
+        }
+        let (columns, values): (Vec<_>, Vec<_>) = row.into_iter().unzip();
+        format!(
+            "INSERT INTO orchestrator_memories (tenant_id, id, source_id, fingerprint, created_at,
+                                                updated_at, {})
+             VALUES ('orch-one', gen_random_uuid(), '{source}', sha256(random()::text::bytea),
+                     now(), now(), {})",
+            columns.join(", "),
+            values.join(", ")
+        )
+    };
+    let edge = |from: &str, to: &str, edge_type: &str, weight: &str| {
+        format!(
+            "INSERT INTO orchestrator_edges (tenant_id, id, from_id, to_id, edge_type, weight, created_at)
+             VALUES ('orch-one', gen_random_uuid(), '{from}', '{to}', '{edge_type}', {weight}, now())"
+        )
+    };
+    let path = |p: &str| {
+        format!(
+            "INSERT INTO orchestrator_sources (tenant_id, id, source_type, source_path, captured_by,
+                                               fingerprint, created_at)
+             VALUES ('orch-one', gen_random_uuid(), 'ingest_file', {p}, 'system',
+                     sha256(random()::text::bytea), now())"
+        )
+    };
+    // What a valid row looks like passes, so each refusal below is the one bad value.
+    for ok in [node("", ""), path("'/srv/o/memory/ingest/a.md'")] {
+        sqlx::query(sqlx::AssertSqlSafe(ok.clone()))
+            .execute(&mut sql)
+            .await
+            .unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    for bad in [
+        node("node_type", "'Task'"),
+        node("importance", "101"),
+        node("importance", "-1"),
+        node("confidence", "1.01"),
+        node("status", "'deleted'"),
+        node("content", "''"),
+        edge(&csv, &goal, "Supports", "1"),
+        edge(&csv, &goal, "PartOf", "1.5"),
+        edge(&csv, &csv, "RelatedTo", "1"),
+        edge(&csv, &uuid::Uuid::now_v7().to_string(), "RelatedTo", "1"),
+        path("NULL"),
+        path("'relative/a.md'"),
+        path("'/srv/o/../p/a.md'"),
+        path("'/srv//a.md'"),
+        path("'/srv/a.md/'"),
+    ] {
+        let refused = sqlx::query(sqlx::AssertSqlSafe(bad.clone()))
+            .execute(&mut sql)
+            .await;
+        assert!(refused.is_err(), "the database took {bad}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_orchestrator_reaches_only_its_own_graph() {
+    let app = spawn_app().await;
+    let one = app.client(ORCHESTRATOR_ONE).await;
+    let two = app.client(ORCHESTRATOR_TWO).await;
+    let answer = one.ok("orchestrator_remember", plan()).await;
+    let goal = answer["memories"][0]["memoryId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Another orchestrator's node is not there for it, nor may it link to it.
+    let unseen = two.err("orchestrator_get", json!({"memoryId": goal})).await;
+    assert_eq!(unseen["class"], "not_found");
+    let link = two
+        .err(
+            "orchestrator_remember",
+            json!({"source": workflow_source(),
+                   "memories": [{"ref": "t", "type": "Todo", "content": "steal it"}],
+                   "edges": [{"from": "t", "to": goal, "edgeType": "PartOf"}]}),
+        )
+        .await;
+    assert_eq!(link["class"], "not_found");
+    // Naming another orchestrator is refused outright.
+    for (tool, args) in [
+        (
+            "orchestrator_get",
+            json!({"orchestratorId": "orch-one", "memoryId": goal}),
+        ),
+        (
+            "orchestrator_remember",
+            json!({"orchestratorId": "orch-one", "source": workflow_source(),
+                                         "memories": [{"type": "Todo", "content": "x"}]}),
+        ),
+    ] {
+        let refused = two.err(tool, args).await;
+        assert_eq!(refused["class"], "forbidden");
+        assert_eq!(refused["code"], "cross_orchestrator");
+    }
+    // Its own name is fine; a butler key reaches no orchestrator memory, nor an
+    // orchestrator key the butlers' memory.
+    one.ok(
+        "orchestrator_get",
+        json!({"orchestratorId": "orch-one", "memoryId": goal}),
+    )
+    .await;
+    let butler = app.client(TENANT_A_HEALTH).await;
+    let refused = butler
+        .err("orchestrator_get", json!({"memoryId": goal}))
+        .await;
+    assert_eq!(refused["class"], "forbidden");
+    let refused = one.err("memory_search", json!({"query": "billing"})).await;
+    assert_eq!(refused["class"], "forbidden");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_refusal_across_orchestrators_is_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        r#"[[auth.keys]]
+key = "key-orchestrator-two-00000"
+tenant = "orch-two"
+role = "orchestrator"
+"#,
+    );
+    let service = Service::start(&config);
+    let (failed, refused) = service
+        .call_as(
+            "key-orchestrator-two-00000",
+            "orchestrator_get",
+            json!({"orchestratorId": "orch-one", "memoryId": uuid::Uuid::now_v7()}),
+        )
+        .await;
+    assert!(failed, "{refused}");
+    let log = service.stop().await;
+    let line = log
+        .iter()
+        .find(|l| l.contains("refused across orchestrators"))
+        .unwrap_or_else(|| panic!("no log line of the refusal in {log:#?}"));
+    let event: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(event["level"], "WARN", "{line}");
+    assert_eq!(event["fields"]["orchestrator"], "orch-two", "{line}");
+    assert_eq!(event["fields"]["requested"], "orch-one", "{line}");
+}
+
+#[test]
+fn the_memory_section_is_validated_and_recall_across_orchestrators_refused() {
+    use butler_memory::config::Config;
+    let problems = |toml: &str| match Config::from_toml(toml) {
+        Ok(_) => String::new(),
+        Err(e) => e.to_string(),
+    };
+    assert_eq!(problems("[memory]\nenabled = false\n"), "");
+    let refused = problems("[memory.scope]\ncross_orchestrator = true\n");
+    assert!(
+        refused.contains("memory.scope.cross_orchestrator: must be false"),
+        "{refused}"
+    );
+    for (toml, key) in [
+        ("[memory.retrieval]\ntop_k = 5\n", "memory.retrieval.top_k"),
+        (
+            "[memory]\nbulletin_mode = \"hourly\"\n",
+            "memory.bulletin_mode",
+        ),
+        ("[memory.retrieval]\nrrf_k = 0\n", "memory.retrieval.rrf_k"),
+        (
+            "[memory.ingest]\nmax_file_size_mb = \"big\"\n",
+            "memory.ingest.max_file_size_mb",
+        ),
+        (
+            "[memory.retrieval]\ntop_n = 500\n",
+            "memory.retrieval.top_n",
+        ),
+    ] {
+        let refused = problems(toml);
+        assert!(refused.contains(key), "{toml}: {refused}");
+    }
+}
+
+#[tokio::test]
+async fn a_turned_off_orchestrator_memory_answers_unavailable() {
+    let app = spawn_app_with("[memory]\nenabled = false\n").await;
+    let refused = app
+        .client(ORCHESTRATOR_ONE)
+        .await
+        .err("orchestrator_remember", plan())
+        .await;
+    assert_eq!(refused["class"], "unavailable");
+    assert_eq!(refused["code"], "orchestrator_memory_disabled");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_purge_of_the_orchestrator_erases_its_graph_and_the_content_of_its_events() {
+    let app = spawn_app().await;
+    let one = app.client(ORCHESTRATOR_ONE).await;
+    one.ok("orchestrator_remember", plan()).await;
+    let two = app.client(ORCHESTRATOR_TWO).await;
+    let kept = two.ok("orchestrator_remember", plan()).await;
+    let admin = app.client(ORCHESTRATOR_ONE_ADMIN).await;
+    admin
+        .ok(
+            "memory_purge",
+            json!({"tenant": "orch-one", "reason": "orchestrator decommissioned"}),
+        )
+        .await;
+    let mut sql = app.sql().await;
+    for table in [
+        "orchestrator_memories",
+        "orchestrator_edges",
+        "orchestrator_sources",
+    ] {
+        let left: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM {table} WHERE tenant_id = 'orch-one'"
+        )))
+        .fetch_one(&mut sql)
+        .await
+        .unwrap();
+        assert_eq!(left, 0, "{table}");
+    }
+    // The stream keeps every event, the content gone from each, and one purge event a node.
+    let stream: Vec<(String, String)> = sqlx::query_as(
+        "SELECT event_type, payload::text FROM memory_events
+         WHERE tenant_id = 'orch-one' ORDER BY id",
+    )
+    .fetch_all(&mut sql)
+    .await
+    .unwrap();
+    let purged = stream
+        .iter()
+        .filter(|(t, _)| t == "orchestrator_memory_purged")
+        .count();
+    assert_eq!(purged, 4);
+    assert_eq!(stream.len(), 6 + 4);
+    for (event_type, payload) in &stream {
+        assert!(!payload.contains("billing"), "{event_type}: {payload}");
+        assert!(!payload.contains("run-1"), "{event_type}: {payload}");
+    }
+    // The other orchestrator's graph is untouched.
+    let goal = kept["memories"][0]["memoryId"].clone();
+    let got = two.ok("orchestrator_get", json!({"memoryId": goal})).await;
+    assert_eq!(got["node"]["content"], "Ship the billing export by Friday");
+    app.stop().await;
+}
