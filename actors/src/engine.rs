@@ -8,6 +8,7 @@ mod bundle;
 mod dashboard;
 mod lifecycle;
 mod orchestrator;
+mod orchestrator_recall;
 pub use lifecycle::MAX_ACTIVITY_PAGE;
 mod purge;
 mod reads;

@@ -110,6 +110,7 @@ pub use domain::maturity::Maturity;
 pub use domain::orchestrator::edge::Edge;
 pub use domain::orchestrator::graph_write::{Remembered, Written};
 pub use domain::orchestrator::node::Node;
+pub use domain::orchestrator::recall::{RecallBundle, RecallScores, Recalled};
 pub use domain::record::{Forgetting, MemoryRecord, RecordWithLinks};
 pub use domain::rule::Rule;
 pub use domain::search::{ComponentScores, Hit, SearchOutcome};

@@ -3,7 +3,7 @@
 //! count of admitted episodes tells background work that a burst is on. No mailbox lives
 //! here: an actor gets the handles of the neighbours it talks to in its own `Args`.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI16};
 use std::sync::{Arc, RwLock};
 
 use ractor::OutputPort;
@@ -35,6 +35,9 @@ pub(crate) struct Services {
     /// change, until the indexer has re-embedded them): semantic search then names the
     /// running model's version. True until the indexer has looked.
     pub other_model_vectors: AtomicBool,
+    /// The `embedding_versions` row of the running model, once the embedder has loaded it
+    /// (0 before): the vectors recall of the orchestrator memory compares with.
+    pub embedding_version: AtomicI16,
     /// The store's read replicas and whether each may serve reads (`replica_set.rs`).
     pub replicas: Arc<ReplicaSet>,
 }
@@ -93,6 +96,7 @@ impl Services {
             )),
             redactor,
             other_model_vectors: AtomicBool::new(true),
+            embedding_version: AtomicI16::new(0),
             admission: Admission::new(&config.writes),
             generations: Arc::default(),
             database: Arc::default(),

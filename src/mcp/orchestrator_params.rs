@@ -98,3 +98,18 @@ pub struct OrchestratorGetParams {
     #[serde(default, rename = "request_context")]
     pub request_context: Option<RequestContext>,
 }
+
+/// `orchestrator_recall`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecallParams {
+    #[serde(default)]
+    pub orchestrator_id: Option<String>,
+    /// What to recall: a message, a question, a topic.
+    pub query: String,
+    /// How many memories at most (default and most: `memory.retrieval.top_n`, 20).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    #[serde(default, rename = "request_context")]
+    pub request_context: Option<RequestContext>,
+}

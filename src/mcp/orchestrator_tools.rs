@@ -5,7 +5,9 @@
 use butler_memory_actors::{Caller, EdgeInput, Engine, Lineage, NodeInput, RememberInput};
 use rmcp::handler::server::common::schema_for_type;
 
-use super::orchestrator_params::{OrchestratorGetParams, RememberParams, SetStatusParams};
+use super::orchestrator_params::{
+    OrchestratorGetParams, RecallParams, RememberParams, SetStatusParams,
+};
 use super::reply::to_json;
 use super::tools::{Outcome, with_lineage};
 use super::{Audience, Effect, ToolSpec, parse_and_run, tool};
@@ -41,6 +43,18 @@ pub(super) const ORCHESTRATOR_TOOLS: &[ToolSpec] = &[
         OrchestratorGetParams,
         get,
         "Orchestrator: one memory with its provenance and every edge into or out of it.",
+    ),
+    tool!(
+        "orchestrator_recall",
+        "Recall from the memory graph",
+        Audience::Orchestrator,
+        Effect::Reads,
+        RecallParams,
+        recall,
+        "Orchestrator: the active memories that best answer a query, across all its \
+            conversations and channels: vector and full-text recall merged by reciprocal rank \
+            fusion, weighed by importance, recency and confidence, an unresolved contradiction \
+            penalised; each with its provenance, and the edges among them.",
     ),
 ];
 
@@ -119,6 +133,16 @@ async fn get(
             .orchestrator_get(caller, p.orchestrator_id.as_deref(), p.memory_id)
             .await?;
         to_json(found)
+    })
+    .await
+}
+
+async fn recall(engine: &Engine, caller: &Caller, p: RecallParams, fallback: Lineage) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
+        let bundle = engine
+            .orchestrator_recall(caller, p.orchestrator_id.as_deref(), &p.query, p.limit)
+            .await?;
+        to_json(bundle)
     })
     .await
 }

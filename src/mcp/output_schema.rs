@@ -12,8 +12,8 @@ use std::sync::{Arc, LazyLock};
 
 use butler_memory_actors::{
     AuditRead, ComponentScores, ContextBlock, DeadLetter, Episode, ErrorClass, Fact, FactOutcome,
-    Maturity, MemoryRecord, MemoryStats, MemoryType, Node, NodeWithEdges, Purge, RecordWithLinks,
-    Remembered, Rule, SearchMode, StoredEvent, SweepReport,
+    Maturity, MemoryRecord, MemoryStats, MemoryType, Node, NodeWithEdges, Purge, RecallBundle,
+    RecordWithLinks, Remembered, Rule, SearchMode, StoredEvent, SweepReport,
 };
 use rmcp::model::JsonObject;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -136,6 +136,7 @@ fn success(tool: &str, defs: &mut Definitions) -> Option<Value> {
         "orchestrator_remember" => defs.of::<Remembered>(),
         "orchestrator_set_status" => defs.of::<Node>(),
         "orchestrator_get" => defs.of::<NodeWithEdges>(),
+        "orchestrator_recall" => defs.of::<RecallBundle>(),
         "memory_confirm" => {
             let fact = one_of(defs, MemoryType::Fact, json!({}), &[]);
             json!({"anyOf": [fact, one_of(defs, MemoryType::Rule, json!({}), &[])]})

@@ -31,7 +31,10 @@ fn failed(out: &Output) -> String {
 }
 
 /// What a service answers about the records: each by id (with links), a search, and the
-/// audit stream.
+/// audit stream. Without the reference counts and when they were last bumped: reads bump
+/// them (these included), and a shard writes its bumps a moment later, so a backup taken
+/// while the service runs holds those of the reads before it, or not, by timing: access
+/// bookkeeping, not memory (`store/references.rs`).
 async fn answers(service: &Service, ids: &[(&str, String)]) -> Vec<Value> {
     let mut out = Vec::new();
     for (memory_type, id) in ids {
@@ -39,7 +42,7 @@ async fn answers(service: &Service, ids: &[(&str, String)]) -> Vec<Value> {
             .call("memory_get", json!({"type": memory_type, "id": id}))
             .await;
         assert!(!error, "{record}");
-        out.push(time_free(record));
+        out.push(without_references(time_free(record)));
     }
     let (_, found) = service
         .call(
@@ -47,7 +50,7 @@ async fn answers(service: &Service, ids: &[(&str, String)]) -> Vec<Value> {
             json!({"query": "oolong tea", "mode": "keyword"}),
         )
         .await;
-    out.push(time_free(found));
+    out.push(without_references(time_free(found)));
     let (_, events) = service
         .call_as(
             TENANT_A_ADMIN,
@@ -57,6 +60,22 @@ async fn answers(service: &Service, ids: &[(&str, String)]) -> Vec<Value> {
         .await;
     out.push(time_free(events));
     out
+}
+
+fn without_references(mut answer: Value) -> Value {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.remove("reference_count");
+                map.remove("last_referenced_at");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut answer);
+    answer
 }
 
 #[tokio::test]

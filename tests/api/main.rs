@@ -30,6 +30,7 @@ mod load;
 mod mcp_endpoint;
 mod operator;
 mod orchestrator_graph;
+mod orchestrator_recall;
 mod process;
 mod prometheus;
 mod purge;

@@ -45,6 +45,7 @@ pub(crate) fn arguments(tool: &str) -> Value {
             json!({"memoryId": id, "status": "retracted", "reason": "rights check"})
         }
         "orchestrator_get" => json!({"memoryId": id}),
+        "orchestrator_recall" => json!({"query": "rights"}),
         other => panic!("no arguments for {other}: add them here"),
     }
 }
@@ -129,6 +130,7 @@ fn every_tool_has_a_title_and_annotations() {
                     | "memory_audit_reads"
                     | "memory_dead_letters"
                     | "orchestrator_get"
+                    | "orchestrator_recall"
             ),
             "{}",
             tool.name

@@ -146,6 +146,9 @@ const todo = remembered.memories[1].memoryId;
 const node = await ok("orchestrator_get", { memoryId: goal });
 check(node.edges.length === 1 && node.edges[0].fromMemoryId === todo, "the goal's edge");
 await error("orchestrator_get", { memoryId: nobody });
+const recalled = await ok("orchestrator_recall", { query: "every tool goal" });
+check(recalled.memories.length === 2 && recalled.edges.length === 1, "recalled the goal and its todo");
+await error("orchestrator_recall", { query: "every tool", limit: 0 });
 await ok("orchestrator_set_status", { memoryId: todo, status: "retracted", reason: "every tool" });
 await error("orchestrator_set_status", { memoryId: goal, status: "active", reason: "every tool" });
 

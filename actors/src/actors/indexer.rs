@@ -186,6 +186,7 @@ impl IndexerState {
             for memory_type in [MemoryType::Fact, MemoryType::Rule, MemoryType::Episode] {
                 round += self.embed_batch(memory_type).await?;
             }
+            round += self.embed_orchestrator_batch().await?;
             total += round;
             // New rows first: re-embedding old ones waits until none is unembedded.
             if round == 0 && !self.reembed_step().await? {
@@ -379,6 +380,48 @@ impl IndexerState {
         metrics::counter!("butler_memory_indexed_total", "type" => memory_type.as_str())
             .increment(indexed);
         // A row whose embedding was set by someone else still counts as done.
+        Ok(count)
+    }
+
+    /// Embeds a batch of orchestrator memory nodes stored without a vector (issue 23): their
+    /// content alone, no session context. Returns how many it embedded.
+    async fn embed_orchestrator_batch(&mut self) -> MemoryResult<u64> {
+        let store = &self.services.store;
+        let limit = i64::from(self.services.config.indexer.batch_size.get());
+        let (rows, claim) = store.orchestrator_unembedded(limit).await?;
+        if rows.is_empty() {
+            claim.release().await;
+            return Ok(0);
+        }
+        let count = rows.len() as u64;
+        let (keys, texts): (Vec<RowKey>, Vec<String>) = rows.into_iter().unzip();
+        let chunk = self.services.config.embedder.max_batch.get();
+        let requests = texts
+            .chunks(chunk)
+            .map(|part| self.embedder.embed_background(part.to_vec(), EMBED_TIMEOUT));
+        let mut vectors = Vec::with_capacity(texts.len());
+        let mut failed = None;
+        for answer in futures::future::join_all(requests).await {
+            match answer {
+                Ok(part) => vectors.extend(part),
+                Err(e) => failed = Some(e),
+            }
+        }
+        let stored = match failed {
+            // The nodes stay without a vector, found by full text, and are tried again.
+            Some(e) => Err(e),
+            None => {
+                let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
+                store
+                    .set_orchestrator_embeddings(self.version_id, &keys, vectors)
+                    .await
+            }
+        };
+        claim.release().await;
+        stored?;
+        self.info.embedded(count);
+        metrics::counter!("butler_memory_indexed_total", "type" => "orchestrator_memory")
+            .increment(count);
         Ok(count)
     }
 

@@ -233,6 +233,10 @@ impl Actor for Supervisor {
                 model.pooling,
             )
             .await?;
+        state
+            .services
+            .embedding_version
+            .store(state.version_id, std::sync::atomic::Ordering::Release);
         state.spawn(&myself, Child::Indexer).await?;
         for i in 0..state.services.config.retrieval.workers.get() {
             state.spawn(&myself, Child::Reader(i)).await?;

@@ -6,5 +6,6 @@
 pub mod edge;
 pub mod graph_write;
 pub mod node;
+pub mod recall;
 pub mod settings;
 pub mod source;

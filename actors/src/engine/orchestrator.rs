@@ -91,7 +91,7 @@ impl Engine {
     /// The orchestrator a call acts on (`Caller::orchestrator`), once the orchestrator
     /// memory is on and the database answers. A call naming another orchestrator is logged
     /// as a warning: it is a key used where it should not be, or a routing bug.
-    fn orchestrator_of<'a>(
+    pub(super) fn orchestrator_of<'a>(
         &self,
         caller: &'a Caller,
         requested: Option<&str>,

@@ -19,18 +19,19 @@ use super::Store;
 use super::events::{EventRow, append_row};
 
 /// The columns of a node with its source, for `NodeRow`.
-const NODE_COLUMNS: &str = "m.id, m.tenant_id, m.node_type, m.importance, m.content, m.summary,
+pub(super) const NODE_COLUMNS: &str =
+    "m.id, m.tenant_id, m.node_type, m.importance, m.content, m.summary,
      m.confidence, m.status, m.created_at, m.updated_at, s.source_type, s.source_path,
      s.conversation_id, s.workflow_run_id, s.step_id, s.captured_by";
 
 /// The tables a node is read from.
-const NODE_FROM: &str = "orchestrator_memories m JOIN orchestrator_sources s
+pub(super) const NODE_FROM: &str = "orchestrator_memories m JOIN orchestrator_sources s
      ON s.tenant_id = m.tenant_id AND s.id = m.source_id";
 
-const EDGE_COLUMNS: &str = "id, from_id, to_id, edge_type, weight, reason, created_at";
+pub(super) const EDGE_COLUMNS: &str = "id, from_id, to_id, edge_type, weight, reason, created_at";
 
 #[derive(sqlx::FromRow)]
-struct NodeRow {
+pub(super) struct NodeRow {
     id: Uuid,
     tenant_id: String,
     #[sqlx(try_from = "String")]
@@ -79,7 +80,7 @@ impl From<NodeRow> for Node {
 }
 
 #[derive(sqlx::FromRow)]
-struct EdgeRow {
+pub(super) struct EdgeRow {
     id: Uuid,
     from_id: Uuid,
     to_id: Uuid,
