@@ -120,6 +120,9 @@ fn engine_config(config: &Config) -> Result<EngineConfig, StartupError> {
             path: config.edge.data_dir.join("audit.key"),
             source,
         })?;
+    if engine.memory.root.as_os_str().is_empty() {
+        engine.memory.root = config.edge.data_dir.join("orchestrators");
+    }
     engine.encryption = config
         .encryption()
         .map_err(|source| StartupError::MasterKey { source })?;

@@ -8,6 +8,7 @@ mod bundle;
 mod dashboard;
 mod lifecycle;
 mod orchestrator;
+mod orchestrator_bulletin;
 mod orchestrator_recall;
 pub use lifecycle::MAX_ACTIVITY_PAGE;
 mod purge;
@@ -32,6 +33,7 @@ use crate::actors::{
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
 use crate::consolidation::{ExtractError, Extractor};
+use crate::domain::context_block::TokenCounter;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::shard_key::ShardKey;
 use crate::embedder::minilm::MiniLm;
@@ -91,6 +93,8 @@ pub struct Engine {
     shards: Shards,
     queries: Arc<QueryEmbedder>,
     results: ResultCache,
+    /// The tokenizer that sizes memory blocks and bulletins (the readers hold it too).
+    tokens: Arc<dyn TokenCounter>,
     /// Other instances' writes, looked for before a read consults a cache.
     heads: HeadsWatch,
     supervisor: ActorRef<SupervisorMsg>,
@@ -157,13 +161,14 @@ impl Engine {
             retrieval.result_cache_bytes,
             retrieval.result_cache_ttl_ms,
         );
+        let tokens: Arc<dyn TokenCounter> = Arc::new(counter);
         let reader_kit = ReaderKit {
             store: reader_runtime.store().clone(),
             corpus_cache: Arc::new(CorpusCache::new(
                 i64::from(retrieval.keyword_common_df.get()),
                 config.shared_database,
             )),
-            token_counter: Arc::new(counter),
+            token_counter: tokens.clone(),
         };
         let shard_kit = ShardKit {
             commits: Arc::new(commits),
@@ -200,6 +205,7 @@ impl Engine {
             handles,
             queries,
             results,
+            tokens,
             supervisor,
             supervisor_task: std::sync::Mutex::new(Some(task)),
             _reader_runtime: reader_runtime,

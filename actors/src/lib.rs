@@ -107,6 +107,7 @@ pub use domain::event::{Since, StoredEvent};
 pub use domain::fact::{Fact, FactOutcome, StoredFact};
 pub use domain::feedback::{Mark, Rated};
 pub use domain::maturity::Maturity;
+pub use domain::orchestrator::bulletin::{Bulletin, BulletinAnswer};
 pub use domain::orchestrator::edge::Edge;
 pub use domain::orchestrator::graph_write::{Remembered, Written};
 pub use domain::orchestrator::node::Node;

@@ -37,6 +37,7 @@ mod orchestrator_embedding;
 pub mod orchestrator_graph;
 mod orchestrator_purge;
 pub mod orchestrator_recall;
+mod orchestrator_standing;
 pub mod projections;
 pub mod purging;
 pub mod read_replicas;

@@ -113,3 +113,16 @@ pub struct RecallParams {
     #[serde(default, rename = "request_context")]
     pub request_context: Option<RequestContext>,
 }
+
+/// `orchestrator_bulletin`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BulletinParams {
+    #[serde(default)]
+    pub orchestrator_id: Option<String>,
+    /// The channel message the bulletin is for (recall spans every conversation and channel
+    /// of the orchestrator).
+    pub message: String,
+    #[serde(default, rename = "request_context")]
+    pub request_context: Option<RequestContext>,
+}

@@ -6,7 +6,7 @@ use butler_memory_actors::{Caller, EdgeInput, Engine, Lineage, NodeInput, Rememb
 use rmcp::handler::server::common::schema_for_type;
 
 use super::orchestrator_params::{
-    OrchestratorGetParams, RecallParams, RememberParams, SetStatusParams,
+    BulletinParams, OrchestratorGetParams, RecallParams, RememberParams, SetStatusParams,
 };
 use super::reply::to_json;
 use super::tools::{Outcome, with_lineage};
@@ -55,6 +55,19 @@ pub(super) const ORCHESTRATOR_TOOLS: &[ToolSpec] = &[
             conversations and channels: vector and full-text recall merged by reciprocal rank \
             fusion, weighed by importance, recency and confidence, an unresolved contradiction \
             penalised; each with its provenance, and the edges among them.",
+    ),
+    tool!(
+        "orchestrator_bulletin",
+        "The memory bulletin of a message",
+        Audience::Orchestrator,
+        Effect::Reads,
+        BulletinParams,
+        bulletin,
+        "Orchestrator: the bulletin to inject before a message's context is assembled: \
+            knowledge_summary, active_goals, open_todos, recent_decisions, preference_profile and \
+            conflicts_and_uncertainties, every line citing its memoryIds, within \
+            `memory.bulletin_max_tokens`. Never an error for a failure of the store: then the last \
+            successful bulletin (or an empty one) with a `warning`.",
     ),
 ];
 
@@ -143,6 +156,21 @@ async fn recall(engine: &Engine, caller: &Caller, p: RecallParams, fallback: Lin
             .orchestrator_recall(caller, p.orchestrator_id.as_deref(), &p.query, p.limit)
             .await?;
         to_json(bundle)
+    })
+    .await
+}
+
+async fn bulletin(
+    engine: &Engine,
+    caller: &Caller,
+    p: BulletinParams,
+    fallback: Lineage,
+) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
+        let answer = engine
+            .orchestrator_bulletin(caller, p.orchestrator_id.as_deref(), &p.message)
+            .await?;
+        to_json(answer)
     })
     .await
 }

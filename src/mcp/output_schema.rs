@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
 use butler_memory_actors::{
-    AuditRead, ComponentScores, ContextBlock, DeadLetter, Episode, ErrorClass, Fact, FactOutcome,
-    Maturity, MemoryRecord, MemoryStats, MemoryType, Node, NodeWithEdges, Purge, RecallBundle,
-    RecordWithLinks, Remembered, Rule, SearchMode, StoredEvent, SweepReport,
+    AuditRead, BulletinAnswer, ComponentScores, ContextBlock, DeadLetter, Episode, ErrorClass,
+    Fact, FactOutcome, Maturity, MemoryRecord, MemoryStats, MemoryType, Node, NodeWithEdges, Purge,
+    RecallBundle, RecordWithLinks, Remembered, Rule, SearchMode, StoredEvent, SweepReport,
 };
 use rmcp::model::JsonObject;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -137,6 +137,7 @@ fn success(tool: &str, defs: &mut Definitions) -> Option<Value> {
         "orchestrator_set_status" => defs.of::<Node>(),
         "orchestrator_get" => defs.of::<NodeWithEdges>(),
         "orchestrator_recall" => defs.of::<RecallBundle>(),
+        "orchestrator_bulletin" => defs.of::<BulletinAnswer>(),
         "memory_confirm" => {
             let fact = one_of(defs, MemoryType::Fact, json!({}), &[]);
             json!({"anyOf": [fact, one_of(defs, MemoryType::Rule, json!({}), &[])]})

@@ -115,6 +115,11 @@ impl TestService {
         &self.state.engine
     }
 
+    /// The service's `data_dir` (a temporary directory, removed with the service).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._data_dir.path()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.address)
     }

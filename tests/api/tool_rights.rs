@@ -46,6 +46,7 @@ pub(crate) fn arguments(tool: &str) -> Value {
         }
         "orchestrator_get" => json!({"memoryId": id}),
         "orchestrator_recall" => json!({"query": "rights"}),
+        "orchestrator_bulletin" => json!({"message": "rights"}),
         other => panic!("no arguments for {other}: add them here"),
     }
 }
@@ -131,6 +132,7 @@ fn every_tool_has_a_title_and_annotations() {
                     | "memory_dead_letters"
                     | "orchestrator_get"
                     | "orchestrator_recall"
+                    | "orchestrator_bulletin"
             ),
             "{}",
             tool.name

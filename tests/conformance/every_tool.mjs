@@ -149,6 +149,9 @@ await error("orchestrator_get", { memoryId: nobody });
 const recalled = await ok("orchestrator_recall", { query: "every tool goal" });
 check(recalled.memories.length === 2 && recalled.edges.length === 1, "recalled the goal and its todo");
 await error("orchestrator_recall", { query: "every tool", limit: 0 });
+const bulletin = await ok("orchestrator_bulletin", { message: "every tool goal" });
+check(bulletin.text.includes("## active_goals") && bulletin.memoryIds.includes(goal), "bulletin");
+await error("orchestrator_bulletin", { message: "   " });
 await ok("orchestrator_set_status", { memoryId: todo, status: "retracted", reason: "every tool" });
 await error("orchestrator_set_status", { memoryId: goal, status: "active", reason: "every tool" });
 

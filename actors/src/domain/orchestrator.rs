@@ -3,6 +3,7 @@
 //! the `[memory]` settings. The second memory system of the contract, beside the butlers':
 //! its own vocabulary (the spec's, `Goal`, `Todo`, `Contradicts`), on the same engine.
 
+pub mod bulletin;
 pub mod edge;
 pub mod graph_write;
 pub mod node;

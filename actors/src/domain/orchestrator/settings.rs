@@ -3,6 +3,7 @@
 //! Unknown keys are refused; `memory.scope.cross_orchestrator = true` is refused in v1.
 
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -28,6 +29,12 @@ pub struct MemorySettings {
     /// `unavailable` with the reason, and bulletins are empty.
     pub enabled: bool,
     pub bulletin_mode: BulletinMode,
+    /// A bulletin's size limit, in the service's tokens.
+    pub bulletin_max_tokens: NonZeroU32,
+    /// Where each orchestrator's folder is (`<root>/<orchestratorId>/memory/...`): empty
+    /// is `<data_dir>/orchestrators` (set by the edge, which knows `data_dir`).
+    #[serde(default)]
+    pub root: PathBuf,
     pub retrieval: MemoryRetrievalSettings,
     pub ingest: IngestSettings,
     pub scope: ScopeSettings,
@@ -73,6 +80,9 @@ impl MemorySettings {
         }
         if self.retrieval.top_n.get() > 200 {
             out.push("memory.retrieval.top_n: at most 200".to_owned());
+        }
+        if self.bulletin_max_tokens.get() > 100_000 {
+            out.push("memory.bulletin_max_tokens: at most 100000".to_owned());
         }
         if self.ingest.max_file_size_mb.get() > 1024 {
             out.push("memory.ingest.max_file_size_mb: at most 1024".to_owned());
