@@ -14,18 +14,17 @@ pub mod output_schema;
 pub mod params;
 pub mod reply;
 pub mod schema;
+mod tool_spec;
 pub mod tools;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use butler_memory_actors::{Caller, Engine, ErrorClass, ErrorCode, Lineage, MemoryError, Role};
-use futures::future::BoxFuture;
+use butler_memory_actors::{Caller, ErrorClass, ErrorCode, Lineage, MemoryError, Role};
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -45,107 +44,9 @@ use params::{
     MarkHelpfulParams, PurgeParams, RecallParams, RequeueParams, RestoreParams, RunSweepParams,
     SearchParams, StatsParams, StoreEpisodeParams, StoreFactParams, StoreRuleParams,
 };
+pub use tool_spec::{Audience, Effect};
+use tool_spec::{ToolSpec, tool};
 use tools::Outcome;
-
-/// One tool: its name, what it does, who may call it, what it changes, the schema of its
-/// parameters, and what runs it.
-struct ToolSpec {
-    name: &'static str,
-    title: &'static str,
-    description: &'static str,
-    audience: Audience,
-    effect: Effect,
-    schema: fn() -> Arc<JsonObject>,
-    /// Parses the arguments into the parameters and runs the handler. Boxed, so a request's
-    /// future stays small whichever tool runs: request futures are moved as they are
-    /// spawned and polled.
-    run: for<'a> fn(&'a Engine, &'a Caller, JsonObject, Lineage) -> BoxFuture<'a, Outcome>,
-}
-
-/// Which keys a tool is listed to. The engine enforces the same rights on every call (a
-/// test calls each tool with each role); a key is shown only what it may call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Audience {
-    /// Memory content: butler and admin keys.
-    Memory,
-    /// Tenant administration: admin keys.
-    Admin,
-    /// Operations: admin and operator keys.
-    AdminOrOperator,
-    /// An orchestrator's memory graph: orchestrator keys, and their tenant's admin keys.
-    Orchestrator,
-}
-
-impl Audience {
-    /// Whether `role` may call a tool of this audience that has `effect`. Auditors read:
-    /// every tool of memory or administration that only reads.
-    pub fn admits(self, role: Role, effect: Effect) -> bool {
-        match (self, role) {
-            (Audience::AdminOrOperator, Role::Auditor) => false,
-            (_, Role::Auditor) => effect == Effect::Reads,
-            (Audience::Memory, role) => matches!(role, Role::Butler | Role::Admin),
-            (Audience::Admin, role) => role == Role::Admin,
-            (Audience::AdminOrOperator, role) => matches!(role, Role::Admin | Role::Operator),
-            (Audience::Orchestrator, role) => matches!(role, Role::Orchestrator | Role::Admin),
-        }
-    }
-}
-
-/// What a call changes, as MCP's tool annotations say it to clients (hints for whether to
-/// ask a person first). No tool reaches outside the memory store (`openWorldHint: false`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effect {
-    /// Reads; a search or context bumps reference counts, which changes nothing a caller
-    /// sees as memory.
-    Reads,
-    /// Adds records or evidence; a repeat adds again (unless an idempotency key says not).
-    Adds,
-    /// Takes something out of retrieval (reversible by an admin); a repeat changes nothing more.
-    Removes,
-    /// Changes state back or again; a repeat changes nothing more.
-    Repeatable,
-    /// Erases for good (no restore); a repeat finds nothing more to erase.
-    Erases,
-}
-
-impl Effect {
-    fn annotations(self, title: &str) -> ToolAnnotations {
-        let (read_only, destructive, idempotent) = match self {
-            Effect::Reads => (true, false, true),
-            Effect::Adds => (false, false, false),
-            Effect::Removes | Effect::Erases => (false, true, true),
-            Effect::Repeatable => (false, false, true),
-        };
-        ToolAnnotations::with_title(title)
-            .read_only(read_only)
-            .destructive(destructive)
-            .idempotent(idempotent)
-            .open_world(false)
-    }
-}
-
-/// A [`ToolSpec`] from its name, title, audience, effect, parameter struct, handler and
-/// description.
-macro_rules! tool {
-    ($name:literal, $title:literal, $audience:expr, $effect:expr, $params:ty, $handler:path, $description:expr $(,)?) => {
-        ToolSpec {
-            name: $name,
-            title: $title,
-            description: $description,
-            audience: $audience,
-            effect: $effect,
-            schema: schema_for_type::<$params>,
-            run: |engine, caller, args, fallback| {
-                Box::pin(parse_and_run::<$params, _, _>(
-                    args,
-                    fallback,
-                    move |p, fallback| $handler(engine, caller, p, fallback),
-                ))
-            },
-        }
-    };
-}
-pub(crate) use tool;
 
 /// Every tool the endpoint serves.
 const TOOLS: &[ToolSpec] = &[

@@ -29,6 +29,7 @@ mod llm_server;
 mod load;
 mod mcp_endpoint;
 mod operator;
+mod orchestrator_access;
 mod orchestrator_bulletin;
 mod orchestrator_graph;
 mod orchestrator_recall;

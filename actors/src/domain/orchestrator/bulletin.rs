@@ -174,23 +174,11 @@ pub fn build(input: &BulletinInput, max_tokens: usize, counter: &dyn TokenCounte
         .collect();
 
     // Within the limit: drop lines, least important section first, each from its end.
-    let mut dropped = 0;
-    let mut text = render(&sections);
-    let mut tokens = counter.count(&text);
-    'fit: for name in DROP_ORDER {
-        while tokens > max_tokens {
-            let section = sections
-                .iter_mut()
-                .find(|s| s.name == name)
-                .expect("every name of DROP_ORDER is a section");
-            if section.lines.pop().is_none() {
-                continue 'fit;
-            }
-            dropped += 1;
-            text = render(&sections);
-            tokens = counter.count(&text);
-        }
-    }
+    let (text, tokens, dropped) = if counter.additive() {
+        fit_by_lines(&mut sections, max_tokens, counter)
+    } else {
+        fit_by_text(&mut sections, max_tokens, counter)
+    };
     sections.retain(|s| !s.lines.is_empty());
     let mut memory_ids = Vec::new();
     for id in sections
@@ -209,6 +197,74 @@ pub fn build(input: &BulletinInput, max_tokens: usize, counter: &dyn TokenCounte
         tokens,
         dropped_lines: dropped,
     }
+}
+
+/// Fits `sections` within `max_tokens` with a counter that adds up over lines: each line and
+/// heading counted once (the counter remembers short lines), a dropped line's count taken
+/// off the total. Answers the text, its count and the lines dropped.
+fn fit_by_lines(
+    sections: &mut [BulletinSection],
+    max_tokens: usize,
+    counter: &dyn TokenCounter,
+) -> (String, usize, usize) {
+    let heading = |name: &str| counter.count(&format!("## {name}\n"));
+    let mut costs: Vec<Vec<usize>> = sections
+        .iter()
+        .map(|s| {
+            s.lines
+                .iter()
+                .map(|l| counter.count(&format!("- {}\n", l.text)))
+                .collect()
+        })
+        .collect();
+    let mut total: usize = sections
+        .iter()
+        .zip(&costs)
+        .filter(|(_, c)| !c.is_empty())
+        .map(|(s, c)| heading(&s.name) + c.iter().sum::<usize>())
+        .sum();
+    let mut dropped = 0;
+    for name in DROP_ORDER {
+        let i = sections
+            .iter()
+            .position(|s| s.name == name)
+            .expect("every name of DROP_ORDER is a section");
+        while total > max_tokens && sections[i].lines.pop().is_some() {
+            total -= costs[i].pop().unwrap_or(0);
+            dropped += 1;
+            if sections[i].lines.is_empty() {
+                total -= heading(&sections[i].name);
+            }
+        }
+    }
+    (render(sections), total, dropped)
+}
+
+/// Fits `sections` within `max_tokens` with any counter: the whole text counted again after
+/// each line dropped.
+fn fit_by_text(
+    sections: &mut [BulletinSection],
+    max_tokens: usize,
+    counter: &dyn TokenCounter,
+) -> (String, usize, usize) {
+    let mut dropped = 0;
+    let mut text = render(sections);
+    let mut tokens = counter.count(&text);
+    'fit: for name in DROP_ORDER {
+        while tokens > max_tokens {
+            let section = sections
+                .iter_mut()
+                .find(|s| s.name == name)
+                .expect("every name of DROP_ORDER is a section");
+            if section.lines.pop().is_none() {
+                continue 'fit;
+            }
+            dropped += 1;
+            text = render(sections);
+            tokens = counter.count(&text);
+        }
+    }
+    (text, tokens, dropped)
 }
 
 /// The text: a heading per section with lines, then its lines.
@@ -240,6 +296,27 @@ mod tests {
     impl TokenCounter for Words {
         fn count(&self, text: &str) -> usize {
             text.split_whitespace().count()
+        }
+    }
+
+    /// The same, saying that it adds up over lines (as the service's tokenizer does).
+    struct LineWords;
+    impl TokenCounter for LineWords {
+        fn count(&self, text: &str) -> usize {
+            text.split_whitespace().count()
+        }
+        fn additive(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn counting_by_lines_fits_exactly_as_counting_the_text() {
+        for limit in [0, 5, 8, 13, 20, 40, 60, 1000] {
+            let by_text = build(&input(), limit, &Words);
+            let by_lines = build(&input(), limit, &LineWords);
+            assert_eq!(by_lines, by_text, "limit {limit}");
+            assert_eq!(by_lines.tokens, Words.count(&by_lines.text));
         }
     }
 
