@@ -8,8 +8,9 @@
 //!
 //! Locks: the events are written first, before the partition is locked (they take shard
 //! heads, as every writer does); then the partition is locked against everything, briefly,
-//! and what was logged is checked against what it holds before it is emptied: a difference
-//! (an episode changed or came in between) rolls it all back. The waits for the month's lock
+//! and what was logged is checked against what it holds before it is emptied (how many, and
+//! each one's state that the counts depend on): a difference (an episode came in, or was
+//! embedded or changed in between) rolls it all back. The waits for the month's lock
 //! and the table's are bounded (`lock_timeout`): a month that cannot be had now is tried at
 //! the next cleanup.
 
@@ -35,9 +36,16 @@ pub struct RetiredMonth {
 const KEPT: &str =
     "NOT (expires_at <= $1 AND (consolidation_status <> 'dead_letter' OR expires_at <= $2))";
 
+/// What the counts taken out of the projections depend on, for each episode, digested in id
+/// order: checked again once the month is locked, since the indexer may embed (or another
+/// writer change) an episode between the statement that took the counts out and the lock.
+const STATE: &str = "md5(coalesce(string_agg(id::text || ':' || consolidation_status || ':' \
+     || (forgotten_at IS NOT NULL)::text || ':' || coalesce(embedding_version_id::text, '-'), \
+     ',' ORDER BY id), ''))";
+
 /// Logs the deletion of every episode of `{partition}` (`$1` now, `$2` the actor), takes
 /// them out of the stats' projections (as migration 19's trigger does for a DELETE) and frees
-/// their keys; answers how many.
+/// their keys; answers how many, and the digest of their states (`STATE`).
 fn retire_sql(partition: &str) -> String {
     format!(
         "WITH gone AS MATERIALIZED (
@@ -74,7 +82,7 @@ fn retire_sql(partition: &str) -> String {
              WHERE g.idempotency_key IS NOT NULL AND k.tenant_id = g.tenant_id
                AND k.butler = g.butler AND k.idempotency_key = g.idempotency_key
                AND k.episode_id = g.id)
-         SELECT count(*) FROM gone"
+         SELECT count(*), {STATE} FROM gone"
     )
 }
 
@@ -130,7 +138,7 @@ impl Store {
         if still_kept(&mut tx, partition, at).await? {
             return Ok(None);
         }
-        let logged: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(retire_sql(partition)))
+        let logged: (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(retire_sql(partition)))
             .bind(at.0)
             .bind(actor)
             .fetch_one(&mut *tx)
@@ -145,8 +153,8 @@ impl Store {
         {
             return lock_not_had(error, partition);
         }
-        let count_sql = format!("SELECT count(*) FROM {partition}");
-        let held: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(count_sql))
+        let count_sql = format!("SELECT count(*), {STATE} FROM {partition}");
+        let held: (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(count_sql))
             .fetch_one(&mut *tx)
             .await?;
         if held != logged || still_kept(&mut tx, partition, at).await? {
@@ -178,7 +186,7 @@ impl Store {
                 lock_not_had(error, partition)?;
             }
         }
-        Ok(Some(logged))
+        Ok(Some(logged.0))
     }
 }
 

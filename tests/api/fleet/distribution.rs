@@ -38,7 +38,7 @@ const FLEET_WIDE: &[(&str, &str, &str)] = &[
     ),
     (
         "episode_partitions.rs",
-        "SELECT count(*) FROM {partition}",
+        "SELECT count(*), {STATE} FROM {partition}",
         "a month's partition of episodes holds every tenant's: how many, against those logged",
     ),
     (
