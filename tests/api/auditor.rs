@@ -36,7 +36,7 @@ async fn rpc(
 }
 
 /// A tool call: whether it failed, and its structured answer.
-async fn call(
+pub(crate) async fn call(
     app: &TestApp,
     key: &str,
     headers: &[(&str, &str)],

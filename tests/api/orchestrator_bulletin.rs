@@ -126,6 +126,26 @@ async fn a_bulletin_has_its_sections_cites_every_line_and_is_deterministic() {
         .join("orchestrators/orch-one/memory/bulletins");
     let snapshot = std::fs::read_to_string(dir.join("latest.md")).unwrap();
     assert_eq!(snapshot, b["text"].as_str().unwrap());
+    // An auditor reads a bulletin too, and leaves no snapshot of it behind.
+    std::fs::remove_file(dir.join("latest.md")).unwrap();
+    let investigation = [("X-Audit-Tenant", "orch-one"), ("X-Audit-Reason", "case 7")];
+    let (failed, audited) = crate::auditor::call(
+        &app,
+        AUDITOR,
+        &investigation,
+        "orchestrator_bulletin",
+        json!({"message": "What is left for the billing export?"}),
+    )
+    .await;
+    assert!(!failed, "{audited}");
+    assert!(
+        audited["text"]
+            .as_str()
+            .unwrap()
+            .contains("## active_goals"),
+        "{audited}"
+    );
+    assert!(!dir.join("latest.md").exists());
     app.stop().await;
 }
 

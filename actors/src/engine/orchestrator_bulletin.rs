@@ -58,7 +58,10 @@ impl Engine {
         match self.make_bulletin(&orchestrator, &message).await {
             Ok(bulletin) => {
                 let now = self.services.clock.now();
-                self.save_snapshot(&orchestrator, &bulletin, now).await;
+                // An auditor's reads leave no trace, on disk neither.
+                if !caller.reads_leave_no_trace() {
+                    self.save_snapshot(&orchestrator, &bulletin, now).await;
+                }
                 Ok(BulletinAnswer {
                     bulletin,
                     generated_at: Some(now),
