@@ -2,12 +2,13 @@
 //! the real service and talk to it as its clients do. The service launcher
 //! ([`TestService`]), a shared test PostgreSQL with a fresh database per test
 //! ([`TestCluster`]), the MCP client ([`McpClient`]), and the one way to wait for an effect
-//! ([`eventually`]). With it come the engine's test hooks (failure injection, holding write
+//! ([`eventually`]), and a small orchestrator scenario ([`orchestrator_scenario`]). With it come the engine's test hooks (failure injection, holding write
 //! room), which production builds do not have.
 
 mod cluster;
 mod eventually;
 mod mcp_client;
+pub mod orchestrator_scenario;
 mod service;
 
 use std::path::PathBuf;

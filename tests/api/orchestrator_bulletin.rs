@@ -35,22 +35,7 @@ fn section<'a>(bulletin: &'a Value, name: &str) -> Vec<&'a str> {
 }
 
 fn seed() -> Value {
-    json!({
-        "source": {"sourceType": "workflow_output", "workflowRunId": "run-1", "capturedBy": "extractor"},
-        "memories": [
-            {"ref": "goal", "type": "Goal", "content": "Ship the billing export by Friday", "importance": 90},
-            {"ref": "csv", "type": "Todo", "content": "Write the CSV writer for the billing export"},
-            {"type": "Decision", "content": "Billing exports are CSV, not XLSX"},
-            {"type": "Preference", "content": "The finance team reads reports as PDF"},
-            {"type": "Fact", "content": "The billing database is replicated to Dublin"},
-            {"ref": "mon", "type": "Preference", "content": "Send the billing summary on Monday"},
-            {"ref": "fri", "type": "Preference", "content": "Send the billing summary on Friday"},
-        ],
-        "edges": [
-            {"from": "csv", "to": "goal", "edgeType": "PartOf"},
-            {"from": "fri", "to": "mon", "edgeType": "Contradicts"},
-        ],
-    })
+    butler_memory::testkit::orchestrator_scenario::billing_export()
 }
 
 #[tokio::test]

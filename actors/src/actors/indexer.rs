@@ -395,27 +395,15 @@ impl IndexerState {
         }
         let count = rows.len() as u64;
         let (keys, texts): (Vec<RowKey>, Vec<String>) = rows.into_iter().unzip();
-        let chunk = self.services.config.embedder.max_batch.get();
-        let requests = texts
-            .chunks(chunk)
-            .map(|part| self.embedder.embed_background(part.to_vec(), EMBED_TIMEOUT));
-        let mut vectors = Vec::with_capacity(texts.len());
-        let mut failed = None;
-        for answer in futures::future::join_all(requests).await {
-            match answer {
-                Ok(part) => vectors.extend(part),
-                Err(e) => failed = Some(e),
-            }
-        }
-        let stored = match failed {
-            // The nodes stay without a vector, found by full text, and are tried again.
-            Some(e) => Err(e),
-            None => {
+        // On failure the nodes stay without a vector, found by full text, and are tried again.
+        let stored = match self.embed_texts(&texts).await {
+            Ok(vectors) => {
                 let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
                 store
                     .set_orchestrator_embeddings(self.version_id, &keys, vectors)
                     .await
             }
+            Err(e) => Err(e),
         };
         claim.release().await;
         stored?;
@@ -423,6 +411,21 @@ impl IndexerState {
         metrics::counter!("butler_memory_indexed_total", "type" => "orchestrator_memory")
             .increment(count);
         Ok(count)
+    }
+
+    /// The embeddings of `texts`, in order, asked for in requests of at most one batch each,
+    /// so that a query waiting for the model waits for one batch at most, never for this
+    /// whole round.
+    async fn embed_texts(&self, texts: &[String]) -> MemoryResult<Vec<Vec<f32>>> {
+        let chunk = self.services.config.embedder.max_batch.get();
+        let requests = texts
+            .chunks(chunk)
+            .map(|part| self.embedder.embed_background(part.to_vec(), EMBED_TIMEOUT));
+        let mut vectors = Vec::with_capacity(texts.len());
+        for answer in futures::future::join_all(requests).await {
+            vectors.extend(answer?);
+        }
+        Ok(vectors)
     }
 
     /// Embeds `rows` and stores their vectors where `replacing` still holds; returns how
@@ -450,16 +453,7 @@ impl IndexerState {
         } else {
             Vec::new()
         };
-        // In requests of at most one batch each, so that a query waiting for the model
-        // waits for one batch at most, never for this whole round.
-        let chunk = self.services.config.embedder.max_batch.get();
-        let requests = texts
-            .chunks(chunk)
-            .map(|part| self.embedder.embed_background(part.to_vec(), EMBED_TIMEOUT));
-        let mut vectors = Vec::with_capacity(texts.len());
-        for answer in futures::future::join_all(requests).await {
-            vectors.extend(answer?);
-        }
+        let mut vectors = self.embed_texts(&texts).await?;
         let in_context = vectors.split_off(rows.len());
         for (i, context_vector) in contextual.into_iter().zip(in_context) {
             vectors[i] = blend(&vectors[i], &context_vector, weight);

@@ -17,10 +17,8 @@ use serde::{Deserialize, Serialize};
 use super::Engine;
 use crate::domain::caller::Caller;
 use crate::domain::orchestrator::bulletin::{Bulletin, BulletinAnswer, BulletinInput, build};
-use crate::domain::orchestrator::recall::rank;
 use crate::domain::text::check_content;
 use crate::error::{ErrorCode, MemoryResult};
-use crate::store::orchestrator_recall::CandidateLimits;
 
 /// Standing memories of each type a bulletin considers.
 const STANDING_PER_TYPE: i64 = 20;
@@ -90,31 +88,12 @@ impl Engine {
         let config = &self.services.config;
         let store = &self.services.store;
         self.services.database.check()?;
-        let embedding = self.queries.embed(&[message.to_owned()]);
-        let vector = match embedding.first() {
-            Some(e) => e.vector().await,
-            None => None,
-        }
-        .map(|v| pgvector::Vector::from(v.as_ref().clone()));
-        let version = self
-            .services
-            .embedding_version
-            .load(std::sync::atomic::Ordering::Acquire);
-        let limits = CandidateLimits {
-            vector: 50,
-            text: 50,
-        };
-        let (candidates, standing, conflicts) = futures::try_join!(
-            store.orchestrator_candidates(orchestrator, vector, message, version, limits),
+        let top_n = config.memory.retrieval.top_n.get() as usize;
+        let (recalled, standing, conflicts) = futures::try_join!(
+            self.recalled(orchestrator, message, top_n),
             store.orchestrator_standing(orchestrator, STANDING_PER_TYPE),
             store.orchestrator_conflicts(orchestrator, CONFLICTS),
         )?;
-        let recalled = rank(
-            candidates,
-            config.memory.retrieval.rrf_k.get(),
-            config.memory.retrieval.top_n.get() as usize,
-            self.services.clock.now(),
-        );
         let input = BulletinInput {
             recalled,
             standing,

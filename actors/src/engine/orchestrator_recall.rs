@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::Engine;
 use crate::domain::caller::Caller;
-use crate::domain::orchestrator::recall::{RecallBundle, rank};
+use crate::domain::orchestrator::recall::{RecallBundle, Recalled, rank};
 use crate::domain::text::check_content;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::store::orchestrator_recall::CandidateLimits;
@@ -43,25 +43,41 @@ impl Engine {
                 ));
             }
         };
-        let embedding = self.queries.embed(std::slice::from_ref(&query));
+        let memories = self.recalled(orchestrator, &query, limit as usize).await?;
+        let ids: Vec<_> = memories.iter().map(|m| m.node.memory_id).collect();
+        let edges = self
+            .services
+            .store
+            .orchestrator_edges_among(orchestrator, &ids)
+            .await?;
+        Ok(RecallBundle { memories, edges })
+    }
+
+    /// The `limit` memories of `orchestrator` that best answer `query`, best first (recall
+    /// without the edges: bulletins use it too).
+    pub(super) async fn recalled(
+        &self,
+        orchestrator: &str,
+        query: &str,
+        limit: usize,
+    ) -> MemoryResult<Vec<Recalled>> {
+        let embedding = self.queries.embed(&[query.to_owned()]);
         let vector = match embedding.first() {
             Some(e) => e.vector().await,
             None => None,
         }
         .map(|v| pgvector::Vector::from(v.as_ref().clone()));
         let version = self.services.embedding_version.load(Ordering::Acquire);
-        let store = &self.services.store;
-        let candidates = store
-            .orchestrator_candidates(orchestrator, vector, &query, version, CANDIDATES)
+        let candidates = self
+            .services
+            .store
+            .orchestrator_candidates(orchestrator, vector, query, version, CANDIDATES)
             .await?;
-        let memories = rank(
+        Ok(rank(
             candidates,
-            config.memory.retrieval.rrf_k.get(),
-            limit as usize,
+            self.services.config.memory.retrieval.rrf_k.get(),
+            limit,
             self.services.clock.now(),
-        );
-        let ids: Vec<_> = memories.iter().map(|m| m.node.memory_id).collect();
-        let edges = store.orchestrator_edges_among(orchestrator, &ids).await?;
-        Ok(RecallBundle { memories, edges })
+        ))
     }
 }

@@ -13,7 +13,7 @@ use super::embedding_claims::EmbeddingClaim;
 
 /// How many batches of the oldest waiting rows an instance looks through for rows no other
 /// instance has claimed.
-const CANDIDATE_BATCHES: i64 = 4;
+pub(super) const CANDIDATE_BATCHES: i64 = 4;
 
 /// A row waiting for its embedding.
 #[derive(Debug, Clone, sqlx::FromRow)]

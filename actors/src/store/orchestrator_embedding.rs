@@ -6,12 +6,9 @@
 use uuid::Uuid;
 
 use super::Store;
-use super::embedding_backlog::RowKey;
+use super::embedding_backlog::{CANDIDATE_BATCHES, RowKey};
 use super::embedding_claims::EmbeddingClaim;
 use crate::error::MemoryResult;
-
-/// Nodes looked at per batch to claim, past those other instances hold.
-const CANDIDATE_BATCHES: i64 = 4;
 
 impl Store {
     /// Up to `limit` nodes without an embedding, oldest first, claimed: their keys and the

@@ -208,7 +208,16 @@ impl Store {
         for (node, written) in write.nodes.iter().zip(&ids) {
             for old in &node.supersedes {
                 let update = NewEdge::new(*written, *old, EdgeType::Updates, DEFAULT_WEIGHT, None)?;
-                if supersede(conn, tenant_id, *old, now).await? {
+                let changed = change_status(
+                    conn,
+                    tenant_id,
+                    *old,
+                    NodeStatus::Active,
+                    NodeStatus::Superseded,
+                    now,
+                )
+                .await?;
+                if changed {
                     event
                         .append(
                             conn,
@@ -274,17 +283,7 @@ impl Store {
                     format!("memory {id} is {current}; it cannot become {status}"),
                 ));
             }
-            sqlx::query(
-                "UPDATE orchestrator_memories
-                 SET status = $3, updated_at = greatest(updated_at, $4)
-                 WHERE tenant_id = $1 AND id = $2",
-            )
-            .bind(tenant_id)
-            .bind(id)
-            .bind(status.as_str())
-            .bind(now)
-            .execute(&mut *conn)
-            .await?;
+            change_status(conn, tenant_id, id, current, status, now).await?;
             let event_type = match status {
                 NodeStatus::Retracted => "orchestrator_memory_retracted",
                 _ => "orchestrator_memory_superseded",
@@ -450,21 +449,25 @@ async fn require_nodes(conn: &mut PgConnection, tenant_id: &str, ids: &[Uuid]) -
     }
 }
 
-/// Marks the node superseded if it is active; false if it was not (left as it is: a
-/// retracted node stays retracted).
-async fn supersede(
+/// Moves the node from status `from` to `to`; false if it did not have `from` (left as it
+/// is: a retracted node stays retracted).
+async fn change_status(
     conn: &mut PgConnection,
     tenant_id: &str,
     id: Uuid,
+    from: NodeStatus,
+    to: NodeStatus,
     now: DateTime<Utc>,
 ) -> MemoryResult<bool> {
     let changed = sqlx::query(
         "UPDATE orchestrator_memories
-         SET status = 'superseded', updated_at = greatest(updated_at, $3)
-         WHERE tenant_id = $1 AND id = $2 AND status = 'active'",
+         SET status = $4, updated_at = greatest(updated_at, $5)
+         WHERE tenant_id = $1 AND id = $2 AND status = $3",
     )
     .bind(tenant_id)
     .bind(id)
+    .bind(from.as_str())
+    .bind(to.as_str())
     .bind(now)
     .execute(conn)
     .await?;
