@@ -18,7 +18,7 @@ use axum::routing::{any, get, post};
 use backon::{ExponentialBuilder, Retryable};
 use butler_memory_actors::{
     AppliedMigration, EmbedError, EmbeddedPostgres, EmbeddedPostgresError, EmbedderFactory, Engine,
-    EngineConfig, EngineStartError, ReplicaRouting, SharedClock, Store, StoreStartError,
+    EngineConfig, EngineStartError, ReplicaRouting, Role, SharedClock, Store, StoreStartError,
     SystemClock,
 };
 use sqlx::postgres::PgConnectOptions;
@@ -123,6 +123,17 @@ fn engine_config(config: &Config) -> Result<EngineConfig, StartupError> {
     if engine.memory.root.as_os_str().is_empty() {
         engine.memory.root = config.edge.data_dir.join("orchestrators");
     }
+    let mut orchestrators: Vec<String> = config
+        .edge
+        .auth
+        .keys
+        .iter()
+        .filter(|k| k.role == Role::Orchestrator)
+        .filter_map(|k| k.tenant.clone())
+        .collect();
+    orchestrators.sort();
+    orchestrators.dedup();
+    engine.memory.orchestrators = orchestrators;
     engine.encryption = config
         .encryption()
         .map_err(|source| StartupError::MasterKey { source })?;

@@ -6,6 +6,7 @@
 //! ├── indexer                embeds committed rows that have no embedding yet (indexer.rs)
 //! ├── reader × N             stateless reads, on a runtime of their own (reader.rs, reader/)
 //! ├── scheduler              when the lifecycle sweeps run (scheduler.rs)
+//! ├── ingester               files dropped in the orchestrators' ingest folders (ingester.rs)
 //! └── shard × (tenant, butler), on demand: ordered writes, group commit, sweeps (shard.rs, shard/)
 //! ```
 //!
@@ -17,6 +18,7 @@
 pub(crate) mod directory;
 mod embedder_pool;
 mod indexer;
+mod ingester;
 pub(crate) mod mailbox;
 mod reader;
 mod scheduler;
@@ -26,6 +28,7 @@ mod supervisor;
 pub use embedder_pool::EmbedderFactory;
 pub(crate) use embedder_pool::EmbedderHandle;
 pub(crate) use indexer::IndexerMsg;
+pub(crate) use ingester::IngesterMsg;
 pub(crate) use reader::{ReaderKit, ReaderMsg, ReaderRuntime};
 pub(crate) use shard::{ShardKit, ShardMsg};
 pub(crate) use supervisor::{Shards, Supervisor, SupervisorArgs, SupervisorMsg, TreeHandles};

@@ -27,8 +27,8 @@ use uuid::Uuid;
 
 use crate::actors::directory::{ActorDirectory, ActorKind, ActorSnapshot};
 use crate::actors::{
-    EmbedderFactory, IndexerMsg, ReaderKit, ReaderMsg, ReaderRuntime, ShardKit, ShardMsg, Shards,
-    Supervisor, SupervisorArgs, SupervisorMsg, TreeHandles,
+    EmbedderFactory, IndexerMsg, IngesterMsg, ReaderKit, ReaderMsg, ReaderRuntime, ShardKit,
+    ShardMsg, Shards, Supervisor, SupervisorArgs, SupervisorMsg, TreeHandles,
 };
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
@@ -369,6 +369,21 @@ impl Engine {
                 |reply| IndexerMsg::Flush { reply },
                 Duration::from_secs(300),
                 "the indexer",
+            )
+            .await?
+    }
+
+    /// Reads every file waiting in the orchestrators' ingest folders now, settled or not,
+    /// and answers how many were processed or rejected (tests and tools use it instead of
+    /// waiting for the watch).
+    pub async fn flush_ingest(&self) -> MemoryResult<usize> {
+        self.handles
+            .ingester
+            .get()?
+            .ask(
+                |reply| IngesterMsg::Flush { reply },
+                Duration::from_secs(300),
+                "the ingester",
             )
             .await?
     }

@@ -7,7 +7,8 @@
 //! ```text
 //! engine/        the API the edge calls: writes, reads, lifecycle
 //! actors/        the actor tree: supervisor, shards, readers, embedder pool, indexer, scheduler
-//! write_path/    admission and the cross-shard commit queue
+//! write_path/    admission, the cross-shard commit queue, the orchestrator graph's write
+//! ingest/        the orchestrator memory's drop-zone: one dropped file's way in
 //! read_path/     write generations and the read caches, query embeddings
 //! consolidation/ the extractors (heuristic, OpenAI-compatible LLM client)
 //! domain/        validated types, states, answers and pure rules (no IO)
@@ -25,6 +26,7 @@ mod domain;
 mod embedder;
 mod engine;
 mod error;
+mod ingest;
 mod read_path;
 mod services;
 mod store;

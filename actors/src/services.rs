@@ -42,6 +42,21 @@ pub(crate) struct Services {
     pub replicas: Arc<ReplicaSet>,
 }
 
+/// Runs a write's redaction, counting a refusal (`butler_memory_redaction_refusals_total`);
+/// the caller counts the spans redacted (`count_redactions`).
+pub(crate) fn redact_write(
+    redactor: &Redactor,
+    apply: impl FnOnce(&Redactor) -> MemoryResult<()>,
+) -> MemoryResult<()> {
+    let result = apply(redactor);
+    if let Err(e) = &result
+        && e.code == ErrorCode::RedactionRefused
+    {
+        metrics::counter!("butler_memory_redaction_refusals_total").increment(1);
+    }
+    result
+}
+
 /// What redaction did to one write, in `butler_memory_redactions_total{detector}` (spans).
 pub(crate) fn count_redactions(findings: &crate::domain::redaction::Findings) {
     for (detector, spans) in findings {

@@ -2,7 +2,7 @@
 //! and read over MCP by orchestrator keys (and the tenant's admin keys). Declared here as a
 //! table of their own, listed after the butlers' tools.
 
-use butler_memory_actors::{Caller, EdgeInput, Engine, Lineage, NodeInput, RememberInput};
+use butler_memory_actors::{Caller, Engine, Lineage, RememberInput};
 use rmcp::handler::server::common::schema_for_type;
 
 use super::orchestrator_params::{
@@ -80,30 +80,8 @@ async fn remember(
     with_lineage(p.request_context, fallback, |lineage| async move {
         let input = RememberInput {
             source: p.source,
-            memories: p
-                .memories
-                .into_iter()
-                .map(|m| NodeInput {
-                    reference: m.reference,
-                    node_type: m.node_type,
-                    content: m.content,
-                    summary: m.summary,
-                    importance: m.importance,
-                    confidence: m.confidence,
-                    supersedes: m.supersedes,
-                })
-                .collect(),
-            edges: p
-                .edges
-                .into_iter()
-                .map(|e| EdgeInput {
-                    from: e.from,
-                    to: e.to,
-                    edge_type: e.edge_type,
-                    weight: e.weight,
-                    reason: e.reason,
-                })
-                .collect(),
+            memories: p.memories,
+            edges: p.edges,
         };
         let remembered = engine
             .orchestrator_remember(caller, p.orchestrator_id.as_deref(), input, lineage)

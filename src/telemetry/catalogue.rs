@@ -160,6 +160,18 @@ pub const FAMILIES: &[Family] = &[
         Kind::Gauge,
         "Age of the oldest row waiting for an embedding (counted when /metrics is scraped).",
     ),
+    Family {
+        zero: &[
+            &[("outcome", "processed")],
+            &[("outcome", "rejected")],
+            &[("outcome", "deferred")],
+        ],
+        ..family(
+            "butler_memory_ingest_files_total",
+            Kind::Counter,
+            "Files of the orchestrators' ingest folders, by outcome: processed, rejected, or deferred (the store could not take them; they wait for the next pass).",
+        )
+    },
     family(
         "butler_memory_indexed_total",
         Kind::Counter,

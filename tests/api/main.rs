@@ -32,6 +32,7 @@ mod operator;
 mod orchestrator_access;
 mod orchestrator_bulletin;
 mod orchestrator_graph;
+mod orchestrator_ingest;
 mod orchestrator_recall;
 mod process;
 mod prometheus;

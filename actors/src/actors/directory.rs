@@ -25,6 +25,7 @@ pub enum ActorKind {
     #[serde(rename = "retrieval")]
     Reader,
     Scheduler,
+    Ingester,
     Shard,
 }
 
@@ -37,6 +38,7 @@ impl ActorKind {
             ActorKind::Indexer => "Indexer",
             ActorKind::Reader => "Retrieval",
             ActorKind::Scheduler => "Scheduler",
+            ActorKind::Ingester => "Ingester",
             ActorKind::Shard => "Shard",
         }
     }

@@ -2,7 +2,7 @@
 //! handles of the neighbours it talks to, and restarts what fails.
 //!
 //! Children (all linked to it): the embedder pool, the indexer, `retrieval.workers`
-//! readers, the lifecycle scheduler, and one shard per `(tenant_id, butler)` started on
+//! readers, the lifecycle scheduler, the drop-zone's ingester, and one shard per `(tenant_id, butler)` started on
 //! first use. Where the engine finds them ([`TreeHandles`]) the supervisor keeps current
 //! across restarts. A child
 //! that fails is restarted at once, up to `shards.max_restarts` times within
@@ -24,6 +24,7 @@ use ractor::{
 use super::directory::{ActorDirectory, ActorInfo, ActorKind, ActorStatus};
 use super::embedder_pool::{EmbedderFactory, EmbedderHandle, EmbedderPool, EmbedderPoolArgs};
 use super::indexer::{Indexer, IndexerArgs, IndexerMsg};
+use super::ingester::{Ingester, IngesterArgs, IngesterMsg};
 use super::mailbox::{Mailbox, Slot};
 use super::reader::{Reader, ReaderArgs, ReaderKit, ReaderPool};
 use super::scheduler::{Scheduler, SchedulerArgs};
@@ -44,6 +45,7 @@ pub struct Supervisor;
 pub struct TreeHandles {
     pub embedder: EmbedderHandle,
     pub indexer: Arc<Slot<IndexerMsg>>,
+    pub ingester: Arc<Slot<IngesterMsg>>,
     pub readers: Arc<ReaderPool>,
     /// Live shards. Written only by the supervisor.
     pub shards: Arc<DashMap<ShardKey, Mailbox<ShardMsg>>>,
@@ -54,6 +56,7 @@ impl TreeHandles {
         TreeHandles {
             embedder: EmbedderHandle::new(),
             indexer: Arc::new(Slot::new("indexer")),
+            ingester: Arc::new(Slot::new("ingester")),
             readers: Arc::default(),
             shards: Arc::default(),
         }
@@ -147,6 +150,7 @@ pub enum Child {
     Indexer,
     Reader(usize),
     Scheduler,
+    Ingester,
     Shard(ShardKey),
 }
 
@@ -157,6 +161,7 @@ impl Child {
             Child::Indexer => (ActorKind::Indexer, "embeddings".into()),
             Child::Reader(i) => (ActorKind::Reader, i.to_string()),
             Child::Scheduler => (ActorKind::Scheduler, "lifecycle".into()),
+            Child::Ingester => (ActorKind::Ingester, "drop-zone".into()),
             Child::Shard(key) => (ActorKind::Shard, key.to_string()),
         }
     }
@@ -242,6 +247,7 @@ impl Actor for Supervisor {
             state.spawn(&myself, Child::Reader(i)).await?;
         }
         state.spawn(&myself, Child::Scheduler).await?;
+        state.spawn(&myself, Child::Ingester).await?;
         state.info.started();
         Ok(state)
     }
@@ -436,6 +442,16 @@ impl SupervisorState {
                 let (actor, _) = Actor::spawn_linked(None, Scheduler, args, cell).await?;
                 actor.get_id()
             }
+            Child::Ingester => {
+                let args = IngesterArgs {
+                    services,
+                    info: info.clone(),
+                };
+                let (actor, _) = Actor::spawn_linked(None, Ingester, args, cell).await?;
+                let id = actor.get_id();
+                self.handles.ingester.set(Some(Mailbox::new(actor, info)));
+                id
+            }
             Child::Shard(key) => {
                 let args = ShardArgs {
                     key: key.clone(),
@@ -499,7 +515,8 @@ impl SupervisorState {
             | Child::EmbedderPool
             | Child::Indexer
             | Child::Reader(_)
-            | Child::Scheduler => {
+            | Child::Scheduler
+            | Child::Ingester => {
                 if let Err(e) = self.spawn(myself, child.clone()).await {
                     tracing::error!(child = ?child, error = %e, "restart failed");
                     info.set_status(ActorStatus::Failed);
@@ -553,6 +570,7 @@ impl SupervisorState {
             }
             Child::EmbedderPool => self.handles.embedder.slot().set(None),
             Child::Indexer => self.handles.indexer.set(None),
+            Child::Ingester => self.handles.ingester.set(None),
             // A dead reader's mailbox stays in the pool until replaced: sends to it fail
             // fast as `unavailable`, and routing prefers live ones.
             Child::Reader(_) => {}

@@ -250,11 +250,7 @@ pub fn content_hash(
         mac.update(part.as_bytes());
         mac.update(&[0x1f]);
     }
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::domain::text::hex(&mac.finalize().into_bytes())
 }
 
 /// The first characters of a text, for a preview.

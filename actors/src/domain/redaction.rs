@@ -334,10 +334,7 @@ impl Redactor {
         mac.update(tenant.as_bytes());
         mac.update(&[0]);
         mac.update(value.as_bytes());
-        mac.finalize().into_bytes()[..6]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::domain::text::hex(&mac.finalize().into_bytes()[..6])
     }
 }
 

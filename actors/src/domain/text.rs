@@ -288,6 +288,11 @@ fn check_json_storable(value: &Value) -> MemoryResult<()> {
     }
 }
 
+/// `bytes` in lowercase hexadecimal (digests, ids derived from them).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,17 +11,16 @@ use crate::domain::author::Author;
 use crate::domain::caller::Caller;
 use crate::domain::orchestrator::graph_write::{RememberInput, Remembered};
 use crate::domain::orchestrator::node::{Node, NodeStatus};
-use crate::domain::redaction::Findings;
 use crate::domain::request_context::Lineage;
 use crate::domain::text::check_required_reason;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
-use crate::services::count_redactions;
 use crate::store::orchestrator_graph::NodeWithEdges;
+use crate::write_path::write_graph;
 
 impl Engine {
     /// Writes nodes, their supersessions and edges to the caller's orchestrator graph, in
-    /// one transaction (`Store::orchestrator_remember`). Content and summaries pass the
-    /// redaction policy first, as every text stored.
+    /// one transaction (`write_path::write_graph`: content and summaries pass the redaction
+    /// policy first, as every text stored).
     pub async fn orchestrator_remember(
         &self,
         caller: &Caller,
@@ -30,23 +29,10 @@ impl Engine {
         lineage: Lineage,
     ) -> MemoryResult<Remembered> {
         let orchestrator = self.orchestrator_of(caller, orchestrator_id, true)?;
-        let mut write = input.validate(&self.services.config.limits)?;
-        self.redact(|redactor| {
-            let mut findings = Findings::new();
-            for node in &mut write.nodes {
-                let node = &mut node.node;
-                node.content = redactor.content(orchestrator, &node.content, &mut findings)?;
-                node.summary = redactor.content(orchestrator, &node.summary, &mut findings)?;
-            }
-            count_redactions(&findings);
-            Ok(())
-        })?;
+        let write = input.validate(&self.services.config.limits)?;
         let author = Author::new(caller.actor(), lineage);
         let now = self.services.clock.now();
-        self.services
-            .store
-            .orchestrator_remember(orchestrator, &write, &author, now)
-            .await
+        write_graph(&self.services, orchestrator, write, &author, now).await
     }
 
     /// Marks a node of the caller's orchestrator `superseded` or `retracted`, with a reason

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::Engine;
-use crate::actors::{ReaderMsg, ShardMsg, SupervisorMsg};
+use crate::actors::{IngesterMsg, ReaderMsg, ShardMsg, SupervisorMsg};
 use crate::domain::episode::Inserted;
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
@@ -35,6 +35,20 @@ impl Engine {
                 ErrorCode::ActorStopped,
                 "no such retrieval actor is running",
             )),
+        }
+    }
+
+    /// The ingester panics right after the next dropped file's write commits, before its
+    /// manifest and move: a crash mid-file, for the supervisor to restart it.
+    pub fn crash_ingest_after_commit(&self) -> MemoryResult<()> {
+        let ingester = self.handles.ingester.get()?;
+        if ingester.tell(IngesterMsg::CrashAfterNextCommit) {
+            Ok(())
+        } else {
+            Err(MemoryError::new(
+                ErrorCode::ActorStopped,
+                "the ingester is not running",
+            ))
         }
     }
 

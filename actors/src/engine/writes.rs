@@ -13,7 +13,7 @@ use crate::domain::request_context::Lineage;
 use crate::domain::rule::{Rule, RuleInput};
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
-use crate::services::count_redactions;
+use crate::services::{count_redactions, redact_write};
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -239,13 +239,7 @@ impl Engine {
         &self,
         apply: impl FnOnce(&Redactor) -> MemoryResult<()>,
     ) -> MemoryResult<()> {
-        let result = apply(&self.services.redactor);
-        if let Err(e) = &result
-            && e.code == ErrorCode::RedactionRefused
-        {
-            metrics::counter!("butler_memory_redaction_refusals_total").increment(1);
-        }
-        result
+        redact_write(&self.services.redactor, apply)
     }
 
     /// Checks that the caller, acting as `butler`, may read every memory a write refers to

@@ -480,7 +480,7 @@ async fn seal_row(conn: &mut PgConnection, vault: &Vault, row: &mut Value) -> Me
     fields.insert("metadata".into(), json!({}));
     fields.insert("key_version".into(), json!(sealed.key_version));
     // bytea's text form, which jsonb_populate_record reads.
-    let hex: String = sealed.bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::domain::text::hex(&sealed.bytes);
     fields.insert("sealed".into(), json!(format!("\\x{hex}")));
     fields.remove("embedding");
     Ok(())

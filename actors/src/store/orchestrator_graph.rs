@@ -133,31 +133,43 @@ impl Store {
             author,
             now,
         };
-        let source_id = upsert_source(conn, tenant_id, &write.source, now).await?;
+        // The source is stored once the write creates a node that cites it: a write that
+        // finds every node stored (a retry, a file dropped again) leaves nothing behind.
+        let mut source_id = None;
 
         let mut nodes = Vec::with_capacity(write.nodes.len());
         for node in &write.nodes {
             let fingerprint = node.node.fingerprint();
-            let inserted: Option<Uuid> = sqlx::query_scalar(
-                "INSERT INTO orchestrator_memories
-                     (tenant_id, id, node_type, importance, content, summary, confidence,
-                      source_id, status, fingerprint, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10, $10)
-                 ON CONFLICT (tenant_id, fingerprint) DO NOTHING
-                 RETURNING id",
-            )
-            .bind(tenant_id)
-            .bind(Uuid::now_v7())
-            .bind(node.node.node_type.as_str())
-            .bind(node.node.importance)
-            .bind(&node.node.content)
-            .bind(&node.node.summary)
-            .bind(node.node.confidence)
-            .bind(source_id)
-            .bind(&fingerprint)
-            .bind(now)
-            .fetch_optional(&mut *conn)
-            .await?;
+            let inserted: Option<Uuid> = match find_node(conn, tenant_id, &fingerprint).await? {
+                Some(_) => None,
+                None => {
+                    let source = match source_id {
+                        Some(id) => id,
+                        None => *source_id
+                            .insert(upsert_source(conn, tenant_id, &write.source, now).await?),
+                    };
+                    sqlx::query_scalar(
+                        "INSERT INTO orchestrator_memories
+                             (tenant_id, id, node_type, importance, content, summary, confidence,
+                              source_id, status, fingerprint, created_at, updated_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10, $10)
+                         ON CONFLICT (tenant_id, fingerprint) DO NOTHING
+                         RETURNING id",
+                    )
+                    .bind(tenant_id)
+                    .bind(Uuid::now_v7())
+                    .bind(node.node.node_type.as_str())
+                    .bind(node.node.importance)
+                    .bind(&node.node.content)
+                    .bind(&node.node.summary)
+                    .bind(node.node.confidence)
+                    .bind(source)
+                    .bind(&fingerprint)
+                    .bind(now)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                }
+            };
             let created = inserted.is_some();
             let stored = match inserted {
                 Some(id) => node_by_id(conn, tenant_id, id).await?,
@@ -413,6 +425,21 @@ async fn node_by_id(conn: &mut PgConnection, tenant_id: &str, id: Uuid) -> Memor
     .fetch_optional(conn)
     .await?;
     row.map(Node::from).ok_or_else(|| not_found(id))
+}
+
+/// The id of the node with `fingerprint`, if the orchestrator holds one.
+async fn find_node(
+    conn: &mut PgConnection,
+    tenant_id: &str,
+    fingerprint: &[u8],
+) -> MemoryResult<Option<Uuid>> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM orchestrator_memories WHERE tenant_id = $1 AND fingerprint = $2",
+    )
+    .bind(tenant_id)
+    .bind(fingerprint)
+    .fetch_optional(conn)
+    .await?)
 }
 
 async fn node_by_fingerprint(

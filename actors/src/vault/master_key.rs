@@ -42,10 +42,7 @@ impl MasterKey {
             &ring::digest::SHA256,
             &[b"butler-memory master key id\x1f".as_slice(), &raw].concat(),
         );
-        let id = digest.as_ref()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let id = crate::domain::text::hex(&digest.as_ref()[..8]);
         let key = LessSafeKey::new(
             UnboundKey::new(&AES_256_GCM, &raw).map_err(|_| "the master key is unusable")?,
         );

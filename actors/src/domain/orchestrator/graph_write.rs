@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::edge::{Edge, EdgeType, EdgeWrite, End};
@@ -16,28 +16,51 @@ use crate::error::{ErrorCode, MemoryError, MemoryResult};
 /// The most nodes, and the most edges, one write may carry.
 pub const MAX_WRITE_ITEMS: usize = 256;
 
-/// A node as a caller gives it.
-#[derive(Debug, Clone, PartialEq)]
+/// A node as a caller gives it (a memory of `orchestrator_remember`, or of an ingested
+/// JSON file).
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "MemoryParam")]
 pub struct NodeInput {
-    /// A name the write's edges use for this node (`from`, `to`).
+    /// A name this call's edges use for this memory (`from`, `to`); not stored.
+    #[serde(default, rename = "ref")]
     pub reference: Option<String>,
+    /// What it records.
+    #[serde(rename = "type")]
     pub node_type: NodeType,
+    /// The memory, as plain text (whitespace is normalised).
     pub content: String,
+    /// A short line for bulletins (default: the content's first line, cut at 160 characters).
+    #[serde(default)]
     pub summary: Option<String>,
+    /// How much it matters, 0 to 100 (default 50).
+    #[serde(default)]
     pub importance: Option<i64>,
+    /// How sure it is, 0.0 to 1.0 (default 0.8).
+    #[serde(default)]
     pub confidence: Option<f64>,
-    /// Stored nodes this one replaces.
+    /// Ids of stored memories this one replaces: each becomes `superseded`, with an
+    /// `Updates` edge from this one.
+    #[serde(default)]
     pub supersedes: Vec<Uuid>,
 }
 
-/// An edge as a caller gives it: each end a stored node's id, or a `reference` of a node
-/// of the same write.
-#[derive(Debug, Clone, PartialEq)]
+/// An edge as a caller gives it: each end a stored node's id, or a `ref` of a node of the
+/// same write.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "EdgeParam")]
 pub struct EdgeInput {
+    /// A stored memory's id, or the `ref` of a memory of this call.
     pub from: String,
+    /// A stored memory's id, or the `ref` of a memory of this call.
     pub to: String,
     pub edge_type: EdgeType,
+    /// 0.0 to 1.0 (default 1.0).
+    #[serde(default)]
     pub weight: Option<f64>,
+    /// Why they relate (a contradiction's reason, say).
+    #[serde(default)]
     pub reason: Option<String>,
 }
 

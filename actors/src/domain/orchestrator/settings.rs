@@ -38,6 +38,10 @@ pub struct MemorySettings {
     pub retrieval: MemoryRetrievalSettings,
     pub ingest: IngestSettings,
     pub scope: ScopeSettings,
+    /// The orchestrators this service knows: the tenants of its `orchestrator` keys (set
+    /// by the edge, which reads the keys). Their folders are made and watched.
+    #[serde(skip)]
+    pub orchestrators: Vec<String>,
 }
 
 /// `[memory.retrieval]`
@@ -57,6 +61,24 @@ pub struct IngestSettings {
     pub enabled: bool,
     /// Files larger than this are rejected unread.
     pub max_file_size_mb: NonZeroU32,
+    /// How often every ingest folder is listed again, as a safety net for changes the
+    /// file-system watch missed (a network file system, a full event queue).
+    pub rescan_secs: NonZeroU32,
+    /// How long a file must be left unchanged before it is read, so that a file still being
+    /// written is not read half-way (writers that rename a finished file into `ingest/` need
+    /// no wait, but cannot be told apart).
+    pub settle_ms: u32,
+    /// Folders outside the orchestrator's own that a dropped file may lead to (a symbolic
+    /// link into a shared workspace) or a JSON document's `sourcePath` may name. Absolute.
+    #[serde(default)]
+    pub shared_paths: Vec<PathBuf>,
+}
+
+impl IngestSettings {
+    /// The size limit, in bytes.
+    pub fn max_file_bytes(&self) -> u64 {
+        u64::from(self.max_file_size_mb.get()) * 1024 * 1024
+    }
 }
 
 /// `[memory.scope]`
@@ -86,6 +108,17 @@ impl MemorySettings {
         }
         if self.ingest.max_file_size_mb.get() > 1024 {
             out.push("memory.ingest.max_file_size_mb: at most 1024".to_owned());
+        }
+        if self.ingest.settle_ms > 60_000 {
+            out.push("memory.ingest.settle_ms: at most 60000".to_owned());
+        }
+        for path in &self.ingest.shared_paths {
+            if !path.is_absolute() {
+                out.push(format!(
+                    "memory.ingest.shared_paths: {} is not absolute",
+                    path.display()
+                ));
+            }
         }
         out
     }
