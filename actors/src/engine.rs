@@ -10,6 +10,7 @@ mod lifecycle;
 mod orchestrator;
 mod orchestrator_bulletin;
 mod orchestrator_recall;
+mod orchestrator_status;
 pub use lifecycle::MAX_ACTIVITY_PAGE;
 mod purge;
 mod reads;

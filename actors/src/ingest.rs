@@ -17,5 +17,5 @@ mod memory_log;
 mod pipeline;
 mod workspace;
 
-pub(crate) use drop_zone::DropZone;
+pub(crate) use drop_zone::{DropZone, counts};
 pub(crate) use pipeline::{Ingested, ingest};

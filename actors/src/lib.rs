@@ -114,6 +114,7 @@ pub use domain::orchestrator::edge::Edge;
 pub use domain::orchestrator::graph_write::{Remembered, Written};
 pub use domain::orchestrator::node::Node;
 pub use domain::orchestrator::recall::{RecallBundle, RecallScores, Recalled};
+pub use domain::orchestrator::status::{GraphCounts, IngestCounts, MemoryState, MemoryStatus};
 pub use domain::record::{Forgetting, MemoryRecord, RecordWithLinks};
 pub use domain::rule::Rule;
 pub use domain::search::{ComponentScores, Hit, SearchOutcome};

@@ -82,3 +82,13 @@ pub struct BulletinParams {
     #[serde(default, rename = "request_context")]
     pub request_context: Option<RequestContext>,
 }
+
+/// `orchestrator_status`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusParams {
+    #[serde(default)]
+    pub orchestrator_id: Option<String>,
+    #[serde(default, rename = "request_context")]
+    pub request_context: Option<RequestContext>,
+}

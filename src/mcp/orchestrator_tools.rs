@@ -7,6 +7,7 @@ use rmcp::handler::server::common::schema_for_type;
 
 use super::orchestrator_params::{
     BulletinParams, OrchestratorGetParams, RecallParams, RememberParams, SetStatusParams,
+    StatusParams,
 };
 use super::reply::to_json;
 use super::tools::{Outcome, with_lineage};
@@ -68,6 +69,19 @@ pub(super) const ORCHESTRATOR_TOOLS: &[ToolSpec] = &[
             conflicts_and_uncertainties, every line citing its memoryIds, within \
             `memory.bulletin_max_tokens`. Never an error for a failure of the store: then the last \
             successful bulletin (or an empty one) with a `warning`.",
+    ),
+    tool!(
+        "orchestrator_status",
+        "The state of the memory graph",
+        Audience::Orchestrator,
+        Effect::Reads,
+        StatusParams,
+        status,
+        "Orchestrator: whether its memory works (`enabled`, or `disabled` with the reason: \
+            turned off, or its store unreachable or broken; never an error for that), what the \
+            graph holds (memories by status, edges, memories not embedded yet), the drop-zone's \
+            folder with its waiting, processed and rejected files, and when the last bulletin was \
+            made.",
     ),
 ];
 
@@ -149,6 +163,16 @@ async fn bulletin(
             .orchestrator_bulletin(caller, p.orchestrator_id.as_deref(), &p.message)
             .await?;
         to_json(answer)
+    })
+    .await
+}
+
+async fn status(engine: &Engine, caller: &Caller, p: StatusParams, fallback: Lineage) -> Outcome {
+    with_lineage(p.request_context, fallback, |_| async move {
+        let status = engine
+            .orchestrator_status(caller, p.orchestrator_id.as_deref())
+            .await?;
+        to_json(status)
     })
     .await
 }

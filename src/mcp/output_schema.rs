@@ -12,8 +12,9 @@ use std::sync::{Arc, LazyLock};
 
 use butler_memory_actors::{
     AuditRead, BulletinAnswer, ComponentScores, ContextBlock, DeadLetter, Episode, ErrorClass,
-    Fact, FactOutcome, Maturity, MemoryRecord, MemoryStats, MemoryType, Node, NodeWithEdges, Purge,
-    RecallBundle, RecordWithLinks, Remembered, Rule, SearchMode, StoredEvent, SweepReport,
+    Fact, FactOutcome, Maturity, MemoryRecord, MemoryStats, MemoryStatus, MemoryType, Node,
+    NodeWithEdges, Purge, RecallBundle, RecordWithLinks, Remembered, Rule, SearchMode, StoredEvent,
+    SweepReport,
 };
 use rmcp::model::JsonObject;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -138,6 +139,7 @@ fn success(tool: &str, defs: &mut Definitions) -> Option<Value> {
         "orchestrator_get" => defs.of::<NodeWithEdges>(),
         "orchestrator_recall" => defs.of::<RecallBundle>(),
         "orchestrator_bulletin" => defs.of::<BulletinAnswer>(),
+        "orchestrator_status" => defs.of::<MemoryStatus>(),
         "memory_confirm" => {
             let fact = one_of(defs, MemoryType::Fact, json!({}), &[]);
             json!({"anyOf": [fact, one_of(defs, MemoryType::Rule, json!({}), &[])]})

@@ -194,3 +194,90 @@ async fn a_purge_of_the_orchestrator_erases_its_graph_and_the_content_of_its_eve
     assert_eq!(got["node"]["content"], "Ship the billing export by Friday");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_status_says_what_the_memory_holds_and_disabled_with_the_reason_when_its_store_breaks()
+{
+    let app = spawn_app_with("[memory.ingest]\nsettle_ms = 0\n").await;
+    let one = app.client(ORCHESTRATOR_ONE).await;
+    one.ok("orchestrator_remember", plan()).await;
+    let ingest = app
+        .service
+        .data_dir()
+        .join("orchestrators/orch-one/memory/ingest");
+    std::fs::write(ingest.join("report.pdf"), "%PDF").unwrap();
+    app.engine().flush_ingest().await.unwrap();
+    std::fs::write(ingest.join(".still-writing.md"), "TODO: x").unwrap();
+
+    let status = one.ok("orchestrator_status", json!({})).await;
+    assert_eq!(status["orchestratorId"], "orch-one");
+    assert_eq!(status["status"], "enabled", "{status}");
+    assert!(status.get("reason").is_none(), "{status}");
+    let graph = &status["graph"];
+    assert_eq!(
+        (graph["active"].as_i64(), graph["edges"].as_i64()),
+        (Some(4), Some(2))
+    );
+    assert_eq!(graph["retracted"], 0);
+    let folder = &status["ingest"];
+    assert_eq!(folder["enabled"], true);
+    assert_eq!(
+        folder["folder"],
+        ingest.canonicalize().unwrap().to_str().unwrap()
+    );
+    assert_eq!(
+        (folder["waiting"].as_u64(), folder["rejected"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert!(status["lastBulletinAt"].is_null());
+    one.ok("orchestrator_bulletin", json!({"message": "billing"}))
+        .await;
+    let status = one.ok("orchestrator_status", json!({})).await;
+    assert!(status["lastBulletinAt"].is_string(), "{status}");
+
+    // The store breaks under it: disabled, with the reason, not an error.
+    let mut sql = app.sql().await;
+    sqlx::query("ALTER TABLE orchestrator_edges RENAME TO orchestrator_edges_gone")
+        .execute(&mut sql)
+        .await
+        .unwrap();
+    let broken = one.ok("orchestrator_status", json!({})).await;
+    assert_eq!(broken["status"], "disabled", "{broken}");
+    assert!(
+        broken["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be read"),
+        "{broken}"
+    );
+    assert!(broken["graph"].is_null());
+    sqlx::query("ALTER TABLE orchestrator_edges_gone RENAME TO orchestrator_edges")
+        .execute(&mut sql)
+        .await
+        .unwrap();
+    let mended = one.ok("orchestrator_status", json!({})).await;
+    assert_eq!(mended["status"], "enabled", "{mended}");
+    // Another orchestrator's status is refused, as all of its memory is.
+    let refused = one
+        .err("orchestrator_status", json!({"orchestratorId": "orch-two"}))
+        .await;
+    assert_eq!(refused["code"], "cross_orchestrator");
+
+    let off = spawn_app_with("[memory]\nenabled = false\n").await;
+    let status = off
+        .client(ORCHESTRATOR_ONE)
+        .await
+        .ok("orchestrator_status", json!({}))
+        .await;
+    assert_eq!(status["status"], "disabled");
+    assert!(
+        status["reason"]
+            .as_str()
+            .unwrap()
+            .contains("memory.enabled"),
+        "{status}"
+    );
+    assert_eq!(status["ingest"], Value::Null);
+    off.stop().await;
+    app.stop().await;
+}

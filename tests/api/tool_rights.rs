@@ -47,6 +47,7 @@ pub(crate) fn arguments(tool: &str) -> Value {
         "orchestrator_get" => json!({"memoryId": id}),
         "orchestrator_recall" => json!({"query": "rights"}),
         "orchestrator_bulletin" => json!({"message": "rights"}),
+        "orchestrator_status" => json!({}),
         other => panic!("no arguments for {other}: add them here"),
     }
 }
@@ -133,6 +134,7 @@ fn every_tool_has_a_title_and_annotations() {
                     | "orchestrator_get"
                     | "orchestrator_recall"
                     | "orchestrator_bulletin"
+                    | "orchestrator_status"
             ),
             "{}",
             tool.name

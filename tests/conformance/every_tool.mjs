@@ -152,6 +152,9 @@ await error("orchestrator_recall", { query: "every tool", limit: 0 });
 const bulletin = await ok("orchestrator_bulletin", { message: "every tool goal" });
 check(bulletin.text.includes("## active_goals") && bulletin.memoryIds.includes(goal), "bulletin");
 await error("orchestrator_bulletin", { message: "   " });
+const status = await ok("orchestrator_status", {});
+check(status.status === "enabled" && status.graph.active === 2 && status.graph.edges === 1, "status");
+await error("orchestrator_status", { orchestratorId: "someone-else" });
 await ok("orchestrator_set_status", { memoryId: todo, status: "retracted", reason: "every tool" });
 await error("orchestrator_set_status", { memoryId: goal, status: "active", reason: "every tool" });
 

@@ -12,3 +12,4 @@ pub mod node;
 pub mod recall;
 pub mod settings;
 pub mod source;
+pub mod status;

@@ -145,7 +145,10 @@ impl Engine {
     }
 
     /// The last snapshot written, if it can be read.
-    async fn last_snapshot(&self, orchestrator: &str) -> Option<(Bulletin, DateTime<Utc>)> {
+    pub(super) async fn last_snapshot(
+        &self,
+        orchestrator: &str,
+    ) -> Option<(Bulletin, DateTime<Utc>)> {
         let bytes = tokio::fs::read(self.bulletins_dir(orchestrator).join("latest.json"))
             .await
             .ok()?;

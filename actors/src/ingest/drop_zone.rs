@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use super::manifest::Outcome;
 use super::workspace::Workspace;
+use crate::domain::orchestrator::status::IngestCounts;
 
 /// One orchestrator's folder.
 #[derive(Debug, Clone)]
@@ -111,6 +112,31 @@ impl DropZone {
         }
         candidate
     }
+}
+
+/// What the drop-zone of `orchestrator` under `root` holds, if its folder exists: files
+/// waiting in `ingest/` (settling or not), and files in `processed/` and `rejected/`.
+pub(crate) fn counts(root: &Path, orchestrator: &str, enabled: bool) -> Option<IngestCounts> {
+    let ingest = root.join(orchestrator).join("memory").join("ingest");
+    let files = |dir: &Path, keep: &dyn Fn(&str) -> bool| {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_str().is_some_and(keep))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let stored = |name: &str| !name.ends_with(".manifest.json") && !name.starts_with('.');
+    let waiting = |name: &str| !in_progress(name) && !["processed", "rejected"].contains(&name);
+    ingest.is_dir().then(|| IngestCounts {
+        enabled,
+        folder: ingest.to_string_lossy().into_owned(),
+        waiting: files(&ingest, &waiting),
+        processed: files(&ingest.join("processed"), &stored),
+        rejected: files(&ingest.join("rejected"), &stored),
+    })
 }
 
 /// Whether a name is one a writer gives a file it has not finished.
