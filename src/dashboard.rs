@@ -19,6 +19,7 @@ pub mod episodes;
 pub mod facts;
 pub mod feed;
 pub mod filters;
+pub mod graph;
 pub mod layout;
 pub mod operators;
 pub mod overview;
@@ -64,6 +65,9 @@ pub fn routes(state: Arc<AppState>) -> Router {
         .route("/memory/{kind}/{id}/forget", post(changes::forget))
         .route("/memory/{kind}/{id}/restore", post(changes::restore))
         .route("/memory/search", get(search::search))
+        .route("/memory/graph", get(graph::list))
+        .route("/memory/graph/{id}", get(graph::detail))
+        .route("/memory/graph/{id}/status", post(graph::set_status))
         .route("/butlers/{name}/memory", get(overview::butler))
         .route("/operators", get(operators::page))
         .route("/operators/panel", get(operators::panel))

@@ -84,6 +84,7 @@ pub use domain::governance::{Governance, GovernanceRequest};
 pub use domain::listing::{EpisodeQuery, FactEdit, FactQuery, Page, RuleEdit, RuleQuery};
 pub use domain::memory_type::MemoryType;
 pub use domain::orchestrator::edge::EdgeType;
+pub use domain::orchestrator::graph_query::GraphQuery;
 pub use domain::orchestrator::graph_write::{EdgeInput, NodeInput, RememberInput};
 pub use domain::orchestrator::node::{NodeStatus, NodeType};
 pub use domain::orchestrator::source::{CapturedBy, Source, SourceType};

@@ -36,6 +36,7 @@ pub mod month_partitions;
 mod orchestrator_counts;
 mod orchestrator_embedding;
 pub mod orchestrator_graph;
+mod orchestrator_listing;
 mod orchestrator_purge;
 pub mod orchestrator_recall;
 mod orchestrator_standing;

@@ -50,6 +50,7 @@ pub fn done_note(raw_query: Option<&str>) -> Option<&'static str> {
         "restored" => "Restored.",
         "governed" => "The rule's decision is recorded.",
         "requeued" => "Requeued for consolidation.",
+        "status" => "The memory's new status is recorded in the audit stream.",
         _ => return None,
     })
 }

@@ -18,6 +18,7 @@ pub enum Section {
     Playbook,
     Episodes,
     Search,
+    Graph,
     Operators,
 }
 
@@ -51,8 +52,12 @@ fn head(title: &str) -> Markup {
 
 /// A whole page for a signed-in viewer.
 pub fn page(viewer: &Viewer, title: &str, section: Section, body: Markup) -> Response {
-    let memory = viewer.caller.role != Role::Operator;
-    let operators = matches!(viewer.caller.role, Role::Operator | Role::Admin);
+    let role = viewer.caller.role;
+    // The butlers' memory, for every role but operators and orchestrators; the graph of
+    // the orchestrator memory, for an orchestrator and its tenant's admin.
+    let memory = !matches!(role, Role::Operator | Role::Orchestrator);
+    let graph = matches!(role, Role::Orchestrator | Role::Admin);
+    let operators = matches!(role, Role::Operator | Role::Admin);
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -65,6 +70,9 @@ pub fn page(viewer: &Viewer, title: &str, section: Section, body: Markup) -> Res
                             @for (s, href, label) in MEMORY_SECTIONS {
                                 a.active[s == section] href=(href) { (label) }
                             }
+                        }
+                        @if graph {
+                            a.active[section == Section::Graph] href="/memory/graph" { "Graph" }
                         }
                         @if operators {
                             a.active[section == Section::Operators] href="/operators" { "Operators" }

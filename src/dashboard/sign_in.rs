@@ -29,12 +29,17 @@ pub async fn root(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Res
     }
 }
 
-/// Where a viewer lands: operators see the service, everyone else the memory.
+/// Where a viewer lands: operators see the service, orchestrators their graph, everyone
+/// else the memory.
 fn home(viewer: &Viewer) -> &'static str {
-    if viewer.caller.role == Role::Operator {
-        "/operators"
-    } else {
-        "/memory"
+    landing(viewer.caller.role)
+}
+
+fn landing(role: Role) -> &'static str {
+    match role {
+        Role::Operator => "/operators",
+        Role::Orchestrator => "/memory/graph",
+        _ => "/memory",
     }
 }
 
@@ -93,14 +98,6 @@ pub async fn sign_in(
                 ),
             );
         }
-        Some(c) if c.role == Role::Orchestrator => {
-            return sign_in_page(
-                StatusCode::FORBIDDEN,
-                Some(
-                    "Orchestrator keys reach their memory graph over /mcp; the dashboard does not show it yet.",
-                ),
-            );
-        }
         Some(c) => c,
         None => {
             tracing::warn!("dashboard sign-in with an unknown key");
@@ -108,11 +105,7 @@ pub async fn sign_in(
         }
     };
     tracing::info!(key = %caller.key_name, tenant = %caller.tenant_id, "dashboard sign-in");
-    let landing = if caller.role == Role::Operator {
-        "/operators"
-    } else {
-        "/memory"
-    };
+    let landing = landing(caller.role);
     match state.sessions.start(&caller).await {
         Ok(token) => {
             let cookie = Cookie::build((COOKIE, token))

@@ -31,6 +31,7 @@ mod mcp_endpoint;
 mod operator;
 mod orchestrator_access;
 mod orchestrator_bulletin;
+mod orchestrator_dashboard;
 mod orchestrator_graph;
 mod orchestrator_ingest;
 mod orchestrator_recall;

@@ -6,6 +6,7 @@
 pub mod bulletin;
 pub mod edge;
 pub mod extract;
+pub mod graph_query;
 pub mod graph_write;
 pub mod ingest_file;
 pub mod node;

@@ -9,10 +9,12 @@ use uuid::Uuid;
 use super::Engine;
 use crate::domain::author::Author;
 use crate::domain::caller::Caller;
+use crate::domain::listing::{Page, page_size};
+use crate::domain::orchestrator::graph_query::GraphQuery;
 use crate::domain::orchestrator::graph_write::{RememberInput, Remembered};
 use crate::domain::orchestrator::node::{Node, NodeStatus};
 use crate::domain::request_context::Lineage;
-use crate::domain::text::check_required_reason;
+use crate::domain::text::{check_content, check_required_reason};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::store::orchestrator_graph::NodeWithEdges;
 use crate::write_path::write_graph;
@@ -72,6 +74,24 @@ impl Engine {
     ) -> MemoryResult<NodeWithEdges> {
         let orchestrator = self.orchestrator_of(caller, orchestrator_id, false)?;
         self.services.store.orchestrator_get(orchestrator, id).await
+    }
+
+    /// A page of the caller's orchestrator's nodes (the dashboard's graph view).
+    pub async fn orchestrator_list(
+        &self,
+        caller: &Caller,
+        orchestrator_id: Option<&str>,
+        query: GraphQuery,
+    ) -> MemoryResult<Page<Node>> {
+        let orchestrator = self.orchestrator_of(caller, orchestrator_id, false)?;
+        let size = page_size(query.limit)?;
+        if let Some(q) = &query.q {
+            check_content("q", q, &self.services.config.limits)?;
+        }
+        self.services
+            .store
+            .orchestrator_list(orchestrator, &query, size)
+            .await
     }
 
     /// The orchestrator a call acts on (`Caller::orchestrator`), once the orchestrator
