@@ -9,6 +9,7 @@ mod dashboard;
 mod lifecycle;
 mod orchestrator;
 mod orchestrator_bulletin;
+mod orchestrator_capture;
 mod orchestrator_recall;
 mod orchestrator_status;
 pub use lifecycle::MAX_ACTIVITY_PAGE;

@@ -92,3 +92,20 @@ pub struct StatusParams {
     #[serde(default, rename = "request_context")]
     pub request_context: Option<RequestContext>,
 }
+
+/// `orchestrator_capture`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CaptureParams {
+    #[serde(default)]
+    pub orchestrator_id: Option<String>,
+    /// Where the text comes from: `workflow_output` (with `workflowRunId`, `stepId`),
+    /// `channel_transcript` (with `conversationId`), `diagnostics`, `manual`.
+    pub source: Source,
+    /// The text to read memories out of (at most 256 KiB): a step's output, a message, a
+    /// finding. `Goal:`, `TODO:`, `Decision:` ... lines, checklists and typed headings give
+    /// memories of their type; any other paragraph is an `Observation`.
+    pub text: String,
+    #[serde(default, rename = "request_context")]
+    pub request_context: Option<RequestContext>,
+}

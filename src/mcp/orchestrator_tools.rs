@@ -6,8 +6,8 @@ use butler_memory_actors::{Caller, Engine, Lineage, RememberInput};
 use rmcp::handler::server::common::schema_for_type;
 
 use super::orchestrator_params::{
-    BulletinParams, OrchestratorGetParams, RecallParams, RememberParams, SetStatusParams,
-    StatusParams,
+    BulletinParams, CaptureParams, OrchestratorGetParams, RecallParams, RememberParams,
+    SetStatusParams, StatusParams,
 };
 use super::reply::to_json;
 use super::tools::{Outcome, with_lineage};
@@ -25,6 +25,20 @@ pub(super) const ORCHESTRATOR_TOOLS: &[ToolSpec] = &[
             Observation, Goal, Todo) from one source, the memories they supersede, and typed edges \
             (RelatedTo, Updates, Contradicts, CausedBy, PartOf), in one transaction. The same \
             typed content or edge again is found, not added.",
+    ),
+    tool!(
+        "orchestrator_capture",
+        "Capture memories from a text",
+        Audience::Orchestrator,
+        Effect::Adds,
+        CaptureParams,
+        capture,
+        "Orchestrator: write back what a trigger produced — a workflow step's output, an inbound \
+            channel message, a diagnostics finding — as typed memories with that source: labelled \
+            lines (`Goal:`, `TODO:`, `Decision:`, `Preference:`, `Fact:` ...), open checklist items \
+            and the items of typed headings become memories of their type, any other paragraph an \
+            Observation; a todo in a goal's section is PartOf it. One transaction; the same typed \
+            content again is found, not added.",
     ),
     tool!(
         "orchestrator_set_status",
@@ -99,6 +113,22 @@ async fn remember(
         };
         let remembered = engine
             .orchestrator_remember(caller, p.orchestrator_id.as_deref(), input, lineage)
+            .await?;
+        to_json(remembered)
+    })
+    .await
+}
+
+async fn capture(engine: &Engine, caller: &Caller, p: CaptureParams, fallback: Lineage) -> Outcome {
+    with_lineage(p.request_context, fallback, |lineage| async move {
+        let remembered = engine
+            .orchestrator_capture(
+                caller,
+                p.orchestrator_id.as_deref(),
+                p.source,
+                &p.text,
+                lineage,
+            )
             .await?;
         to_json(remembered)
     })

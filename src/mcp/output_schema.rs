@@ -134,7 +134,7 @@ fn success(tool: &str, defs: &mut Definitions) -> Option<Value> {
         }
         "memory_store_rule" => one_of(defs, MemoryType::Rule, json!({}), &[]),
         "memory_get" => defs.of::<RecordWithLinks>(),
-        "orchestrator_remember" => defs.of::<Remembered>(),
+        "orchestrator_remember" | "orchestrator_capture" => defs.of::<Remembered>(),
         "orchestrator_set_status" => defs.of::<Node>(),
         "orchestrator_get" => defs.of::<NodeWithEdges>(),
         "orchestrator_recall" => defs.of::<RecallBundle>(),

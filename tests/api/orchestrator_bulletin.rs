@@ -202,7 +202,8 @@ async fn a_bulletin_that_cannot_be_made_is_the_last_one_with_a_warning() {
 }
 
 /// A small reference orchestrator: each channel message gets a bulletin before its context
-/// is assembled, and what a workflow step produces is written back.
+/// is assembled, and what a message, a workflow step or a diagnostics run produces is
+/// written back as text for the service to read memories out of (`orchestrator_capture`).
 struct Orchestrator {
     client: McpClient,
 }
@@ -211,28 +212,42 @@ impl Orchestrator {
     /// Channel message -> bulletin -> the context a selector or step prompt would get.
     async fn on_message(&self, conversation: &str, text: &str) -> String {
         let b = bulletin(&self.client, text).await;
-        // Inbound transcript capture: the message itself is an observation.
-        self.client
-            .ok(
-                "orchestrator_remember",
-                json!({"source": {"sourceType": "channel_transcript", "conversationId": conversation,
-                                  "capturedBy": "user"},
-                       "memories": [{"type": "Observation", "content": text}]}),
-            )
-            .await;
+        // Inbound transcript capture.
+        self.capture(
+            json!({"sourceType": "channel_transcript", "conversationId": conversation,
+                   "capturedBy": "user"}),
+            text,
+        )
+        .await;
         format!("{}\n## message\n{text}", b["text"].as_str().unwrap())
     }
 
-    /// A workflow step's parsed output written back as typed memories.
-    async fn on_step_output(&self, run: &str, step: &str, memories: Value) {
+    /// A workflow step's output written back.
+    async fn on_step_output(&self, run: &str, step: &str, output: &str) -> Value {
+        self.capture(
+            json!({"sourceType": "workflow_output", "workflowRunId": run, "stepId": step,
+                   "capturedBy": "extractor"}),
+            output,
+        )
+        .await
+    }
+
+    /// A diagnostics finding written back.
+    async fn on_finding(&self, finding: &str) -> Value {
+        self.capture(
+            json!({"sourceType": "diagnostics", "capturedBy": "system"}),
+            finding,
+        )
+        .await
+    }
+
+    async fn capture(&self, source: Value, text: &str) -> Value {
         self.client
             .ok(
-                "orchestrator_remember",
-                json!({"source": {"sourceType": "workflow_output", "workflowRunId": run,
-                                  "stepId": step, "capturedBy": "extractor"},
-                       "memories": memories}),
+                "orchestrator_capture",
+                json!({"source": source, "text": text}),
             )
-            .await;
+            .await
     }
 }
 
@@ -259,14 +274,21 @@ async fn the_reference_orchestrator_loop_remembers_across_messages_and_steps() {
     );
 
     // A workflow step's output (a decision and a todo) changes the next bulletin.
-    orchestrator
+    let output = orchestrator
         .on_step_output(
             "run-9",
             "plan",
-            json!([{"type": "Decision", "content": "Payroll runs are frozen until the Oslo audit ends"},
-                   {"type": "Todo", "content": "Book the Oslo audit with the auditors"}]),
+            "## Plan\nDecision: Payroll runs are frozen until the Oslo audit ends\n\
+             - [ ] Book the Oslo audit with the auditors\n- [x] Tell finance\n",
         )
         .await;
+    let types: Vec<&str> = output["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["Decision", "Todo"], "{output}");
     let context = orchestrator
         .on_message("slack-ops", "Can we run payroll today?")
         .await;
@@ -275,21 +297,32 @@ async fn the_reference_orchestrator_loop_remembers_across_messages_and_steps() {
     assert!(context[decisions..].contains("Payroll runs are frozen until the Oslo audit ends"));
     assert!(context[todos..decisions].contains("Book the Oslo audit with the auditors"));
 
-    // A diagnostics request: bounded evidence, each with its provenance.
+    // A diagnostics run's finding is written back; a later diagnostics request gets bounded
+    // evidence, each with its provenance.
+    orchestrator
+        .on_finding("The payroll job failed at 02:00 because the Oslo VPN tunnel was down")
+        .await;
+    app.engine().flush().await.unwrap();
     let evidence = orchestrator
         .client
         .ok(
             "orchestrator_recall",
-            json!({"query": "why is payroll not running", "limit": 3}),
+            json!({"query": "why is payroll not running, why did the job fail", "limit": 4}),
         )
         .await;
     let memories = evidence["memories"].as_array().unwrap();
-    assert!(!memories.is_empty() && memories.len() <= 3, "{evidence}");
+    assert!(!memories.is_empty() && memories.len() <= 4, "{evidence}");
     assert!(
         memories.iter().any(|m| m["content"]
             == "Payroll runs are frozen until the Oslo audit ends"
             && m["source"]["workflowRunId"] == "run-9"
             && m["source"]["stepId"] == "plan"),
+        "{evidence}"
+    );
+    assert!(
+        memories.iter().any(|m| m["type"] == "Observation"
+            && m["source"]["sourceType"] == "diagnostics"
+            && m["content"].as_str().unwrap().contains("VPN tunnel")),
         "{evidence}"
     );
     app.stop().await;

@@ -429,3 +429,59 @@ async fn the_database_refuses_what_the_types_refuse() {
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_captured_text_gives_typed_memories_with_its_source() {
+    let app = spawn_app().await;
+    let orchestrator = app.client(ORCHESTRATOR_ONE).await;
+    let text = "Goal: Close the quarter\n- [ ] Reconcile the ledgers\n- [x] Export the invoices\n\nThe auditors arrive on Monday.";
+    let source = json!({"sourceType": "workflow_output", "workflowRunId": "run-3", "stepId": "close",
+                        "capturedBy": "extractor"});
+    let answer = orchestrator
+        .ok(
+            "orchestrator_capture",
+            json!({"source": source, "text": text}),
+        )
+        .await;
+    let types: Vec<&str> = answer["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["Goal", "Todo", "Observation"], "{answer}");
+    assert_eq!(answer["memories"][1]["source"]["workflowRunId"], "run-3");
+    assert_eq!(answer["edges"][0]["edgeType"], "PartOf");
+    // The same text again finds what it stored.
+    let again = orchestrator
+        .ok(
+            "orchestrator_capture",
+            json!({"source": source, "text": text}),
+        )
+        .await;
+    assert_eq!(created(&again, "memories"), [false, false, false]);
+    // Only done items: nothing to write, nothing written.
+    let nothing = orchestrator
+        .ok(
+            "orchestrator_capture",
+            json!({"source": source, "text": "- [x] all done"}),
+        )
+        .await;
+    assert_eq!(nothing["memories"], json!([]));
+    // Files go through the drop-zone; an empty or oversized text is refused.
+    let file =
+        json!({"sourceType": "ingest_file", "sourcePath": "/srv/a.md", "capturedBy": "system"});
+    for (source, text, code) in [
+        (file, "TODO: x".to_owned(), "invalid_source_path"),
+        (source.clone(), "  ".to_owned(), "empty_content"),
+        (source.clone(), "x".repeat(300 * 1024), "content_too_large"),
+    ] {
+        let refused = orchestrator
+            .err(
+                "orchestrator_capture",
+                json!({"source": source, "text": text}),
+            )
+            .await;
+        assert_eq!(refused["code"], code, "{refused}");
+    }
+}

@@ -41,6 +41,10 @@ pub(crate) fn arguments(tool: &str) -> Value {
             "source": {"sourceType": "manual", "capturedBy": "user"},
             "memories": [{"type": "Todo", "content": "Check rights."}],
         }),
+        "orchestrator_capture" => json!({
+            "source": {"sourceType": "diagnostics", "capturedBy": "system"},
+            "text": "TODO: check rights",
+        }),
         "orchestrator_set_status" => {
             json!({"memoryId": id, "status": "retracted", "reason": "rights check"})
         }

@@ -155,6 +155,12 @@ await error("orchestrator_bulletin", { message: "   " });
 const status = await ok("orchestrator_status", {});
 check(status.status === "enabled" && status.graph.active === 2 && status.graph.edges === 1, "status");
 await error("orchestrator_status", { orchestratorId: "someone-else" });
+const captured = await ok("orchestrator_capture", {
+  source: { sourceType: "diagnostics", capturedBy: "system" },
+  text: "Goal: Every tool captured.\n- [ ] Every tool: a captured todo.",
+});
+check(captured.memories.length === 2 && captured.edges[0].edgeType === "PartOf", "captured");
+await error("orchestrator_capture", { source: { sourceType: "manual", capturedBy: "user" }, text: " " });
 await ok("orchestrator_set_status", { memoryId: todo, status: "retracted", reason: "every tool" });
 await error("orchestrator_set_status", { memoryId: goal, status: "active", reason: "every tool" });
 
