@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::domain::cron::CronSchedule;
 use crate::domain::episode::{MAX_TTL_DAYS, MIN_TTL_DAYS};
-use crate::domain::orchestrator::settings::MemorySettings;
+use crate::domain::orchestrator::settings::{MemoryExtractorKind, MemorySettings};
 use crate::domain::redaction::{CustomDetector, PolicySettings, RedactionAction, Redactor};
 use crate::domain::rule_evidence::RuleThresholds;
 use crate::domain::scoring::{MaturityWeights, ScoreWeights};
@@ -569,11 +569,19 @@ impl EngineConfig {
             "consolidation.retry_max_secs",
             "must be at least consolidation.retry_base_secs (both not negative)",
         );
+        let endpoint = !c.llm.base_url.trim().is_empty() && !c.llm.model.trim().is_empty();
         if c.extractor == ExtractorKind::Llm {
             check(
-                !c.llm.base_url.trim().is_empty() && !c.llm.model.trim().is_empty(),
+                endpoint,
                 "consolidation.llm",
                 "base_url and model are required for the llm extractor",
+            );
+        }
+        if self.memory.ingest.extractor == MemoryExtractorKind::Llm {
+            check(
+                endpoint,
+                "memory.ingest.extractor",
+                "`llm` reads with the endpoint of [consolidation.llm]: set its base_url and model",
             );
         }
         check(

@@ -7,5 +7,5 @@ mod extractor;
 mod llm_client;
 
 pub(crate) use extractor::Extractor;
-pub(crate) use llm_client::ExtractError;
 pub use llm_client::install_tls_provider;
+pub(crate) use llm_client::{ChatClient, ExtractError};

@@ -42,6 +42,7 @@ use crate::embedder::minilm::MiniLm;
 use crate::embedder::token_counter::TokenizerCounter;
 use crate::embedder::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{MemoryError, MemoryResult};
+use crate::ingest::MemoryExtractor;
 use crate::read_path::{
     CorpusCache, HeadsWatch, QueryCache, QueryEmbedder, ReplicaSet, ResultCache,
 };
@@ -61,6 +62,8 @@ pub enum EngineStartError {
     },
     #[error("starting the readers' runtime: {0}")]
     ReaderRuntime(#[source] std::io::Error),
+    #[error("building the orchestrator memory's extractor (memory.ingest.extractor): {0}")]
+    MemoryExtractor(ExtractError),
     #[error("building consolidation's extractor: {0}")]
     Extractor(#[source] ExtractError),
     #[error("starting the actor tree: {0}")]
@@ -184,7 +187,12 @@ impl Engine {
         if config.privacy.audit_key.chars().count() < 16 {
             return Err(EngineStartError::AuditKey);
         }
-        let services = Arc::new(Services::new(store, clock, config, redactor));
+        let memory_extractor =
+            MemoryExtractor::new(config.memory.ingest.extractor, &config.consolidation.llm)
+                .map_err(EngineStartError::MemoryExtractor)?;
+        let mut services = Services::new(store, clock, config, redactor);
+        services.memory_extractor = Arc::new(memory_extractor);
+        let services = Arc::new(services);
         let directory = Arc::new(ActorDirectory::default());
         let args = SupervisorArgs {
             services: services.clone(),

@@ -12,6 +12,7 @@ use crate::clock::SharedClock;
 use crate::config::EngineConfig;
 use crate::domain::redaction::Redactor;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::ingest::MemoryExtractor;
 use crate::read_path::{Generations, ReplicaSet};
 use crate::store::Store;
 use crate::write_path::Admission;
@@ -40,6 +41,9 @@ pub(crate) struct Services {
     pub embedding_version: AtomicI16,
     /// The store's read replicas and whether each may serve reads (`replica_set.rs`).
     pub replicas: Arc<ReplicaSet>,
+    /// What reads typed memories out of dropped text files and captured texts
+    /// (`memory.ingest.extractor`): deterministic until the engine sets the configured one.
+    pub memory_extractor: Arc<MemoryExtractor>,
 }
 
 /// Runs a write's redaction, counting a refusal (`butler_memory_redaction_refusals_total`);
@@ -110,6 +114,7 @@ impl Services {
                 routing.max_lag,
             )),
             redactor,
+            memory_extractor: Arc::new(MemoryExtractor::Deterministic),
             other_model_vectors: AtomicBool::new(true),
             embedding_version: AtomicI16::new(0),
             admission: Admission::new(&config.writes),

@@ -29,6 +29,9 @@ pub enum Script {
     Flood,
     /// A fact and a rule that echo secrets back (an AWS key, a card number).
     LeakSecrets,
+    /// For the orchestrator memory's extractor: the document's first line as a goal, its
+    /// second as a todo part of it.
+    Memories,
 }
 
 /// The requests a server received, in order.
@@ -60,11 +63,11 @@ fn llm_app(script: Vec<Script>) -> (axum::Router, Requests) {
         let user: Value =
             serde_json::from_str(request["messages"][1]["content"].as_str().unwrap()).unwrap();
         let episode = user["episodes"][0]["id"].clone();
-        let poisoned = user["episodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["content"].as_str().unwrap().contains("poison"));
+        let poisoned = user["episodes"].as_array().is_some_and(|episodes| {
+            episodes
+                .iter()
+                .any(|e| e["content"].as_str().unwrap().contains("poison"))
+        });
         let step = match step {
             Script::RefusePoison if poisoned => Script::BadRequest,
             Script::RefusePoison => Script::Happy,
@@ -103,6 +106,20 @@ fn llm_app(script: Vec<Script>) -> (axum::Router, Requests) {
                 "confirmations": [],
             })
             .to_string(),
+            Script::Memories => {
+                let document = user["document"].as_str().unwrap_or_default();
+                let mut lines = document.lines().map(str::trim).filter(|l| !l.is_empty());
+                let goal = lines.next().unwrap_or("nothing");
+                let todo = lines.next().unwrap_or("nothing either");
+                json!({
+                    "memories": [
+                        {"type": "Goal", "content": goal, "importance": 80, "confidence": 0.9},
+                        {"type": "Todo", "content": todo, "importance": null, "confidence": null},
+                    ],
+                    "edges": [{"from": 1, "to": 0, "edgeType": "PartOf"}],
+                })
+                .to_string()
+            }
             Script::Malformed => "{not json".to_owned(),
             Script::SchemaInvalid => json!({"new_facts": [], "updated_facts": [], "new_rules": [],
                                             "confirmations": [], "mood": "happy"})

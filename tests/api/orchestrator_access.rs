@@ -123,6 +123,22 @@ fn the_memory_section_is_validated_and_recall_across_orchestrators_refused() {
             "[memory.retrieval]\ntop_n = 500\n",
             "memory.retrieval.top_n",
         ),
+        (
+            "[memory.ingest]\nextractor = \"llm\"\n",
+            "memory.ingest.extractor: `llm` reads with the endpoint of [consolidation.llm]",
+        ),
+        (
+            "[memory.ingest]\nextractor = \"magic\"\n",
+            "memory.ingest.extractor",
+        ),
+        (
+            "[memory.ingest]\nshared_paths = [\"relative/dir\"]\n",
+            "memory.ingest.shared_paths: relative/dir is not absolute",
+        ),
+        (
+            "[memory.ingest]\nsettle_ms = 120000\n",
+            "memory.ingest.settle_ms",
+        ),
     ] {
         let refused = problems(toml);
         assert!(refused.contains(key), "{toml}: {refused}");

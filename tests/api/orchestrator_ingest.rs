@@ -454,3 +454,75 @@ async fn with_ingestion_off_or_no_orchestrator_key_files_are_left_alone() {
     assert_eq!(on.engine().flush_ingest().await.unwrap(), 0);
     assert_eq!(waiting(&nobody), ["notes.md"]);
 }
+
+#[tokio::test]
+async fn the_llm_extractor_reads_text_files_falls_back_when_it_cannot_and_files_wait_while_it_is_down()
+ {
+    use crate::llm_server::{Script, llm_server};
+    let server = llm_server(vec![
+        Script::Memories,
+        Script::Malformed,
+        Script::RateLimited,
+        Script::Memories,
+    ])
+    .await;
+    let app = spawn_app_with(&format!(
+        "[memory.ingest]\nsettle_ms = 60000\nextractor = \"llm\"\n\
+         [consolidation.llm]\nbase_url = \"{}\"\nmodel = \"test-model\"\ntimeout_ms = 2000\n",
+        server.base_url
+    ))
+    .await;
+    let memory = memory_dir(&app, "orch-one");
+    // Files settle for a minute: only this test's flushes read them, one model answer each.
+    app.engine().flush_ingest().await.unwrap();
+
+    // The model reads the file: its memories, typed and linked as it said.
+    drop_file(
+        &memory,
+        "brief.txt",
+        "Open the Lisbon office by June\nSign the Lisbon lease\n",
+    );
+    app.engine().flush_ingest().await.unwrap();
+    let m = manifest(&memory, "processed", "brief.txt");
+    assert_eq!(m["extractor"], "llm", "{m}");
+    assert_eq!(types(&m), ["Goal", "Todo"]);
+    assert_eq!(m["edges"][0]["edgeType"], "PartOf");
+    assert!(m.get("warnings").is_none(), "{m}");
+    let sent = server.requests.lock().unwrap()[0].clone();
+    let user: Value =
+        serde_json::from_str(sent["messages"][1]["content"].as_str().unwrap()).unwrap();
+    assert!(user["document"].as_str().unwrap().contains("Lisbon lease"));
+    assert_eq!(sent["response_format"]["json_schema"]["strict"], true);
+
+    // An answer that is not valid: the deterministic extractor reads it, and says so.
+    drop_file(&memory, "notes.md", NOTES);
+    app.engine().flush_ingest().await.unwrap();
+    let m = manifest(&memory, "processed", "notes.md");
+    assert_eq!(m["extractor"], "deterministic", "{m}");
+    assert!(
+        m["warnings"][0].as_str().unwrap().contains("not JSON"),
+        "{m}"
+    );
+    assert_eq!(types(&m).len(), 5);
+
+    // The model does not answer now (429): the file waits, then goes through.
+    drop_file(
+        &memory,
+        "later.md",
+        "Hire two engineers\nPost the job ads\n",
+    );
+    app.engine().flush_ingest().await.unwrap();
+    assert_eq!(waiting(&memory), ["later.md"]);
+    let deferred = log_lines(&memory);
+    assert!(
+        deferred
+            .iter()
+            .any(|l| l["event"] == "ingest_deferred" && l["code"] == "extractor_unavailable"),
+        "{deferred:?}"
+    );
+    app.engine().flush_ingest().await.unwrap();
+    assert!(waiting(&memory).is_empty());
+    let m = manifest(&memory, "processed", "later.md");
+    assert_eq!(m["extractor"], "llm");
+    assert_eq!(m["memories"][0]["summary"], "Hire two engineers");
+}

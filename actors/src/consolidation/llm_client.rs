@@ -79,8 +79,10 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// An OpenAI-compatible chat-completions client.
-pub struct LlmExtractor {
+/// An OpenAI-compatible chat-completions client asked for JSON under a schema: what the
+/// consolidation extractor (below) and the orchestrator memory's extractor
+/// (`ingest/memory_extractor.rs`) both call.
+pub struct ChatClient {
     http: reqwest::Client,
     url: String,
     model: String,
@@ -232,9 +234,14 @@ fn answer_schema() -> Value {
     })
 }
 
-impl LlmExtractor {
+/// The consolidation extractor: the chat client with the consolidation prompt and schema.
+pub struct LlmExtractor {
+    client: ChatClient,
+}
+
+impl ChatClient {
     /// A client of `config`'s endpoint (the configuration check made sure it names one).
-    pub fn new(config: &LlmConfig) -> Result<LlmExtractor, ExtractError> {
+    pub fn new(config: &LlmConfig) -> Result<ChatClient, ExtractError> {
         install_tls_provider();
         let mut builder = reqwest::Client::builder();
         if let Some(path) = &config.ca_file {
@@ -255,7 +262,7 @@ impl LlmExtractor {
         let http = builder
             .build()
             .map_err(|e| ExtractError::Client(e.to_string()))?;
-        Ok(LlmExtractor {
+        Ok(ChatClient {
             http,
             url: format!("{}/chat/completions", config.base_url.trim_end_matches('/')),
             model: config.model.clone(),
@@ -296,29 +303,25 @@ impl LlmExtractor {
             .map_err(|_| ExtractError::Invalid("the response is not UTF-8".into()))
     }
 
-    pub async fn extract(
+    /// Asks the model, with `system` and `user` messages, for JSON matching `schema`
+    /// (`response_format: json_schema`, strict, named `name`); answers the JSON, not yet
+    /// held to the schema.
+    pub async fn complete_json(
         &self,
-        batch: &[SourceEpisode],
-        facts: &[KnownFact],
-        rules: &[String],
-    ) -> Result<Extraction, ExtractError> {
-        let episodes: Vec<Value> = batch
-            .iter()
-            .map(|e| json!({"id": e.id, "content": e.content}))
-            .collect();
+        system: &str,
+        user: &str,
+        name: &str,
+        schema: Value,
+    ) -> Result<Value, ExtractError> {
         let request = json!({
             "model": self.model,
             "temperature": 0,
             "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": json!({
-                    "episodes": episodes,
-                    "known_facts": facts,
-                    "known_rules": rules,
-                }).to_string()},
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
             ],
             "response_format": {"type": "json_schema", "json_schema": {
-                "name": "consolidation", "strict": true, "schema": answer_schema()}},
+                "name": name, "strict": true, "schema": schema}},
         });
         let mut call = self
             .http
@@ -350,8 +353,39 @@ impl LlmExtractor {
         let content = envelope["choices"][0]["message"]["content"]
             .as_str()
             .ok_or_else(|| ExtractError::Invalid("no choices[0].message.content".into()))?;
-        let value: Value = serde_json::from_str(content)
-            .map_err(|e| ExtractError::Invalid(format!("the content is not JSON: {e}")))?;
+        serde_json::from_str(content)
+            .map_err(|e| ExtractError::Invalid(format!("the content is not JSON: {e}")))
+    }
+}
+
+impl LlmExtractor {
+    /// The extractor of `config`'s endpoint.
+    pub fn new(config: &LlmConfig) -> Result<LlmExtractor, ExtractError> {
+        Ok(LlmExtractor {
+            client: ChatClient::new(config)?,
+        })
+    }
+
+    pub async fn extract(
+        &self,
+        batch: &[SourceEpisode],
+        facts: &[KnownFact],
+        rules: &[String],
+    ) -> Result<Extraction, ExtractError> {
+        let episodes: Vec<Value> = batch
+            .iter()
+            .map(|e| json!({"id": e.id, "content": e.content}))
+            .collect();
+        let user = json!({
+            "episodes": episodes,
+            "known_facts": facts,
+            "known_rules": rules,
+        })
+        .to_string();
+        let value = self
+            .client
+            .complete_json(SYSTEM_PROMPT, &user, "consolidation", answer_schema())
+            .await?;
         let answer: Answer = serde_json::from_value(value).map_err(|e| {
             ExtractError::Invalid(format!("the content does not match the schema: {e}"))
         })?;

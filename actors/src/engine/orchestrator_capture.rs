@@ -2,8 +2,8 @@
 //! write-back triggers": parsed workflow outputs, inbound transcript capture, diagnostics
 //! findings): the orchestrator hands over a text with its source — a step's output, a
 //! channel message, a finding — and the typed memories in it are read out by the drop-zone's
-//! extractor (`TODO:`, `Decision:`, checklists, typed headings; any other paragraph an
-//! observation) and written with that source, as a dropped file's are. An orchestrator that
+//! extractor (`memory.ingest.extractor`: `TODO:`, `Decision:`, checklists, typed headings,
+//! any other paragraph an observation; or the model) and written with that source, as a dropped file's are. An orchestrator that
 //! already knows its memories' types writes them with `orchestrator_remember` instead.
 
 use super::Engine;
@@ -56,7 +56,20 @@ impl Engine {
             ));
         }
         let limits = &self.services.config.limits;
-        let extracted = extract(text, limits.max_content_bytes);
+        // A capture does not wait for a model that does not answer now: the orchestrator's
+        // trigger is on its way; the deterministic extractor reads the text instead.
+        let extracted = match self
+            .services
+            .memory_extractor
+            .read(text, limits.max_content_bytes)
+            .await
+        {
+            Ok(reading) => reading.extracted,
+            Err(e) => {
+                tracing::warn!(orchestrator, error = %e, "the model did not answer; the capture is read by the deterministic extractor");
+                extract(text, limits.max_content_bytes)
+            }
+        };
         if extracted.memories.is_empty() {
             return Ok(Remembered {
                 memories: Vec::new(),

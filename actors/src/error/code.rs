@@ -109,6 +109,7 @@ error_codes! {
     // unavailable: a part of the service cannot answer now; retry.
     DatabaseUnavailable => ("database_unavailable", Unavailable, "the database did not answer, or not in time"),
     OrchestratorMemoryDisabled => ("orchestrator_memory_disabled", Unavailable, "the orchestrator memory is turned off (`memory.enabled = false`)"),
+    ExtractorUnavailable => ("extractor_unavailable", Unavailable, "the model that reads dropped files (`memory.ingest.extractor = \"llm\"`) did not answer now; the file waits for the next pass"),
     Timeout => ("timeout", Unavailable, "an actor did not answer within its call timeout"),
     ActorDown => ("actor_down", Unavailable, "a singleton actor (the embedder pool, the indexer) is not running"),
     ActorRestarted => ("actor_restarted", Unavailable, "the actor stopped or restarted before answering; nothing was done"),

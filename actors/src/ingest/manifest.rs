@@ -70,9 +70,13 @@ pub struct Manifest {
     pub sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
-    /// `json`, `deterministic`.
+    /// What read it: `json` (its own memories), `deterministic` or `llm`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extractor: Option<String>,
+    /// What did not go as configured but did not stop the file (the model could not read
+    /// it, so the deterministic extractor did).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub at: DateTime<Utc>,
     /// The request id of its audit events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,6 +106,7 @@ impl Manifest {
             sha256: None,
             bytes: None,
             extractor: None,
+            warnings: Vec::new(),
             at,
             request_id: None,
             memories: Vec::new(),

@@ -21,9 +21,11 @@ use super::drop_zone::DropZone;
 use super::manifest::{Manifest, Outcome};
 use super::memory_log;
 use crate::domain::author::Author;
-use crate::domain::orchestrator::ingest_file::{FileKind, Reason, candidates};
+use crate::domain::orchestrator::ingest_file::{
+    FileKind, Reason, json_candidates, text_candidates,
+};
 use crate::domain::text::hex;
-use crate::error::{ErrorClass, MemoryError};
+use crate::error::{ErrorClass, ErrorCode, MemoryError};
 use crate::services::Services;
 use crate::write_path::write_graph;
 
@@ -153,7 +155,6 @@ async fn read_and_write(
             ),
         )
     })?;
-    manifest.extractor = Some(kind.extractor().to_owned());
 
     // The citation: the file where it will rest in `processed/`, or where a link led.
     let linked = std::fs::symlink_metadata(entry).is_ok_and(|m| m.is_symlink());
@@ -166,8 +167,29 @@ async fn read_and_write(
     let path = path.to_string_lossy().into_owned();
     manifest.source_path = Some(path.clone());
 
-    let read = candidates(kind, &text, &path, config.limits.max_content_bytes)
-        .map_err(Failure::Rejected)?;
+    let max_bytes = config.limits.max_content_bytes;
+    let read = match kind {
+        FileKind::Json => {
+            manifest.extractor = Some("json".to_owned());
+            json_candidates(&text, &path)
+        }
+        FileKind::Text | FileKind::Markdown => {
+            let reading = services
+                .memory_extractor
+                .read(&text, max_bytes)
+                .await
+                .map_err(|e| {
+                    Failure::Later(MemoryError::new(
+                        ErrorCode::ExtractorUnavailable,
+                        e.to_string(),
+                    ))
+                })?;
+            manifest.extractor = Some(reading.extractor.to_owned());
+            manifest.warnings.extend(reading.warning);
+            text_candidates(reading.extracted, &path)
+        }
+    }
+    .map_err(Failure::Rejected)?;
     manifest.done_items = read.done_items;
     if read.path_given
         && let Some(given) = &read.input.source.source_path

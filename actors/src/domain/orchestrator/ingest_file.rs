@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::extract::extract;
+use super::extract::Extracted;
 use super::graph_write::{EdgeInput, NodeInput, RememberInput};
 use super::source::{CapturedBy, Source, SourceType};
 use crate::error::MemoryError;
@@ -31,14 +31,6 @@ impl FileKind {
             "md" => Some(FileKind::Markdown),
             "json" => Some(FileKind::Json),
             _ => None,
-        }
-    }
-
-    /// How its memories are read: `json` (its own), else `deterministic`.
-    pub fn extractor(self) -> &'static str {
-        match self {
-            FileKind::Json => "json",
-            FileKind::Text | FileKind::Markdown => "deterministic",
         }
     }
 }
@@ -115,73 +107,73 @@ pub struct Candidates {
     pub done_items: usize,
 }
 
-/// The typed memories `text` holds, a file of `kind` found at `path` (its canonical path):
-/// sourced `ingest_file` from that path, captured by the extractor, unless a JSON document
-/// says otherwise. A document that does not parse, or a file with nothing to remember, is
-/// refused with its reasons.
-pub fn candidates(
-    kind: FileKind,
-    text: &str,
-    path: &str,
-    max_bytes: usize,
-) -> Result<Candidates, Vec<Reason>> {
-    let file_source = Source {
+/// The source of a file at `path` (its canonical path): `ingest_file`, from that path,
+/// captured by the extractor.
+fn file_source(path: &str) -> Source {
+    Source {
         source_type: SourceType::IngestFile,
         source_path: Some(path.to_owned()),
         conversation_id: None,
         workflow_run_id: None,
         step_id: None,
         captured_by: CapturedBy::Extractor,
+    }
+}
+
+/// The typed memories a JSON document at `path` holds: sourced `ingest_file` from that
+/// path, captured by `system`, unless the document says otherwise. A document that does
+/// not parse, or holds nothing, is refused with its reasons.
+pub fn json_candidates(text: &str, path: &str) -> Result<Candidates, Vec<Reason>> {
+    let document: Document = serde_json::from_str(text).map_err(|e| {
+        vec![Reason {
+            line: Some(e.line()),
+            column: Some(e.column()),
+            ..Reason::new("invalid_json", e.to_string())
+        }]
+    })?;
+    let given = document.source.unwrap_or(DocumentSource {
+        source_type: None,
+        source_path: None,
+        conversation_id: None,
+        workflow_run_id: None,
+        step_id: None,
+        captured_by: None,
+    });
+    let path_given = given.source_path.is_some();
+    let source = Source {
+        source_type: given.source_type.unwrap_or(SourceType::IngestFile),
+        source_path: given.source_path.or(Some(path.to_owned())),
+        conversation_id: given.conversation_id,
+        workflow_run_id: given.workflow_run_id,
+        step_id: given.step_id,
+        captured_by: given.captured_by.unwrap_or(CapturedBy::System),
     };
-    let read = match kind {
-        FileKind::Json => {
-            let document: Document = serde_json::from_str(text).map_err(|e| {
-                vec![Reason {
-                    line: Some(e.line()),
-                    column: Some(e.column()),
-                    ..Reason::new("invalid_json", e.to_string())
-                }]
-            })?;
-            let given = document.source.unwrap_or(DocumentSource {
-                source_type: None,
-                source_path: None,
-                conversation_id: None,
-                workflow_run_id: None,
-                step_id: None,
-                captured_by: None,
-            });
-            let path_given = given.source_path.is_some();
-            let source = Source {
-                source_type: given.source_type.unwrap_or(SourceType::IngestFile),
-                source_path: given.source_path.or(file_source.source_path),
-                conversation_id: given.conversation_id,
-                workflow_run_id: given.workflow_run_id,
-                step_id: given.step_id,
-                captured_by: given.captured_by.unwrap_or(CapturedBy::System),
-            };
-            Candidates {
-                input: RememberInput {
-                    source,
-                    memories: document.memories,
-                    edges: document.edges,
-                },
-                path_given,
-                done_items: 0,
-            }
-        }
-        FileKind::Text | FileKind::Markdown => {
-            let extracted = extract(text, max_bytes);
-            Candidates {
-                input: RememberInput {
-                    source: file_source,
-                    memories: extracted.memories,
-                    edges: extracted.edges,
-                },
-                path_given: false,
-                done_items: extracted.done_items,
-            }
-        }
-    };
+    not_empty(Candidates {
+        input: RememberInput {
+            source,
+            memories: document.memories,
+            edges: document.edges,
+        },
+        path_given,
+        done_items: 0,
+    })
+}
+
+/// What an extractor read out of a text file at `path`, sourced to it; refused when it is
+/// nothing.
+pub fn text_candidates(extracted: Extracted, path: &str) -> Result<Candidates, Vec<Reason>> {
+    not_empty(Candidates {
+        input: RememberInput {
+            source: file_source(path),
+            memories: extracted.memories,
+            edges: extracted.edges,
+        },
+        path_given: false,
+        done_items: extracted.done_items,
+    })
+}
+
+fn not_empty(read: Candidates) -> Result<Candidates, Vec<Reason>> {
     if read.input.memories.is_empty() && read.input.edges.is_empty() {
         return Err(vec![Reason::new(
             "no_memories",
@@ -195,6 +187,7 @@ pub fn candidates(
 mod tests {
     use super::*;
     use crate::domain::orchestrator::edge::EdgeType;
+    use crate::domain::orchestrator::extract::extract;
     use crate::domain::orchestrator::node::NodeType;
 
     const PATH: &str = "/srv/o1/memory/ingest/a.json";
@@ -219,7 +212,7 @@ mod tests {
             ],
             "edges": [{"from": "t", "to": "g", "edgeType": "PartOf"}]
         }"#;
-        let read = candidates(FileKind::Json, text, PATH, 4096).unwrap();
+        let read = json_candidates(text, PATH).unwrap();
         let source = &read.input.source;
         assert_eq!(source.source_type, SourceType::WorkflowOutput);
         assert_eq!(source.source_path.as_deref(), Some(PATH));
@@ -232,7 +225,7 @@ mod tests {
 
     #[test]
     fn json_that_does_not_parse_says_where() {
-        let bad = |text: &str| candidates(FileKind::Json, text, PATH, 4096).unwrap_err();
+        let bad = |text: &str| json_candidates(text, PATH).unwrap_err();
         let reasons = bad("{\n  \"memories\": [\n    {\"type\": \"Wish\", \"content\": \"x\"}]}");
         assert_eq!(reasons[0].code, "invalid_json");
         assert_eq!(reasons[0].line, Some(3));
@@ -248,11 +241,11 @@ mod tests {
 
     #[test]
     fn text_is_read_by_the_extractor_and_sourced_to_the_file() {
-        let read = candidates(FileKind::Markdown, "Decision: CSV", PATH, 4096).unwrap();
+        let read = text_candidates(extract("Decision: CSV", 4096), PATH).unwrap();
         assert_eq!(read.input.source.source_type, SourceType::IngestFile);
         assert_eq!(read.input.source.captured_by, CapturedBy::Extractor);
         assert_eq!(read.input.memories[0].node_type, NodeType::Decision);
-        let empty = candidates(FileKind::Text, " \n\n- [x] done\n", PATH, 4096).unwrap_err();
+        let empty = text_candidates(extract(" \n\n- [x] done\n", 4096), PATH).unwrap_err();
         assert_eq!(empty[0].code, "no_memories");
     }
 }

@@ -21,6 +21,22 @@ impl BulletinMode {
     }
 }
 
+crate::domain::string_enum! {
+    /// What reads typed memories out of dropped text files and captured texts.
+    MemoryExtractorKind {
+        /// Their visible structure: labels, checklists, typed headings, paragraphs.
+        Deterministic => "deterministic",
+        /// The OpenAI-compatible endpoint of `[consolidation.llm]`.
+        Llm => "llm",
+    }
+}
+
+impl MemoryExtractorKind {
+    fn parse_alias(_: &str) -> Option<Self> {
+        None
+    }
+}
+
 /// `[memory]`
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +77,8 @@ pub struct IngestSettings {
     pub enabled: bool,
     /// Files larger than this are rejected unread.
     pub max_file_size_mb: NonZeroU32,
+    /// What reads `.md` and `.txt` files (and `orchestrator_capture`'s texts).
+    pub extractor: MemoryExtractorKind,
     /// How often every ingest folder is listed again, as a safety net for changes the
     /// file-system watch missed (a network file system, a full event queue).
     pub rescan_secs: NonZeroU32,
