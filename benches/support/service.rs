@@ -16,7 +16,9 @@ use butler_memory::testkit::{TestService, assets_toml};
 pub struct Key {
     pub key: String,
     pub tenant: String,
-    /// `None`: an admin key; `Some(butler)`: a butler key bound to that butler.
+    /// `admin`, `butler` or `orchestrator`.
+    pub role: &'static str,
+    /// The butler a butler key is bound to.
     pub butler: Option<String>,
 }
 
@@ -25,6 +27,17 @@ impl Key {
         Key {
             key: key.into(),
             tenant: tenant.into(),
+            role: "admin",
+            butler: None,
+        }
+    }
+
+    /// An orchestrator's key: `tenant` is the orchestrator (its drop-zone is made).
+    pub fn orchestrator(key: impl Into<String>, tenant: impl Into<String>) -> Key {
+        Key {
+            key: key.into(),
+            tenant: tenant.into(),
+            role: "orchestrator",
             butler: None,
         }
     }
@@ -37,14 +50,15 @@ impl Key {
         Key {
             key: key.into(),
             tenant: tenant.into(),
+            role: "butler",
             butler: Some(butler.into()),
         }
     }
 
     fn toml(&self) -> String {
         let role = match &self.butler {
-            None => "role = \"admin\"".to_owned(),
-            Some(b) => format!("role = \"butler\"\nbutler = \"{b}\""),
+            None => format!("role = \"{}\"", self.role),
+            Some(b) => format!("role = \"{}\"\nbutler = \"{b}\"", self.role),
         };
         format!(
             "[[auth.keys]]\nkey = \"{}\"\ntenant = \"{}\"\n{role}\n",

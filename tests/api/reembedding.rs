@@ -31,6 +31,21 @@ async fn by_model(app: &TestApp) -> Vec<(String, String, i64)> {
     rows
 }
 
+/// How many orchestrator memory nodes carry which model's embedding, by model name.
+async fn node_models(app: &TestApp) -> Vec<(String, i64)> {
+    let mut db = app.sql().await;
+    let rows = sqlx::query_as(
+        "SELECT coalesce(v.model, '(none)'), count(*) FROM orchestrator_memories m
+         LEFT JOIN embedding_versions v ON v.id = m.embedding_version_id
+         GROUP BY 1 ORDER BY 1",
+    )
+    .fetch_all(&mut db)
+    .await
+    .unwrap();
+    db.close().await.unwrap();
+    rows
+}
+
 /// The `embedding` breakdown of each type in `memory_stats`.
 async fn embedding_states(app: &TestApp) -> Value {
     let stats = app
@@ -107,8 +122,18 @@ async fn a_model_change_re_embeds_every_row_and_searches_one_model_at_a_time() {
         json!({"content": "Suggest the river path for long walks."}),
     )
     .await;
+    app.client(ORCHESTRATOR_ONE)
+        .await
+        .ok(
+            "orchestrator_remember",
+            json!({"source": {"sourceType": "manual", "capturedBy": "user"},
+                   "memories": [{"type": "Goal", "content": "Walk the dog twice a day"},
+                                {"type": "Todo", "content": "Buy a longer lead"}]}),
+        )
+        .await;
     app.engine().flush().await.unwrap();
     let first_name = base_config("").engine.embedder.model_name;
+    assert_eq!(node_models(&app).await, vec![(first_name.clone(), 2)]);
     assert_eq!(
         by_model(&app).await,
         vec![
@@ -120,9 +145,14 @@ async fn a_model_change_re_embeds_every_row_and_searches_one_model_at_a_time() {
     let database = app.database();
     app.stop().await;
 
-    // The second model file: every row is re-embedded with it, in windows.
+    // The second model file: every row is re-embedded with it, in windows; the
+    // orchestrator's nodes too.
     let app = spawn_on_database(database.clone(), model("second-model", &second)).await;
     app.engine().flush().await.unwrap();
+    assert_eq!(
+        node_models(&app).await,
+        vec![("second-model".to_owned(), 2)]
+    );
     assert_eq!(
         by_model(&app).await,
         vec![

@@ -14,7 +14,8 @@
 //! model are re-embedded the same way, when no row waits for a first embedding: a walk
 //! through each table in id order, in bounded windows, yielding to bursts like the rest.
 //! Until a row is re-embedded, semantic search leaves it out (it compares vectors of the
-//! running model only) and keyword search finds it.
+//! running model only) and keyword search finds it. Orchestrator memory nodes another model
+//! embedded simply lose that vector at the first look and are embedded again as new ones.
 //!
 //! Background work yields to foreground work: while episodes are being admitted faster than
 //! `indexer.yield_above_writes_per_sec`, the indexer leaves the CPU to the writes and
@@ -206,11 +207,25 @@ impl IndexerState {
         let store = &self.services.store;
         if matches!(self.walk, Walk::Unknown) {
             // A database that only ever had this model has nothing to re-embed: no scan.
-            let stale = if store.other_embedding_versions(self.version_id).await? {
+            let other_models = store.other_embedding_versions(self.version_id).await?;
+            let stale = if other_models {
                 store.stale_embeddings(self.version_id).await?
             } else {
                 0
             };
+            if other_models {
+                // Orchestrator nodes another model embedded lose that vector (recall never
+                // compares it) and are embedded again like new ones, in the next rounds.
+                let released = store
+                    .release_orchestrator_embeddings(self.version_id)
+                    .await?;
+                if released > 0 {
+                    tracing::info!(
+                        nodes = released,
+                        "orchestrator memories embedded by another model; embedding them again"
+                    );
+                }
+            }
             metrics::gauge!("butler_memory_embeddings_stale").set(stale as f64);
             self.services
                 .other_model_vectors

@@ -54,6 +54,21 @@ impl Store {
         ))
     }
 
+    /// Drops the vectors another model than `version_id` made (recall never compares them),
+    /// so that the indexer embeds those nodes again like new ones; answers how many.
+    #[tracing::instrument(target = "otel", name = "db.release_orchestrator_embeddings", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
+    pub async fn release_orchestrator_embeddings(&self, version_id: i16) -> MemoryResult<u64> {
+        // Every tenant's nodes: a model change is the whole service's.
+        let done = sqlx::query(
+            "UPDATE orchestrator_memories SET embedding = NULL, embedding_version_id = NULL
+             WHERE embedding IS NOT NULL AND embedding_version_id IS DISTINCT FROM $1",
+        )
+        .bind(version_id)
+        .execute(self.writer())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Stores the nodes' vectors (model `version_id`) where they still have none; answers
     /// the tenants of the nodes updated.
     #[tracing::instrument(target = "otel", name = "db.set_orchestrator_embeddings", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]

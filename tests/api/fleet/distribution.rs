@@ -12,6 +12,11 @@ use crate::helpers::*;
 /// statement, why). On a distributed database they run as multi-node queries.
 const FLEET_WIDE: &[(&str, &str, &str)] = &[
     (
+        "orchestrator_embedding.rs",
+        "UPDATE orchestrator_memories SET embedding = NULL, embedding_version_id = NULL",
+        "a model change is the whole service's: every tenant's nodes another model embedded",
+    ),
+    (
         "consolidation_queue.rs",
         "SELECT count(*), min(created_at) FROM episodes",
         "the consolidation backlog's size and age over every tenant, for /metrics",
