@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::domain::cron::CronSchedule;
 use crate::domain::episode::{MAX_TTL_DAYS, MIN_TTL_DAYS};
-use crate::domain::orchestrator::settings::{MemoryExtractorKind, MemorySettings};
+use crate::domain::orchestrator::settings::MemorySettings;
 use crate::domain::redaction::{CustomDetector, PolicySettings, RedactionAction, Redactor};
 use crate::domain::rule_evidence::RuleThresholds;
 use crate::domain::scoring::{MaturityWeights, ScoreWeights};
@@ -577,13 +577,6 @@ impl EngineConfig {
                 "base_url and model are required for the llm extractor",
             );
         }
-        if self.memory.ingest.extractor == MemoryExtractorKind::Llm {
-            check(
-                endpoint,
-                "memory.ingest.extractor",
-                "`llm` reads with the endpoint of [consolidation.llm]: set its base_url and model",
-            );
-        }
         check(
             self.lifecycle.dead_letter_retention_days >= 0.0,
             "lifecycle.dead_letter_retention_days",
@@ -594,7 +587,7 @@ impl EngineConfig {
             "limits.max_content_bytes",
             "must be at least 1",
         );
-        out.extend(self.memory.problems());
+        out.extend(self.memory.problems(endpoint));
         out
     }
 }

@@ -108,9 +108,18 @@ pub struct ScopeSettings {
 }
 
 impl MemorySettings {
-    /// What the types cannot refuse, each naming its key.
-    pub fn problems(&self) -> Vec<String> {
+    /// What the types cannot refuse, each naming its key. `llm_endpoint`: whether
+    /// `[consolidation.llm]` names an endpoint (base URL and model), which the `llm`
+    /// extractor reads with.
+    pub fn problems(&self, llm_endpoint: bool) -> Vec<String> {
         let mut out = Vec::new();
+        if self.ingest.extractor == MemoryExtractorKind::Llm && !llm_endpoint {
+            out.push(
+                "memory.ingest.extractor: `llm` reads with the endpoint of [consolidation.llm]: \
+                 set its base_url and model"
+                    .to_owned(),
+            );
+        }
         if self.scope.cross_orchestrator {
             out.push(
                 "memory.scope.cross_orchestrator: must be false (recall across orchestrators \
