@@ -33,6 +33,7 @@ pub mod lifecycle_runs;
 pub mod links;
 pub mod listing;
 pub mod month_partitions;
+mod orchestrator_bundle;
 mod orchestrator_counts;
 mod orchestrator_embedding;
 pub mod orchestrator_graph;

@@ -337,3 +337,109 @@ async fn the_command_line_imports_into_another_tenant_remapping_ids_and_re_embed
     assert!(found.to_string().contains("no sugar"), "{found}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_orchestrators_graph_travels_in_its_bundle_and_joins_what_the_target_holds() {
+    use crate::orchestrator_graph::{plan, workflow_source};
+    let app = spawn_app().await;
+    let one = app.client(ORCHESTRATOR_ONE).await;
+    let written = one.ok("orchestrator_remember", plan()).await;
+    app.engine().flush().await.unwrap();
+    let bundle = export(&app, ORCHESTRATOR_ONE_ADMIN, "?events=true&embeddings=true")
+        .await
+        .text()
+        .await
+        .unwrap();
+    let kinds = |bundle: &str| -> Vec<String> {
+        bundle
+            .lines()
+            .skip(1)
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["kind"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .filter(|k| k.starts_with("orchestrator"))
+            .collect()
+    };
+    assert_eq!(
+        kinds(&bundle),
+        [
+            "orchestrator_source",
+            "orchestrator_memory",
+            "orchestrator_memory",
+            "orchestrator_memory",
+            "orchestrator_memory",
+            "orchestrator_edge",
+            "orchestrator_edge",
+        ]
+    );
+    assert!(
+        bundle.contains("\"embedding\":["),
+        "the nodes' vectors travel"
+    );
+    // A butler's bundle holds no graph: the graph is the tenant's.
+    let butlers = export(&app, ORCHESTRATOR_ONE_ADMIN, "?butler=health")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(kinds(&butlers).is_empty());
+
+    // Into another tenant that already holds the decision (and the source) under ids of
+    // its own: the rest is added and joined to them.
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let held = admin
+        .ok(
+            "orchestrator_remember",
+            json!({"source": workflow_source(),
+                   "memories": [{"type": "Decision", "content": "Exports are CSV, not XLSX"}]}),
+        )
+        .await;
+    let held_decision = held["memories"][0]["memoryId"].clone();
+    let (status, report) = import(&app, TENANT_A_ADMIN, bundle.clone()).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["remapped_ids"], true);
+    assert_eq!(report["imported"]["orchestrator_memories"], 3, "{report}");
+    assert_eq!(report["skipped"]["orchestrator_memories"], 1);
+    assert_eq!(report["skipped"]["orchestrator_sources"], 1);
+    assert_eq!(report["imported"]["orchestrator_edges"], 2);
+    assert_eq!(report["to_embed"], 0, "same model: vectors kept");
+    let recalled = admin
+        .ok(
+            "orchestrator_recall",
+            json!({"query": "billing export CSV"}),
+        )
+        .await;
+    let memories = recalled["memories"].as_array().unwrap();
+    assert_eq!(memories.len(), 4, "{recalled}");
+    assert!(memories.iter().any(|m| m["memoryId"] == held_decision));
+    assert!(
+        !memories
+            .iter()
+            .any(|m| m["memoryId"] == written["memories"][0]["memoryId"]),
+        "ids are the target tenant's"
+    );
+    assert_eq!(recalled["edges"].as_array().unwrap().len(), 2, "{recalled}");
+    let mut sql = app.sql().await;
+    let events: Vec<(String,)> = sqlx::query_as(
+        "SELECT event_type FROM memory_events
+         WHERE tenant_id = 'tenant-a' AND event_type LIKE 'orchestrator_%' ORDER BY id",
+    )
+    .fetch_all(&mut sql)
+    .await
+    .unwrap();
+    let count = |t: &str| events.iter().filter(|(e,)| e == t).count();
+    // The decision's own creation, the bundle's history of the three nodes and two edges
+    // written, and an import event for each.
+    assert_eq!(count("orchestrator_memory_created"), 1 + 3, "{events:?}");
+    assert_eq!(count("orchestrator_edge_created"), 2);
+    assert_eq!(count("orchestrator_memory_imported"), 3);
+    assert_eq!(count("orchestrator_edge_imported"), 2);
+
+    // Again: nothing.
+    let (_, again) = import(&app, TENANT_A_ADMIN, bundle).await;
+    assert_eq!(again["imported"]["orchestrator_memories"], 0, "{again}");
+    assert_eq!(again["imported"]["orchestrator_edges"], 0);
+}

@@ -56,6 +56,11 @@ super::string_enum! {
         Rule => "rule",
         Link => "link",
         RuleApplication => "rule_application",
+        /// The orchestrator memory's graph (docs/orchestrator.md): its sources, nodes and
+        /// edges, in that order (each refers to the one before).
+        OrchestratorSource => "orchestrator_source",
+        OrchestratorMemory => "orchestrator_memory",
+        OrchestratorEdge => "orchestrator_edge",
         Event => "event",
     }
 }
@@ -73,6 +78,9 @@ impl RowKind {
             RowKind::Rule => "rules",
             RowKind::Link => "memory_links",
             RowKind::RuleApplication => "rule_applications",
+            RowKind::OrchestratorSource => "orchestrator_sources",
+            RowKind::OrchestratorMemory => "orchestrator_memories",
+            RowKind::OrchestratorEdge => "orchestrator_edges",
             RowKind::Event => "memory_events",
         }
     }
@@ -93,6 +101,9 @@ pub struct RowCounts {
     pub rules: u64,
     pub links: u64,
     pub rule_applications: u64,
+    pub orchestrator_sources: u64,
+    pub orchestrator_memories: u64,
+    pub orchestrator_edges: u64,
     pub events: u64,
 }
 
@@ -104,6 +115,9 @@ impl RowCounts {
             RowKind::Rule => &mut self.rules,
             RowKind::Link => &mut self.links,
             RowKind::RuleApplication => &mut self.rule_applications,
+            RowKind::OrchestratorSource => &mut self.orchestrator_sources,
+            RowKind::OrchestratorMemory => &mut self.orchestrator_memories,
+            RowKind::OrchestratorEdge => &mut self.orchestrator_edges,
             RowKind::Event => &mut self.events,
         } += n;
     }

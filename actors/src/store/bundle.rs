@@ -27,6 +27,7 @@ use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::vault::{Opened, SEALED_CONTENT, Vault};
 
 use super::columns::{episode_columns, fact_columns, rule_columns};
+use super::orchestrator_bundle::{self, is_graph, point_at_stored, stored_id};
 use super::{Store, events};
 
 /// Records per export page.
@@ -35,7 +36,8 @@ const PAGE: i64 = 500;
 /// The row's JSON as exported: generated columns and the model id left out, the embedding
 /// as an array when asked for.
 fn row_json(table: &str, embeddings: bool) -> String {
-    let embedding = if embeddings {
+    let embedded = ["episodes", "facts", "rules", "orchestrator_memories"].contains(&table);
+    let embedding = if embeddings && embedded {
         "|| CASE WHEN t.embedding IS NULL THEN '{}'::jsonb
                  ELSE jsonb_build_object('embedding', t.embedding::text::jsonb) END"
     } else {
@@ -48,7 +50,7 @@ fn row_json(table: &str, embeddings: bool) -> String {
              || CASE WHEN t.sealed IS NULL THEN '{}'::jsonb
                      ELSE jsonb_build_object('sealed', replace(encode(t.sealed, 'base64'), E'\\n', '')) END"
         }
-        "rules" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
+        "rules" | "orchestrator_memories" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
         _ => "",
     };
     format!("(to_jsonb(t) {generated}) {embedding}")
@@ -93,6 +95,8 @@ impl Store {
                  WHERE EXISTS (SELECT 1 FROM facts f WHERE f.tenant_id = $1 AND f.embedding_version_id = v.id)
                     OR EXISTS (SELECT 1 FROM episodes e WHERE e.tenant_id = $1 AND e.embedding_version_id = v.id)
                     OR EXISTS (SELECT 1 FROM rules r WHERE r.tenant_id = $1 AND r.embedding_version_id = v.id)
+                    OR EXISTS (SELECT 1 FROM orchestrator_memories m
+                               WHERE m.tenant_id = $1 AND m.embedding_version_id = v.id)
                  ORDER BY v.id DESC LIMIT 1",
             )
             .bind(tenant_id)
@@ -160,6 +164,8 @@ impl Exporter {
         let table = kind.table();
         let owner = match kind {
             RowKind::Episode => "t.butler",
+            // The graph is the tenant's, in whole-tenant bundles only (see `next` below).
+            _ if is_graph(kind) => "NULL::text",
             _ => "COALESCE(t.source_butler, '_tenant')",
         };
         let sql = format!(
@@ -185,15 +191,19 @@ impl Exporter {
             .into_iter()
             .map(|(_, row)| json!({"kind": kind, "row": row}))
             .collect();
-        let links: Vec<Value> = sqlx::query_scalar(
-            "SELECT to_jsonb(t) FROM memory_links t
+        let links: Vec<Value> = if is_graph(kind) {
+            Vec::new()
+        } else {
+            sqlx::query_scalar(
+                "SELECT to_jsonb(t) FROM memory_links t
              WHERE t.tenant_id = $1 AND t.source_id = ANY ($2)
              ORDER BY t.source_id, t.target_type, t.target_id, t.relation",
-        )
-        .bind(&self.header.tenant_id)
-        .bind(&ids)
-        .fetch_all(self.store.pool())
-        .await?;
+            )
+            .bind(&self.header.tenant_id)
+            .bind(&ids)
+            .fetch_all(self.store.pool())
+            .await?
+        };
         lines.extend(
             links
                 .into_iter()
@@ -218,6 +228,11 @@ impl Exporter {
             (Some(last), _) if ids.len() as i64 == PAGE => Stage::Records(kind, Some(*last)),
             (_, RowKind::Episode) => Stage::Records(RowKind::Fact, None),
             (_, RowKind::Fact) => Stage::Records(RowKind::Rule, None),
+            (_, RowKind::Rule) if self.header.butler.is_none() => {
+                Stage::Records(RowKind::OrchestratorSource, None)
+            }
+            (_, RowKind::OrchestratorSource) => Stage::Records(RowKind::OrchestratorMemory, None),
+            (_, RowKind::OrchestratorMemory) => Stage::Records(RowKind::OrchestratorEdge, None),
             _ if self.header.events => Stage::Events(0),
             _ => Stage::Done,
         };
@@ -367,29 +382,37 @@ async fn import(
     };
     // Supersession references are set once every fact is in, whatever the order.
     let mut supersedes: Vec<(Value, Value)> = Vec::new();
+    // Graph sources and nodes the tenant already held under another id: that id.
+    let mut stored_graph: HashMap<String, String> = HashMap::new();
     let mut written: HashSet<String> = HashSet::new();
     let mut imported: Vec<(RowKind, Uuid)> = Vec::new();
     for BundleRow { kind, mut row } in rows {
         ids.apply(&mut row);
         let fields = row.as_object_mut().expect("rows are objects (parse_row)");
         fields.insert("tenant_id".into(), json!(tenant_id));
+        if matches!(
+            kind,
+            RowKind::Episode | RowKind::Fact | RowKind::Rule | RowKind::OrchestratorMemory
+        ) {
+            // The model of an embedding is this database's, never the bundle's say: kept
+            // when it is the running one.
+            fields.remove("embedding_version_id");
+            match (fields.contains_key("embedding"), keep_embeddings) {
+                (true, Some(version)) => {
+                    fields.insert("embedding_version_id".into(), json!(version));
+                }
+                _ => {
+                    fields.remove("embedding");
+                }
+            }
+        }
         match kind {
             RowKind::Episode | RowKind::Fact | RowKind::Rule => {
-                // Consolidation jobs stay with the database they ran in; the model of an
-                // embedding is this database's, set below, never the bundle's say.
+                // Consolidation jobs stay with the database they ran in.
                 fields.remove("consolidation_job_id");
-                fields.remove("embedding_version_id");
                 // Sealing is this database's decision, under its keys, never the bundle's.
                 fields.remove("key_version");
                 fields.remove("sealed");
-                match (fields.contains_key("embedding"), keep_embeddings) {
-                    (true, Some(version)) => {
-                        fields.insert("embedding_version_id".into(), json!(version));
-                    }
-                    _ => {
-                        fields.remove("embedding");
-                    }
-                }
                 // A bundle from before validity time: a fact was true from when it was recorded.
                 if kind == RowKind::Fact && !fields.contains_key("valid_from") {
                     let recorded = fields.get("created_at").cloned().unwrap_or(Value::Null);
@@ -411,16 +434,27 @@ async fn import(
                     continue;
                 }
             }
-            RowKind::Link | RowKind::RuleApplication => {}
+            RowKind::OrchestratorMemory | RowKind::OrchestratorEdge => {
+                point_at_stored(&mut row, &stored_graph)
+            }
+            RowKind::Link | RowKind::RuleApplication | RowKind::OrchestratorSource => {}
         }
         if kind == RowKind::Fact {
             seal_row(conn, vault, &mut row).await?;
         }
         if insert_row(conn, &columns, kind, &row).await? {
             report.imported.add(kind, 1);
-            if matches!(kind, RowKind::Episode | RowKind::Fact | RowKind::Rule) {
+            if matches!(
+                kind,
+                RowKind::Episode
+                    | RowKind::Fact
+                    | RowKind::Rule
+                    | RowKind::OrchestratorMemory
+                    | RowKind::OrchestratorEdge
+            ) {
                 let id = row["id"].as_str().unwrap_or_default().to_owned();
-                if (keep_embeddings.is_none() || row.get("embedding").is_none())
+                if kind != RowKind::OrchestratorEdge
+                    && (keep_embeddings.is_none() || row.get("embedding").is_none())
                     && row.get("sealed").is_none()
                 {
                     report.to_embed += 1;
@@ -430,6 +464,10 @@ async fn import(
             }
         } else {
             report.skipped.add(kind, 1);
+            if let Some(held) = stored_id(conn, tenant_id, kind, &row).await? {
+                let own = row["id"].as_str().unwrap_or_default().to_owned();
+                stored_graph.insert(own, held);
+            }
         }
     }
     for (id, old) in &supersedes {
@@ -569,6 +607,16 @@ async fn append_imported_events(
     )
     .await?;
     records.extend(rules.into_iter().map(MemoryRecord::Rule));
+    orchestrator_bundle::append_imported_events(
+        conn,
+        tenant_id,
+        &ids(RowKind::OrchestratorMemory),
+        &ids(RowKind::OrchestratorEdge),
+        &source,
+        &author,
+        now,
+    )
+    .await?;
     let mut events = Vec::with_capacity(records.len());
     for record in &records {
         let (event_type, id, after) = match record {

@@ -343,14 +343,14 @@ impl Store {
 }
 
 /// What every event of one write shares.
-struct Events<'a> {
-    tenant_id: &'a str,
-    author: &'a Author,
-    now: DateTime<Utc>,
+pub(super) struct Events<'a> {
+    pub tenant_id: &'a str,
+    pub author: &'a Author,
+    pub now: DateTime<Utc>,
 }
 
 impl Events<'_> {
-    async fn append(
+    pub(super) async fn append(
         &self,
         conn: &mut PgConnection,
         event_type: &str,
@@ -416,7 +416,11 @@ async fn upsert_source(
     }
 }
 
-async fn node_by_id(conn: &mut PgConnection, tenant_id: &str, id: Uuid) -> MemoryResult<Node> {
+pub(super) async fn node_by_id(
+    conn: &mut PgConnection,
+    tenant_id: &str,
+    id: Uuid,
+) -> MemoryResult<Node> {
     let row: Option<NodeRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {NODE_COLUMNS} FROM {NODE_FROM} WHERE m.tenant_id = $1 AND m.id = $2"
     )))
