@@ -24,6 +24,7 @@ pub mod facts;
 pub mod feedback;
 pub mod forgetting;
 pub mod governance;
+mod import_events;
 pub mod key_rotation;
 pub mod keyword_counts;
 pub mod lifecycle_claims;

@@ -268,13 +268,22 @@ pub async fn activity(admin: &McpClient, page: u32) -> Vec<serde_json::Value> {
     }
 }
 
-/// The answer without what differs from call to call: its request id, and what is
-/// computed at the time of the call (effective confidence, scores, which decay with age).
+/// The answer without what differs from call to call: its request id, what is computed at
+/// the time of the call (effective confidence, scores, which decay with age), and what reads
+/// move as they happen (a search's references are counted after it answers, so a later
+/// call may or may not see an earlier one's).
 pub fn time_free(mut answer: serde_json::Value) -> serde_json::Value {
     fn strip(value: &mut serde_json::Value) {
         match value {
             serde_json::Value::Object(map) => {
-                for key in ["request_context", "effective_confidence", "score", "scores"] {
+                for key in [
+                    "request_context",
+                    "effective_confidence",
+                    "score",
+                    "scores",
+                    "last_referenced_at",
+                    "reference_count",
+                ] {
                     map.remove(key);
                 }
                 map.values_mut().for_each(strip);
