@@ -245,6 +245,14 @@ async fn json_files_carry_typed_nodes_and_edges_and_what_is_wrong_is_rejected_wi
     };
     let code = |name: &str| reasons(name)[0]["code"].as_str().unwrap().to_owned();
     assert_eq!(code("half-bad.json"), "invalid_importance");
+    // A refused file's manifest says where it rests.
+    assert_eq!(
+        manifest(&memory, "rejected", "half-bad.json")["sourcePath"],
+        memory
+            .join("ingest/rejected/half-bad.json")
+            .to_str()
+            .unwrap()
+    );
     let typo = reasons("typo.json");
     assert_eq!(typo[0]["code"], "invalid_json");
     assert_eq!(typo[0]["line"], 3);

@@ -97,6 +97,17 @@ pub(crate) async fn ingest(
         .map(|sha| sha[..12].to_owned())
         .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string()[20..].to_owned());
     manifest.stored_as = zone.free_name(Outcome::Rejected, &name, &tag);
+    // A file read but refused rests in `rejected/`, not where it would have gone.
+    let rejected = zone.folder(Outcome::Rejected);
+    let processed = zone.folder(Outcome::Processed);
+    if let Some(path) = &mut manifest.source_path
+        && Path::new(path.as_str()).starts_with(&processed)
+    {
+        *path = rejected
+            .join(&manifest.stored_as)
+            .to_string_lossy()
+            .into_owned();
+    }
     manifest.reasons = reasons;
     settle(zone, entry, &manifest, now);
     Ingested::Settled(Outcome::Rejected)
