@@ -37,7 +37,7 @@ fn ids(answer: &Value, list: &str, field: &str) -> Vec<String> {
         .collect()
 }
 
-fn created(answer: &Value, list: &str) -> Vec<bool> {
+pub(crate) fn created(answer: &Value, list: &str) -> Vec<bool> {
     answer[list]
         .as_array()
         .unwrap()

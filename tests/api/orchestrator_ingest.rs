@@ -6,12 +6,13 @@
 //! a test's `flush_ingest` does: tests look at what became of files, not at who took them.)
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::helpers::*;
+use crate::orchestrator_graph::created;
 
 const NOTES: &str = "\
 # Billing export
@@ -289,22 +290,8 @@ async fn the_same_content_dropped_again_creates_nothing() {
     assert_eq!(again.len(), 1, "{again:?}");
     let m = manifest(&memory, "processed", &again[0]);
     assert_eq!(m["memories"].as_array().unwrap().len(), 5);
-    assert!(
-        m["memories"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|m| m["created"] == false),
-        "{m}"
-    );
-    assert!(
-        m["edges"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|e| e["created"] == false),
-        "{m}"
-    );
+    assert!(created(&m, "memories").iter().all(|c| !c), "{m}");
+    assert!(created(&m, "edges").iter().all(|c| !c), "{m}");
     // No node, no source, no event more.
     assert_eq!(counts(&app).await, before);
 }
@@ -320,27 +307,21 @@ async fn a_crash_mid_file_leaves_it_to_the_restarted_ingester_which_creates_noth
     // The ingester (woken by the watch, or by this flush) dies after the commit, before
     // the manifest and the move.
     let _ = app.engine().flush_ingest().await;
-    let deadline = Instant::now() + Duration::from_secs(60);
     let manifest_path = memory.join("ingest/processed/notes.md.manifest.json");
-    while !manifest_path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the restarted ingester did not read the file"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    eventually(Duration::from_secs(60), || async {
         // The restarted ingester scans at start; a flush makes sure it has.
         let _ = app.engine().flush_ingest().await;
-    }
+        if manifest_path.exists() {
+            Ok(())
+        } else {
+            Err("the restarted ingester did not read the file".to_owned())
+        }
+    })
+    .await
+    .unwrap();
     let m = manifest(&memory, "processed", "notes.md");
     assert_eq!(m["memories"].as_array().unwrap().len(), 5);
-    assert!(
-        m["memories"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|m| m["created"] == false),
-        "{m}"
-    );
+    assert!(created(&m, "memories").iter().all(|c| !c), "{m}");
     assert!(waiting(&memory).is_empty());
     let (nodes, sources, events) = counts(&app).await;
     assert_eq!((nodes, sources), (5, 1));
@@ -431,11 +412,15 @@ async fn a_dropped_file_is_found_by_the_watch_without_waiting_for_a_rescan() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     drop_file(&memory, "notes.md", NOTES);
     let manifest_path = memory.join("ingest/processed/notes.md.manifest.json");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !manifest_path.exists() {
-        assert!(Instant::now() < deadline, "the watch did not see the file");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(Duration::from_secs(30), || async {
+        if manifest_path.exists() {
+            Ok(())
+        } else {
+            Err("the watch did not see the file".to_owned())
+        }
+    })
+    .await
+    .unwrap();
     assert_eq!(
         manifest(&memory, "processed", "notes.md")["outcome"],
         "processed"

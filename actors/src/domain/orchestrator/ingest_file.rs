@@ -79,7 +79,7 @@ struct Document {
 }
 
 /// A JSON file's source: each field optional.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DocumentSource {
     #[serde(default)]
@@ -131,14 +131,7 @@ pub fn json_candidates(text: &str, path: &str) -> Result<Candidates, Vec<Reason>
             ..Reason::new("invalid_json", e.to_string())
         }]
     })?;
-    let given = document.source.unwrap_or(DocumentSource {
-        source_type: None,
-        source_path: None,
-        conversation_id: None,
-        workflow_run_id: None,
-        step_id: None,
-        captured_by: None,
-    });
+    let given = document.source.unwrap_or_default();
     let path_given = given.source_path.is_some();
     let source = Source {
         source_type: given.source_type.unwrap_or(SourceType::IngestFile),
