@@ -4,14 +4,17 @@
 //! Scoring every memory that contains any query word makes a keyword search cost as much
 //! as the tenant's largest match set: a word in every episode ("user", a butler's own name)
 //! turns each search into a scan of the shard. So, as Elasticsearch's common-terms query
-//! does, words are split by document frequency. A word in more than `common_df` memories
-//! still adds to every score, but only the selective words pick the candidates; when a query
-//! has no selective word, the candidates are the most recent memories with any of its
-//! common words (twice as many as the search may return, at most `common_df`). Work per search is then bounded by the selective words' document
-//! frequencies and `common_df`, not by the corpus. Words found in no memory when they were
-//! counted ("unseen") join whichever selection runs, at the highest weight: counts are
-//! reused across writes (`corpus_cache.rs`), and a memory written since that contains such
-//! a word must still be found.
+//! does, words are split by document frequency, with a budget of `common_df` matches: the
+//! rarest words pick the candidates as long as their document frequencies together stay
+//! within it; the others (a word in more than `common_df` memories, or one that would take
+//! the sum past it) still add to every score but pick nothing. When no word fits, the
+//! candidates are the most recent memories with any of the query's words (twice as many as
+//! the search may return, at most `common_df`). Work per search is then bounded by
+//! `common_df` matches, whatever the corpus and however many words the query has (several
+//! words each in half the memories would otherwise have every search score them all).
+//! Words found in no memory when they were counted ("unseen") join whichever selection
+//! runs, at the highest weight: counts are reused across writes (`corpus_cache.rs`), and a
+//! memory written since that contains such a word must still be found.
 
 /// A query word (a stemmed lexeme) and how many of the tenant's memories of one type
 /// contain it.
@@ -53,9 +56,21 @@ impl KeywordPlan {
     pub fn new(terms: &[QueryTerm], documents: f64, common_df: f64) -> Self {
         let (occurring, unseen): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
             terms.iter().partition(|t| t.document_frequency > 0.0);
-        let (common, selective): (Vec<&QueryTerm>, Vec<&QueryTerm>) = occurring
+        // The rarest words first, while their matches together fit the budget.
+        let mut by_rarity: Vec<&QueryTerm> = occurring.clone();
+        by_rarity.sort_by(|a, b| a.document_frequency.total_cmp(&b.document_frequency));
+        let mut budget = common_df;
+        let picked: Vec<&str> = by_rarity
             .iter()
-            .partition(|t| t.document_frequency > common_df);
+            .take_while(|t| {
+                budget -= t.document_frequency;
+                budget >= 0.0
+            })
+            .map(|t| t.lexeme.as_str())
+            .collect();
+        let (selective, common): (Vec<&QueryTerm>, Vec<&QueryTerm>) = occurring
+            .iter()
+            .partition(|t| picked.contains(&t.lexeme.as_str()));
         let lexemes = |ts: &[&QueryTerm]| ts.iter().map(|t| t.lexeme.clone()).collect::<Vec<_>>();
         let with_unseen = |ts: &[&QueryTerm]| {
             let mut words = lexemes(ts);
@@ -157,6 +172,27 @@ mod tests {
             plan.selection,
             Selection::Selective(vec!["dentist".into(), "friday".into()])
         );
+    }
+
+    #[test]
+    fn selective_words_share_one_budget_rarest_first() {
+        // Each word alone fits the budget; together they would score 2,400 matches.
+        let plan = KeywordPlan::new(
+            &[
+                term("dinner", 800.0),
+                term("sister", 700.0),
+                term("river", 900.0),
+                term("gift", 150.0),
+            ],
+            2000.0,
+            1000.0,
+        );
+        assert_eq!(
+            plan.selection,
+            Selection::Selective(vec!["sister".into(), "gift".into()])
+        );
+        // All still score.
+        assert_eq!(plan.lexemes, ["dinner", "sister", "river", "gift"]);
     }
 
     #[test]

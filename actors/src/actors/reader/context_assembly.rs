@@ -73,6 +73,7 @@ pub async fn run(
         &ranking,
         &filter,
         ranking.relevance(mode, lists.semantic, lists.keyword),
+        config.relevant_depth as usize,
     )
     .await?;
     let gathered = Gathered {

@@ -169,6 +169,7 @@ pub async fn run(
         &ranking,
         &filter,
         ranking.relevance(mode, lists.semantic, lists.keyword),
+        neighbours_reach(query.limit),
     )
     .await?;
     Ok(SearchOutcome {
@@ -187,14 +188,25 @@ pub fn rank(ranking: &Ranking, scored: Vec<Scored>, query: &SearchQuery) -> Vec<
     hits
 }
 
-/// Adds session context to scored candidates: looks up the session neighbours of every
-/// episode among them, with the neighbours the lists did not find (one statement), and lets
-/// the ranking share relevance along sessions.
+/// How many of a search's most relevant episodes have their neighbours looked up: twice
+/// what it returns, at least a page. A neighbour shares its found episode's relevance, so
+/// an episode far below the cut lends too little to lift anything into it, and looking
+/// up every candidate's neighbours cost the database more than the search's keyword list
+/// (336 rows, 9.6 ms of 22 per cold search; docs/benchmarks.md, "Where a cold search's CPU
+/// goes"). A pair found through its better half still shares both ways.
+pub fn neighbours_reach(limit: usize) -> usize {
+    (2 * limit).max(20)
+}
+
+/// Adds session context to scored candidates: looks up the session neighbours of the
+/// `reach` most relevant episodes among them, with the neighbours the lists did not find
+/// (one statement), and lets the ranking share relevance along sessions.
 pub async fn in_sessions(
     state: &ReaderState,
     ranking: &Ranking,
     filter: &Filter<'_>,
     mut scored: Vec<Scored>,
+    reach: usize,
 ) -> MemoryResult<Vec<Scored>> {
     if ranking.session_neighbour_weight <= 0.0 {
         return Ok(scored);
@@ -202,17 +214,19 @@ pub async fn in_sessions(
     // Episodes in a session, or without one when episodes stored close together make a
     // conversation (`episodes.conversation_gap_secs`).
     let gap = state.services.config.episodes.conversation_gap_secs;
-    let episodes: Vec<Uuid> = scored
+    let mut episodes: Vec<(f64, Uuid)> = scored
         .iter()
         .filter(|s| {
             s.candidate.memory_type() == MemoryType::Episode
                 && (s.candidate.session_id.is_some() || gap > 0.0)
         })
-        .map(|s| s.candidate.id)
+        .map(|s| (s.scores.relevance, s.candidate.id))
         .collect();
     if episodes.is_empty() {
         return Ok(scored);
     }
+    episodes.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let episodes: Vec<Uuid> = episodes.into_iter().take(reach).map(|(_, id)| id).collect();
     let known: HashSet<Uuid> = scored.iter().map(|s| s.candidate.id).collect();
     let (neighbours, fetched) = state
         .kit
