@@ -370,3 +370,44 @@ async fn spawn_on(
 pub async fn spawn_app() -> TestApp {
     spawn_app_with("").await
 }
+
+/// One REST call as a client makes it: `method` on `path` with `key`, a JSON body if any,
+/// and `request_id` as its `X-Request-Id`; the status and the JSON answer (`null` when the
+/// answer is not JSON).
+pub async fn rest(
+    app: &TestApp,
+    key: &str,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+    request_id: &str,
+) -> (u16, serde_json::Value) {
+    let mut request = reqwest::Client::new()
+        .request(method.parse().expect("an HTTP method"), app.url(path))
+        .header("Authorization", format!("Bearer {key}"))
+        .header("X-Request-Id", request_id);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("the service answers");
+    let status = response.status().as_u16();
+    (
+        status,
+        response.json().await.unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// The audit events of one record, oldest first: `(event_type, actor, request_id, payload)`.
+pub async fn events_of(
+    app: &TestApp,
+    id: &str,
+) -> Vec<(String, String, Option<String>, serde_json::Value)> {
+    sqlx::query_as(
+        "SELECT event_type, actor, request_id, payload FROM memory_events
+         WHERE entity_id = $1::uuid ORDER BY id",
+    )
+    .bind(id)
+    .fetch_all(&mut app.sql().await)
+    .await
+    .expect("the record's events")
+}

@@ -44,6 +44,7 @@ mod request_ids;
 mod rest;
 mod rest_writes;
 mod retrieval;
+mod rule_rewrite;
 mod startup;
 mod stats_projection;
 mod store_tools;

@@ -100,6 +100,14 @@ pub enum ShardMsg {
         author: Author,
         reply: RpcReplyPort<MemoryResult<Rule>>,
     },
+    /// Store a rewrite of a live rule and retract the rule it replaces, in one transaction.
+    ReplaceRule {
+        rule: Box<NewRule>,
+        replaces: Uuid,
+        reason: String,
+        author: Author,
+        reply: RpcReplyPort<MemoryResult<Rule>>,
+    },
     /// Reset the decay clock of a fact or rule.
     Confirm {
         memory_type: MemoryType,
@@ -267,6 +275,20 @@ impl Actor for Shard {
             } => {
                 let span = shard_span(&author, "store_rule", &state.key);
                 let result = state.store_rule(&rule, &author).instrument(span).await;
+                let _ = reply.send(result);
+            }
+            ShardMsg::ReplaceRule {
+                rule,
+                replaces,
+                reason,
+                author,
+                reply,
+            } => {
+                let span = shard_span(&author, "replace_rule", &state.key);
+                let result = state
+                    .replace_rule(&rule, replaces, &reason, &author)
+                    .instrument(span)
+                    .await;
                 let _ = reply.send(result);
             }
             ShardMsg::Confirm {
@@ -491,6 +513,7 @@ impl ShardMsg {
             ShardMsg::InjectFailure { .. } => false,
             ShardMsg::StoreFact { .. }
             | ShardMsg::StoreRule { .. }
+            | ShardMsg::ReplaceRule { .. }
             | ShardMsg::Confirm { .. }
             | ShardMsg::Rate { .. }
             | ShardMsg::Forget { .. }

@@ -28,8 +28,9 @@ use crate::domain::request_context::Lineage;
 use crate::domain::rule::Rule;
 use crate::domain::rule::RuleInput;
 use crate::domain::search::{SearchInput, SearchOutcome};
+use crate::domain::shard_key::ShardKey;
 use crate::domain::stats::{MAX_TIMELINE_DAYS, Timeline};
-use crate::domain::text::{check_name, check_required_reason, normalize_key};
+use crate::domain::text::{check_name, check_reason, check_required_reason, normalize_key};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::store::stats::StatsFilter;
 
@@ -304,7 +305,8 @@ impl Engine {
     }
 
     /// `PUT /api/memory/rules/{id}` (admin): a new candidate rule linked as superseding the
-    /// live rule it rewrites, which is then retracted with the reason.
+    /// live rule it rewrites, which is retracted with the reason, both in one transaction
+    /// of the rule's shard (`store::rules::replace`).
     pub async fn edit_rule(
         &self,
         caller: &Caller,
@@ -316,6 +318,7 @@ impl Engine {
         let MemoryRecord::Rule(old) = self.editable(caller, MemoryType::Rule, id).await? else {
             return Err(MemoryError::internal("a rule lookup answered another type"));
         };
+        let owner = ShardKey::for_butler(&old.tenant_id, old.source_butler.as_deref());
         let input = RuleInput {
             content: edit.content,
             scope: Some(old.scope),
@@ -326,26 +329,29 @@ impl Engine {
                 target_id: id,
                 relation: Relation::Supersedes,
             }],
-            butler: old.source_butler.clone(),
+            butler: old.source_butler,
             importance: Some(old.importance),
             permanence: Some(old.permanence),
             source_episode_id: old.source_episode_id,
         };
-        let new = self.store_rule(caller, input, lineage.clone()).await?;
+        let rule = self.new_rule(caller, input).await?;
         let reason = match edit.reason {
-            Some(reason) => format!("{reason} (replaced by rule {})", new.id),
-            None => format!("replaced by rule {}", new.id),
+            Some(reason) => format!("{reason} (replaced by rule {})", rule.id),
+            None => format!("replaced by rule {}", rule.id),
         };
-        self.forget(
-            caller,
-            MemoryType::Rule,
-            id,
-            Some(reason),
-            old.source_butler,
-            lineage,
-        )
-        .await?;
-        Ok(new)
+        let reason =
+            check_reason("reason", Some(reason), &self.services.config.limits)?.unwrap_or_default();
+        let author = Author::new(caller.actor(), lineage);
+        let new = self
+            .owner_ask(&owner, |reply| ShardMsg::ReplaceRule {
+                rule: Box::new(rule),
+                replaces: id,
+                reason,
+                author,
+                reply,
+            })
+            .await?;
+        Ok(new.at(self.services.clock.now()))
     }
 
     /// A live fact or rule the caller may see, to edit (history is not edited: `not_live`).

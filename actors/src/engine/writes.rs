@@ -10,7 +10,7 @@ use crate::domain::memory_type::MemoryType;
 use crate::domain::redaction::Redactor;
 use crate::domain::relation::LinkTarget;
 use crate::domain::request_context::Lineage;
-use crate::domain::rule::{Rule, RuleInput};
+use crate::domain::rule::{NewRule, Rule, RuleInput};
 use crate::domain::shard_key::ShardKey;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::services::{count_redactions, redact_write};
@@ -203,17 +203,8 @@ impl Engine {
         input: RuleInput,
         lineage: Lineage,
     ) -> MemoryResult<Rule> {
-        self.services.database.check()?;
         let now = self.services.clock.now();
-        let mut rule = input.validate(caller, &self.services.config.limits, now)?;
-        self.redact(|r| rule.redact(r).map(count_redactions))?;
-        self.check_references(
-            caller,
-            rule.source_butler.clone(),
-            &rule.links,
-            rule.source_episode_id,
-        )
-        .await?;
+        let rule = self.new_rule(caller, input).await?;
         let shard = self
             .shards
             .get(&caller.shard(rule.source_butler.as_deref()))
@@ -231,6 +222,26 @@ impl Engine {
             )
             .await??
             .at(now))
+    }
+
+    /// A rule as a shard stores it: validated, redacted, its references checked.
+    pub(super) async fn new_rule(
+        &self,
+        caller: &Caller,
+        input: RuleInput,
+    ) -> MemoryResult<NewRule> {
+        self.services.database.check()?;
+        let now = self.services.clock.now();
+        let mut rule = input.validate(caller, &self.services.config.limits, now)?;
+        self.redact(|r| rule.redact(r).map(count_redactions))?;
+        self.check_references(
+            caller,
+            rule.source_butler.clone(),
+            &rule.links,
+            rule.source_episode_id,
+        )
+        .await?;
+        Ok(rule)
     }
 
     /// Runs a write's redaction (before anything reaches a shard), counting a refusal; the

@@ -1,17 +1,21 @@
-//! Writing rules. New rules start as `candidate` with the baseline confidence.
+//! Writing rules. New rules start as `candidate` with the baseline confidence; a rewrite
+//! stores the new candidate and retracts the rule it replaces in one transaction.
 
+use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::PgConnection;
+use uuid::Uuid;
 
 use crate::domain::author::Author;
 use crate::domain::event::{EventType, NewEvent};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::rule::{NewRule, Rule};
-use crate::error::MemoryResult;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 use super::columns::rule_columns;
 use super::episodes::Embedded;
-use super::{events, links};
+use super::lifecycle_locks::rule_for_update;
+use super::{events, forgetting, links};
 
 /// Inserts a rule, its requested links and its `rule_created` event.
 #[tracing::instrument(target = "otel", name = "db.insert_rule", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
@@ -73,6 +77,43 @@ pub async fn insert(
             ),
         },
         rule.created_at,
+    )
+    .await?;
+    Ok(stored)
+}
+
+/// A rule rewritten (`PUT /api/memory/rules/{id}`): `rule`, a new candidate whose links say
+/// it supersedes `old`, is inserted and `old` retracted with `reason`, in the caller's
+/// transaction, so that either both happen or neither: a rewrite never leaves the old rule
+/// and its replacement both live. `old` is locked first; when it is no longer live (a
+/// rewrite or a forget got there first) nothing is written: `not_live`.
+pub async fn replace(
+    conn: &mut PgConnection,
+    rule: &NewRule,
+    old: Uuid,
+    reason: &str,
+    now: DateTime<Utc>,
+    author: &Author,
+) -> MemoryResult<Rule> {
+    let before = rule_for_update(conn, &rule.tenant_id, old).await?;
+    if !before.validity.is_live() {
+        return Err(MemoryError::new(
+            ErrorCode::NotLive,
+            format!(
+                "rule {old} is {}: only a live rule can be rewritten",
+                before.validity
+            ),
+        ));
+    }
+    let stored = insert(conn, rule, None, author).await?;
+    forgetting::forget(
+        conn,
+        &rule.tenant_id,
+        MemoryType::Rule,
+        old,
+        Some(reason),
+        now,
+        author,
     )
     .await?;
     Ok(stored)

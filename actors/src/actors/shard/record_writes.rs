@@ -1,5 +1,5 @@
 //! A shard's writes of single records and of their lifecycle: facts (superseding the live
-//! one), rules, confirmations, feedback, forgetting and restoring. Each is one transaction,
+//! one), rules (and a rule's rewrite), confirmations, feedback, forgetting and restoring. Each is one transaction,
 //! in the shard's order of writes, in the trace of the call that asked for it.
 
 use uuid::Uuid;
@@ -60,6 +60,22 @@ impl ShardState {
     ) -> MemoryResult<Rule> {
         let mut tx = self.services.store.begin().await?;
         let stored = rules::insert(&mut tx, rule, None, author).await?;
+        tx.commit().await?;
+        self.committed();
+        Ok(stored)
+    }
+
+    /// A rule rewritten: the new candidate stored and the old rule retracted, together.
+    pub(super) async fn replace_rule(
+        &mut self,
+        rule: &NewRule,
+        old: Uuid,
+        reason: &str,
+        author: &Author,
+    ) -> MemoryResult<Rule> {
+        let now = self.services.clock.now();
+        let mut tx = self.services.store.begin().await?;
+        let stored = rules::replace(&mut tx, rule, old, reason, now, author).await?;
         tx.commit().await?;
         self.committed();
         Ok(stored)
