@@ -11,6 +11,10 @@ pub mod openapi;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use axum::routing::{MethodRouter, get, post, put};
 use butler_memory_actors::{
     EpisodeQuery, FactEdit, FactQuery, GovernanceRequest, MemoryRecord, MemoryStats, MemoryType,
@@ -380,6 +384,17 @@ pub const ENDPOINTS: &[Endpoint] = &[
         response: schema::<MemoryRecord>,
     },
 ];
+
+/// Middleware: no answer of `/api` (or `/admin`) is kept by a browser or a proxy. What one
+/// key read must never be served from a cache to whoever uses the same browser next (the
+/// dashboard's pages say the same, `dashboard::page_headers`).
+pub async fn no_store(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
 
 /// The `/api` routes (the caller adds the state and the key check).
 pub fn routes() -> Router<Arc<AppState>> {

@@ -12,6 +12,7 @@ use axum::response::Response;
 use butler_memory_actors::{Caller, ErrorCode, MemoryError, Role};
 
 use crate::config::{AuthConfig, KeyConfig, MIN_KEY_CHARS, Secret, key_in_file};
+use crate::http::request_meta::RequestMeta;
 
 /// Tenant of the bootstrap admin key.
 pub const BOOTSTRAP_TENANT: &str = "default";
@@ -111,8 +112,14 @@ pub async fn require_key(
             }
         }
         Some(caller) => {
+            let meta = request.extensions().get::<RequestMeta>().cloned();
+            let tenant = caller.tenant_id.to_string();
             request.extensions_mut().insert(caller);
-            next.run(request).await
+            let response = next.run(request).await;
+            if let Some(meta) = meta {
+                meta.note_answer(&tenant, &response);
+            }
+            response
         }
         None => unauthorized(request.headers()),
     }

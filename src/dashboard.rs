@@ -41,6 +41,7 @@ use axum::routing::{get, post};
 use butler_memory_actors::{ErrorCode, MemoryError, MemoryResult};
 
 use crate::app_state::AppState;
+use crate::http::request_meta::RequestMeta;
 pub use config::DashboardConfig;
 use session::{COOKIE, Viewer};
 
@@ -131,8 +132,14 @@ async fn require_session(
         );
         return layout::error_page(Some(&viewer), &error);
     }
+    let meta = request.extensions().get::<RequestMeta>().cloned();
+    let tenant = viewer.caller.tenant_id.to_string();
     request.extensions_mut().insert(viewer);
-    next.run(request).await
+    let response = next.run(request).await;
+    if let Some(meta) = meta {
+        meta.note_answer(&tenant, &response);
+    }
+    response
 }
 
 /// Whether a request's `Origin` (when the browser sent one) is the host it was sent to.

@@ -26,5 +26,8 @@ pub fn error_response(error: &MemoryError) -> Response {
         "code": error.code,
         "message": error.message,
     });
-    (status, Json(body)).into_response()
+    let mut response = (status, Json(body)).into_response();
+    // For the access log line (`request_meta::track`): what went wrong, not only the status.
+    response.extensions_mut().insert(error.class());
+    response
 }

@@ -366,7 +366,9 @@ pub fn router(state: Arc<AppState>, cancel: CancellationToken) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
             require_key,
-        ));
+        ))
+        // Outside the key check, so that its refusals are not kept either.
+        .layer(axum::middleware::from_fn(crate::api::no_store));
     let access_log = state.config.edge.log.access;
     Router::new()
         .route("/healthz", get(http::health::healthz))

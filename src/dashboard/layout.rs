@@ -124,6 +124,8 @@ pub fn error_page(viewer: Option<&Viewer>, error: &MemoryError) -> Response {
         None => bare("Error", status, body),
     };
     *response.status_mut() = status;
+    // For the access log line, as the API's errors (`http::error_response`).
+    response.extensions_mut().insert(error.class());
     response
 }
 
@@ -140,7 +142,9 @@ pub fn error_in(headers: &HeaderMap, viewer: &Viewer, error: &MemoryError) -> Re
             strong { (error.class()) " · " (error.code) } ": " (error.message)
         }
     };
-    (status, Html(body.into_string())).into_response()
+    let mut response = (status, Html(body.into_string())).into_response();
+    response.extensions_mut().insert(error.class());
+    response
 }
 
 /// A page's content as a page, or what went wrong as the error page.

@@ -2,8 +2,9 @@
 //! sent in `X-Request-Id` (or gets one), and a W3C `traceparent` it carries is kept too;
 //! both are echoed on the response, handed to the tools (a tool call without its own
 //! `request_context` is audited under that id), and written on the request's one access log
-//! line: method, path, status, latency, ids, and for a tool call the tool, its outcome class
-//! and the tenant. Never content, arguments or keys.
+//! line: method, path, status, latency, ids, for a request made with a key its tenant and
+//! the class of its outcome (so that another tenant's id answered `not_found` is on record
+//! with who asked), and for a tool call the tool. Never content, arguments or keys.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -12,7 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
-use butler_memory_actors::Lineage;
+use butler_memory_actors::{ErrorClass, Lineage};
 
 /// `X-Request-Id`.
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -86,6 +87,28 @@ impl RequestMeta {
     /// Records the tool call this request made, for its access log line.
     pub fn note(&self, note: ToolNote) {
         *self.note.lock().unwrap_or_else(|p| p.into_inner()) = Some(note);
+    }
+
+    /// Records the tenant of a request that ran no tool (a REST call, a dashboard page) and
+    /// the class of what it answered (`error_response` and the dashboard's error pages
+    /// leave it on the response), for its access log line. A tool call's note is kept.
+    pub fn note_answer(&self, tenant: &str, response: &Response) {
+        let mut note = self.note.lock().unwrap_or_else(|p| p.into_inner());
+        if note.is_some() {
+            return;
+        }
+        let status = response.status();
+        let class = match response.extensions().get::<ErrorClass>() {
+            Some(class) => class.as_str(),
+            None if status.is_success() || status.is_redirection() => "ok",
+            // Refused before a handler ran (a wrong method, a body over the limit).
+            None => "",
+        };
+        *note = Some(ToolNote {
+            tool: String::new(),
+            class,
+            tenant: tenant.to_owned(),
+        });
     }
 }
 

@@ -42,6 +42,7 @@ mod redaction;
 mod reembedding;
 mod request_ids;
 mod rest;
+mod rest_refusals;
 mod rest_writes;
 mod retrieval;
 mod rule_rewrite;

@@ -445,3 +445,31 @@ async fn requests_leave_an_access_line_and_a_stop_is_logged_at_once() {
         "first line after TERM: {first}"
     );
 }
+
+/// The README's promise: the binary, on the default configuration (nothing about the
+/// dashboard set), serves the dashboard at `/`, which sends a browser without a session to
+/// the sign-in page.
+#[tokio::test]
+async fn the_binary_sends_a_browser_from_the_root_to_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&write_config(dir.path(), ""));
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let root = client
+        .get(format!("{}/", service.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(root.status(), 303);
+    assert_eq!(root.headers()["location"], "/sign-in");
+    let form = client
+        .get(format!("{}/sign-in", service.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 200);
+    assert!(form.text().await.unwrap().contains(r#"name="key""#));
+    service.stop().await;
+}
