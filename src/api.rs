@@ -15,7 +15,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::{MethodRouter, get, post, put};
+use axum::routing::{MethodRouter, delete, get, post, put};
 use butler_memory_actors::{
     EpisodeQuery, FactEdit, FactQuery, GovernanceRequest, MemoryRecord, MemoryStats, MemoryType,
     Page, Provenance, RecordWithLinks, RuleEdit, RuleQuery, SearchMode, StoredApplication,
@@ -26,6 +26,12 @@ use schemars::generate::SchemaGenerator;
 use serde::{Deserialize, Serialize};
 
 use crate::app_state::AppState;
+use crate::mcp::answers::{FactStored, SearchResults};
+use handlers::{
+    activity, applications, butler_episodes, butler_facts, butler_rules, butler_stats, demote_rule,
+    disable_rule, edit_fact, edit_rule, enable_rule, episodes, facts, forget, promote_rule,
+    provenance, purge, record, restore, rules, search, stats, timeline,
+};
 
 /// `GET /api/memory/stats`'s query.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -120,6 +126,8 @@ pub struct Endpoint {
     pub method: &'static str,
     /// The path, with `{id}` or `{name}` parameters.
     pub path: &'static str,
+    /// Its handler, for the router.
+    pub route: fn() -> MethodRouter<Arc<AppState>>,
     pub summary: &'static str,
     /// Its query's parameters.
     pub query: Option<SchemaFn>,
@@ -137,6 +145,7 @@ fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> schemars::Schema {
 pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         path: "/api/memory/stats",
+        route: || get(stats),
         summary: "Counts by type and state, confidence and effectiveness bands, backlog, last runs",
         method: "get",
         body: None,
@@ -145,6 +154,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/memory/timeline",
+        route: || get(timeline),
         summary: "Day by day (UTC): episodes stored by consolidation status, lifecycle runs and their changes",
         method: "get",
         body: None,
@@ -153,6 +163,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/memory/facts",
+        route: || get(facts),
         summary: "Facts, newest first, filtered",
         method: "get",
         body: None,
@@ -161,6 +172,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/memory/facts/{id}",
+        route: || typed(MemoryType::Fact, get(record)),
         summary: "One fact with its links",
         method: "get",
         body: None,
@@ -169,6 +181,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/memory/rules",
+        route: || get(rules),
         summary: "Rules, newest first, filtered",
         method: "get",
         body: None,
@@ -177,6 +190,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/memory/rules/{id}",
+        route: || typed(MemoryType::Rule, get(record)),
         summary: "One rule with its links",
         method: "get",
         body: None,
@@ -185,6 +199,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/memory/episodes",
+        route: || get(episodes),
         summary: "Episodes, newest first, filtered",
         method: "get",
         body: None,
@@ -193,6 +208,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/memory/episodes/{id}",
+        route: || typed(MemoryType::Episode, get(record)),
         summary: "One episode with its links",
         method: "get",
         body: None,
@@ -201,6 +217,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/memory/activity",
+        route: || get(activity),
         summary: "The audit stream, oldest first: an admin's whole tenant, a butler key's visible records",
         method: "get",
         body: None,
@@ -209,6 +226,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/butlers/{name}/memory/stats",
+        route: || get(butler_stats),
         summary: "A butler's statistics",
         method: "get",
         body: None,
@@ -217,6 +235,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/butlers/{name}/memory/facts",
+        route: || get(butler_facts),
         summary: "Facts a butler wrote",
         method: "get",
         body: None,
@@ -225,6 +244,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/butlers/{name}/memory/rules",
+        route: || get(butler_rules),
         summary: "Rules a butler wrote",
         method: "get",
         body: None,
@@ -233,6 +253,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     },
     Endpoint {
         path: "/api/butlers/{name}/memory/episodes",
+        route: || get(butler_episodes),
         summary: "A butler's episodes",
         method: "get",
         body: None,
@@ -242,14 +263,16 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "get",
         path: "/api/memory/search",
+        route: || get(search),
         summary: "Search across types, as memory_search (bumping nothing)",
         query: Some(schema::<SearchQuery>),
         body: None,
-        response: schema::<serde_json::Value>,
+        response: schema::<SearchResults>,
     },
     Endpoint {
         method: "get",
         path: "/api/memory/facts/{id}/provenance",
+        route: || typed(MemoryType::Fact, get(provenance)),
         summary: "A fact's links, versions, source episode and events",
         query: None,
         body: None,
@@ -258,6 +281,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "get",
         path: "/api/memory/rules/{id}/provenance",
+        route: || typed(MemoryType::Rule, get(provenance)),
         summary: "A rule's links, source episode and events",
         query: None,
         body: None,
@@ -266,6 +290,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "get",
         path: "/api/memory/episodes/{id}/provenance",
+        route: || typed(MemoryType::Episode, get(provenance)),
         summary: "An episode's links, what was derived from it, and its events",
         query: None,
         body: None,
@@ -274,6 +299,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "get",
         path: "/api/memory/rules/{id}/applications",
+        route: || get(applications),
         summary: "A rule's applications and how they went, newest first",
         query: Some(schema::<ApplicationsQuery>),
         body: None,
@@ -282,14 +308,16 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "put",
         path: "/api/memory/facts/{id}",
+        route: || put(edit_fact),
         summary: "Correct a live fact (admin): a new version supersedes it",
         query: None,
         body: Some(schema::<FactEdit>),
-        response: schema::<butler_memory_actors::Fact>,
+        response: schema::<FactStored>,
     },
     Endpoint {
         method: "delete",
         path: "/api/memory/facts/{id}",
+        route: || typed(MemoryType::Fact, delete(forget)),
         summary: "Forget a fact (admin; reversible, as memory_forget)",
         query: Some(schema::<ForgetQuery>),
         body: None,
@@ -298,6 +326,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "post",
         path: "/api/memory/facts/{id}/restore",
+        route: || typed(MemoryType::Fact, post(restore)),
         summary: "Restore a forgotten fact (admin)",
         query: None,
         body: None,
@@ -306,6 +335,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "put",
         path: "/api/memory/rules/{id}",
+        route: || put(edit_rule),
         summary: "Rewrite a live rule (admin): a new candidate supersedes it, the old one is retracted",
         query: None,
         body: Some(schema::<RuleEdit>),
@@ -314,6 +344,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "delete",
         path: "/api/memory/rules/{id}",
+        route: || typed(MemoryType::Rule, delete(forget)),
         summary: "Forget a rule (admin; reversible)",
         query: Some(schema::<ForgetQuery>),
         body: None,
@@ -322,6 +353,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "post",
         path: "/api/memory/rules/{id}/restore",
+        route: || typed(MemoryType::Rule, post(restore)),
         summary: "Restore a forgotten rule (admin)",
         query: None,
         body: None,
@@ -330,6 +362,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "post",
         path: "/api/memory/rules/{id}/promote",
+        route: || post(promote_rule),
         summary: "Promote a live rule one maturity step (admin), with a reason",
         query: None,
         body: Some(schema::<GovernanceRequest>),
@@ -338,6 +371,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "post",
         path: "/api/memory/rules/{id}/demote",
+        route: || post(demote_rule),
         summary: "Demote a live rule one maturity step (admin), with a reason",
         query: None,
         body: Some(schema::<GovernanceRequest>),
@@ -346,6 +380,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "post",
         path: "/api/memory/rules/{id}/disable",
+        route: || post(disable_rule),
         summary: "Take a rule out of retrieval (admin), with a reason; it keeps its state and history",
         query: None,
         body: Some(schema::<GovernanceRequest>),
@@ -354,6 +389,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "post",
         path: "/api/memory/rules/{id}/enable",
+        route: || post(enable_rule),
         summary: "Put a disabled rule back into retrieval (admin), with a reason",
         query: None,
         body: Some(schema::<GovernanceRequest>),
@@ -362,6 +398,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "post",
         path: "/api/memory/purge",
+        route: || post(purge),
         summary: "Erase for good (admin), as memory_purge: a record, a subject's confirmed candidates, a butler's or the tenant's",
         query: None,
         body: Some(schema::<crate::mcp::params::PurgeParams>),
@@ -370,6 +407,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "delete",
         path: "/api/memory/episodes/{id}",
+        route: || typed(MemoryType::Episode, delete(forget)),
         summary: "Forget an episode (admin; reversible)",
         query: Some(schema::<ForgetQuery>),
         body: None,
@@ -378,6 +416,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         method: "post",
         path: "/api/memory/episodes/{id}/restore",
+        route: || typed(MemoryType::Episode, post(restore)),
         summary: "Restore a forgotten episode (admin)",
         query: None,
         body: None,
@@ -396,54 +435,19 @@ pub async fn no_store(request: Request, next: Next) -> Response {
     response
 }
 
-/// The `/api` routes (the caller adds the state and the key check).
+/// The `/api` routes (the caller adds the state and the key check): the OpenAPI document
+/// and every row of [`ENDPOINTS`], so that what is routed is what the document describes.
 pub fn routes() -> Router<Arc<AppState>> {
-    use handlers::*;
-    Router::new()
-        .route("/api/openapi.json", get(openapi::document))
-        .route("/api/memory/stats", get(stats))
-        .route("/api/memory/timeline", get(timeline))
-        .route("/api/memory/facts", get(facts))
-        .route("/api/memory/rules", get(rules))
-        .route("/api/memory/episodes", get(episodes))
-        .route("/api/memory/search", get(search))
-        .route("/api/memory/purge", post(purge))
-        .route("/api/memory/activity", get(activity))
-        .merge(records("facts", MemoryType::Fact, put(edit_fact)))
-        .merge(records("rules", MemoryType::Rule, put(edit_rule)))
-        .merge(records(
-            "episodes",
-            MemoryType::Episode,
-            MethodRouter::new(),
-        ))
-        .route("/api/memory/rules/{id}/applications", get(applications))
-        .route("/api/memory/rules/{id}/promote", post(promote_rule))
-        .route("/api/memory/rules/{id}/demote", post(demote_rule))
-        .route("/api/memory/rules/{id}/disable", post(disable_rule))
-        .route("/api/memory/rules/{id}/enable", post(enable_rule))
-        .route("/api/butlers/{name}/memory/stats", get(butler_stats))
-        .route("/api/butlers/{name}/memory/facts", get(butler_facts))
-        .route("/api/butlers/{name}/memory/rules", get(butler_rules))
-        .route("/api/butlers/{name}/memory/episodes", get(butler_episodes))
+    ENDPOINTS.iter().fold(
+        Router::new().route("/api/openapi.json", get(openapi::document)),
+        |router, endpoint| router.route(endpoint.path, (endpoint.route)()),
+    )
 }
 
-/// One type's record routes (read, forget, restore, provenance, and `edit` where the type
-/// has one), each handler told the type by the router.
-fn records(
-    kind: &str,
+/// A record route's handler, told the type of record by the router.
+fn typed(
     memory_type: MemoryType,
-    edit: MethodRouter<Arc<AppState>>,
-) -> Router<Arc<AppState>> {
-    use handlers::*;
-    Router::new()
-        .route(
-            &format!("/api/memory/{kind}/{{id}}"),
-            edit.get(record).delete(forget),
-        )
-        .route(&format!("/api/memory/{kind}/{{id}}/restore"), post(restore))
-        .route(
-            &format!("/api/memory/{kind}/{{id}}/provenance"),
-            get(provenance),
-        )
-        .layer(axum::Extension(memory_type))
+    route: MethodRouter<Arc<AppState>>,
+) -> MethodRouter<Arc<AppState>> {
+    route.route_layer(axum::Extension(memory_type))
 }

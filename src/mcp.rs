@@ -6,6 +6,7 @@
 //! there. Arguments are parsed here rather than by rmcp's macros so that every
 //! bad input becomes a classified tool error (`invalid_input`) instead of a protocol error.
 
+pub mod answers;
 pub mod direct;
 pub mod jsonrpc;
 pub mod orchestrator_params;

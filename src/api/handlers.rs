@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use butler_memory_actors::{
     Caller, EpisodeQuery, ErrorCode, FactEdit, FactQuery, Governance, GovernanceRequest,
-    MemoryError, MemoryRecord, MemoryResult, MemoryType, RuleEdit, RuleQuery, SearchInput, Since,
+    MemoryError, MemoryResult, MemoryType, RuleEdit, RuleQuery, SearchInput, Since,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -22,6 +22,7 @@ use super::{
 use crate::app_state::AppState;
 use crate::http::error_response;
 use crate::http::request_meta::RequestMeta;
+use crate::mcp::answers::{FactStored, SearchResults};
 use crate::mcp::params::PurgeParams;
 
 type Api = State<Arc<AppState>>;
@@ -214,13 +215,7 @@ pub async fn edit_fact(
         s.engine
             .edit_fact(&c, id, edit, meta.lineage())
             .await
-            .and_then(|stored| {
-                crate::mcp::reply::to_json(MemoryRecord::Fact(stored.fact)).map(|mut fact| {
-                    fact["outcome"] = serde_json::json!(stored.outcome);
-                    fact["superseded"] = serde_json::json!(stored.superseded);
-                    fact
-                })
-            }),
+            .map(FactStored::from),
     )
 }
 
@@ -318,7 +313,7 @@ pub async fn search(
         s.engine
             .search_for_dashboard(&c, input)
             .await
-            .and_then(crate::mcp::tools::search_results),
+            .map(SearchResults::from),
     )
 }
 

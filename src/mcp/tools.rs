@@ -2,9 +2,9 @@
 //! answer into JSON.
 
 use butler_memory_actors::{
-    Caller, ContextInput, ContextOutcome, Engine, EpisodeInput, ErrorCode, FactInput, Hit, Lineage,
-    Mark, MemoryError, MemoryRecord, MemoryResult, MemoryType, Rated, RequestContext, RuleInput,
-    SearchInput, SearchOutcome, Since, SweepKind,
+    Caller, ContextInput, ContextOutcome, Engine, EpisodeInput, ErrorCode, FactInput, Lineage,
+    Mark, MemoryError, MemoryRecord, MemoryResult, Rated, RequestContext, RuleInput, SearchInput,
+    SearchOutcome, Since, SweepKind,
 };
 use serde_json::{Value, json};
 
@@ -135,13 +135,7 @@ pub async fn store_fact(
             valid_from: p.valid_from,
         };
         let stored = engine.store_fact(caller, input, lineage).await?;
-        let mut body = to_json(MemoryRecord::Fact(stored.fact))?;
-        body["outcome"] = to_json(stored.outcome)?;
-        body["superseded"] = match stored.superseded {
-            Some(old) => to_json(MemoryRecord::Fact(old))?,
-            None => Value::Null,
-        };
-        Ok(body)
+        to_json(super::answers::FactStored::from(stored))
     })
     .await
 }
@@ -303,55 +297,7 @@ pub async fn context_batch(
 }
 
 pub(crate) fn search_results(outcome: SearchOutcome) -> MemoryResult<Value> {
-    let results: Vec<Value> = outcome.hits.iter().map(hit_json).collect();
-    Ok(json!({
-        "results": results,
-        "count": results.len(),
-        "mode": outcome.mode,
-        "degraded": outcome.degraded,
-    }))
-}
-
-/// One search result: what it is, its score and why, its attributes and stored metadata.
-fn hit_json(hit: &Hit) -> Value {
-    let c = &hit.candidate;
-    let mut out = json!({
-        "type": c.memory_type(),
-        "id": c.id,
-        "content": c.content,
-        "score": hit.score,
-        "scores": hit.scores,
-        "created_at": c.created_at,
-        "last_referenced_at": c.last_referenced_at,
-        "importance": c.importance,
-        "metadata": c.metadata,
-    });
-    let attributes = [
-        ("subject", c.subject.as_deref()),
-        ("predicate", c.predicate.as_deref()),
-        ("scope", c.scope.as_deref()),
-        ("permanence", c.permanence.as_deref()),
-        ("validity", c.validity.as_deref()),
-        ("maturity", c.maturity.as_deref()),
-        ("butler", c.butler.as_deref()),
-        ("session_id", c.session_id.as_deref()),
-    ];
-    for (key, value) in attributes {
-        if let Some(value) = value {
-            out[key] = json!(value);
-        }
-    }
-    if let Some(valid_from) = c.valid_from {
-        out["valid_from"] = json!(valid_from);
-        out["valid_until"] = json!(c.valid_until);
-    }
-    if c.memory_type() != MemoryType::Episode {
-        out["effective_confidence"] = json!(hit.scores.confidence);
-    }
-    if c.maturity.as_deref() == Some("anti_pattern") {
-        out["warning"] = json!(true);
-    }
-    out
+    to_json(super::answers::SearchResults::from(outcome))
 }
 
 fn context_json(butler: &str, outcome: ContextOutcome) -> MemoryResult<Value> {

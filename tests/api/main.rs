@@ -28,6 +28,7 @@ mod invalid_input;
 mod llm_server;
 mod load;
 mod mcp_endpoint;
+mod openapi;
 mod operator;
 mod orchestrator_access;
 mod orchestrator_bulletin;
