@@ -43,6 +43,7 @@ mod redaction;
 mod reembedding;
 mod request_ids;
 mod rest;
+mod rest_lifecycle;
 mod rest_refusals;
 mod rest_writes;
 mod retrieval;
