@@ -25,6 +25,7 @@ mod forgetting;
 mod helpers;
 mod http_limits;
 mod invalid_input;
+mod isolation;
 mod llm_server;
 mod load;
 mod mcp_endpoint;
