@@ -14,6 +14,7 @@ mod conformance;
 mod consolidation;
 mod context;
 mod dashboard;
+mod dashboard_details;
 mod decay_and_maturity;
 mod embedding;
 mod encryption;
