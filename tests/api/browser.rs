@@ -4,12 +4,18 @@
 //! it and sees the old version struck through, disables a rule and `memory_context` stops
 //! returning it, filters episodes, watches a new episode arrive in the live feed, searches
 //! with the keyboard shortcut, and looks at the operators' page. Every page is saved as a
-//! screenshot under `$SCREENSHOT_DIR` (default `target/screenshots`; the README shows the
-//! copies in `docs/screenshots/`).
+//! screenshot under `$SCREENSHOT_DIR` (default `target/screenshots`): `scripts/test`, which
+//! CI runs, points it at `docs/screenshots/`, the pictures the README shows. The service's
+//! clock is pinned, so that what a screenshot shows of time (how long ago, the charts'
+//! days, expiry dates) is the same from run to run; only ids (time-ordered UUIDs made from
+//! the system's clock) differ.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
+
+use butler_memory_actors::ManualClock;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
@@ -168,7 +174,9 @@ fn chromedriver() -> &'static str {
 
 #[tokio::test]
 async fn a_person_browses_corrects_and_governs_memory_in_a_real_browser() {
-    let app = spawn_app().await;
+    let morning = chrono::DateTime::parse_from_rfc3339("2026-05-14T09:30:00Z").unwrap();
+    let clock = Arc::new(ManualClock::new(morning.to_utc()));
+    let app = spawn_app_at("", clock.clone()).await;
     let health = app.client(TENANT_A_HEALTH).await;
     let finance = app.client(TENANT_A_GENERAL).await;
     let episode = health
@@ -353,6 +361,9 @@ async fn a_person_browses_corrects_and_governs_memory_in_a_real_browser() {
 
     // A new episode arrives in the live feed without a reload.
     b.click("nav a[href='/memory']").await;
+    // Later than the rest, so that its id (time-ordered, from the pinned clock) starts
+    // differently from theirs and the feed shows which one arrived.
+    clock.advance(chrono::Duration::minutes(5));
     let stored = health
         .ok(
             "memory_store_episode",
