@@ -5,6 +5,7 @@
 
 mod audit;
 mod bundle;
+mod butler_view;
 mod dashboard;
 mod lifecycle;
 mod orchestrator;

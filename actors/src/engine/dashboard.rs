@@ -1,6 +1,7 @@
 //! The dashboard's side of the engine (issue 20, the REST API): lists with filters and
 //! cursors, and single records, under exactly the MCP tools' visibility (`visible`: butler
-//! keys their scopes and episodes, admins everything of their tenant), where a person
+//! keys their scopes and episodes, admins everything of their tenant; or, for a butler's
+//! view, `visible_as`: what that butler sees, `butler_view.rs`), where a person
 //! browsing changes nothing (no reference count moves); and an admin's corrections, each
 //! through the same write as the tools (a fact edit is a superseding fact, a rule rewrite a
 //! new candidate that supersedes a retracted one, a delete is `memory_forget`).
@@ -36,9 +37,15 @@ use crate::store::stats::StatsFilter;
 
 impl Engine {
     /// A page of the facts the caller may see.
-    pub async fn list_facts(
+    pub async fn list_facts(&self, caller: &Caller, query: FactQuery) -> MemoryResult<Page<Fact>> {
+        self.facts_seen_by(caller, None, query).await
+    }
+
+    /// A page of the facts the caller, or (`view`) that butler, sees (`seen_by`).
+    pub(super) async fn facts_seen_by(
         &self,
         caller: &Caller,
+        view: Option<&str>,
         mut query: FactQuery,
     ) -> MemoryResult<Page<Fact>> {
         self.services.database.check()?;
@@ -56,7 +63,7 @@ impl Engine {
         if let Some(b) = &query.source_butler {
             check_owner(b)?;
         }
-        let visible = self.visible(caller, query.scope.clone(), None)?;
+        let visible = self.seen_by(caller, view, query.scope.clone(), None)?;
         let now = self.services.clock.now();
         let (visible, query) = (&visible, &query);
         self.routed(&caller.tenant_id, |store| async move {
@@ -66,9 +73,15 @@ impl Engine {
     }
 
     /// A page of the rules the caller may see.
-    pub async fn list_rules(
+    pub async fn list_rules(&self, caller: &Caller, query: RuleQuery) -> MemoryResult<Page<Rule>> {
+        self.rules_seen_by(caller, None, query).await
+    }
+
+    /// A page of the rules the caller, or (`view`) that butler, sees (`seen_by`).
+    pub(super) async fn rules_seen_by(
         &self,
         caller: &Caller,
+        view: Option<&str>,
         mut query: RuleQuery,
     ) -> MemoryResult<Page<Rule>> {
         self.services.database.check()?;
@@ -81,7 +94,7 @@ impl Engine {
         if let Some(b) = &query.source_butler {
             check_owner(b)?;
         }
-        let visible = self.visible(caller, query.scope.clone(), None)?;
+        let visible = self.seen_by(caller, view, query.scope.clone(), None)?;
         let now = self.services.clock.now();
         let (visible, query) = (&visible, &query);
         self.routed(&caller.tenant_id, |store| async move {
@@ -96,9 +109,19 @@ impl Engine {
         caller: &Caller,
         query: EpisodeQuery,
     ) -> MemoryResult<Page<Episode>> {
+        self.episodes_seen_by(caller, None, query).await
+    }
+
+    /// A page of the episodes the caller, or (`view`) that butler, sees (`seen_by`).
+    pub(super) async fn episodes_seen_by(
+        &self,
+        caller: &Caller,
+        view: Option<&str>,
+        query: EpisodeQuery,
+    ) -> MemoryResult<Page<Episode>> {
         self.services.database.check()?;
         let size = page_size(query.limit)?;
-        let visible = self.visible(caller, None, query.butler.clone())?;
+        let visible = self.seen_by(caller, view, None, query.butler.clone())?;
         let (visible, query) = (&visible, &query);
         self.routed(&caller.tenant_id, |store| async move {
             store.list_episodes(visible, query, size).await
