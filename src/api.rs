@@ -227,7 +227,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         path: "/api/butlers/{name}/memory/stats",
         route: || get(butler_stats),
-        summary: "A butler's statistics",
+        summary: "A butler's statistics: what it sees (facts and rules of scope global or its own, its episodes)",
         method: "get",
         body: None,
         query: Some(schema::<StatsQuery>),
@@ -236,7 +236,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         path: "/api/butlers/{name}/memory/facts",
         route: || get(butler_facts),
-        summary: "Facts a butler wrote",
+        summary: "Facts a butler sees (scope global or its own)",
         method: "get",
         body: None,
         query: Some(schema::<FactQuery>),
@@ -245,7 +245,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint {
         path: "/api/butlers/{name}/memory/rules",
         route: || get(butler_rules),
-        summary: "Rules a butler wrote",
+        summary: "Rules a butler sees (scope global or its own)",
         method: "get",
         body: None,
         query: Some(schema::<RuleQuery>),

@@ -144,28 +144,28 @@ pub async fn activity(
     )
 }
 
-/// A butler's view: the butler named in the path, which a query may not contradict.
-fn butler_of(named: String, asked: &mut Option<String>) -> MemoryResult<()> {
+/// The statistics query of a butler's view: `butler`, if given, must be the one the path
+/// names.
+fn butler_of(named: &str, asked: Option<&str>) -> MemoryResult<()> {
     match asked {
-        Some(other) if *other != named => Err(bad_request(format!(
+        Some(other) if other != named => Err(bad_request(format!(
             "the path names butler `{named}` and the query `{other}`"
         ))),
-        _ => {
-            *asked = Some(named);
-            Ok(())
-        }
+        _ => Ok(()),
     }
 }
 
+/// What the butler named in the path sees (`Engine::butler_stats` and its lists), not
+/// what the key sees nor what the butler wrote.
 pub async fn butler_stats(
     State(s): Api,
     Extension(c): Key,
     name: Result<Path<String>, PathRejection>,
     q: Result<Query<StatsQuery>, QueryRejection>,
 ) -> Response {
-    let mut q = parsed!(query(q));
-    parsed!(butler_of(parsed!(path(name)), &mut q.butler));
-    answer(s.engine.stats(&c, q.scope, q.butler).await)
+    let (name, q) = (parsed!(path(name)), parsed!(query(q)));
+    parsed!(butler_of(&name, q.butler.as_deref()));
+    answer(s.engine.butler_stats(&c, &name, q.scope).await)
 }
 
 pub async fn butler_facts(
@@ -174,9 +174,8 @@ pub async fn butler_facts(
     name: Result<Path<String>, PathRejection>,
     q: Result<Query<FactQuery>, QueryRejection>,
 ) -> Response {
-    let mut q = parsed!(query(q));
-    parsed!(butler_of(parsed!(path(name)), &mut q.source_butler));
-    answer(s.engine.list_facts(&c, q).await)
+    let (name, q) = (parsed!(path(name)), parsed!(query(q)));
+    answer(s.engine.butler_facts(&c, &name, q).await)
 }
 
 pub async fn butler_rules(
@@ -185,9 +184,8 @@ pub async fn butler_rules(
     name: Result<Path<String>, PathRejection>,
     q: Result<Query<RuleQuery>, QueryRejection>,
 ) -> Response {
-    let mut q = parsed!(query(q));
-    parsed!(butler_of(parsed!(path(name)), &mut q.source_butler));
-    answer(s.engine.list_rules(&c, q).await)
+    let (name, q) = (parsed!(path(name)), parsed!(query(q)));
+    answer(s.engine.butler_rules(&c, &name, q).await)
 }
 
 pub async fn butler_episodes(
@@ -196,9 +194,8 @@ pub async fn butler_episodes(
     name: Result<Path<String>, PathRejection>,
     q: Result<Query<EpisodeQuery>, QueryRejection>,
 ) -> Response {
-    let mut q = parsed!(query(q));
-    parsed!(butler_of(parsed!(path(name)), &mut q.butler));
-    answer(s.engine.list_episodes(&c, q).await)
+    let (name, q) = (parsed!(path(name)), parsed!(query(q)));
+    answer(s.engine.butler_episodes(&c, &name, q).await)
 }
 
 type Meta = Extension<RequestMeta>;

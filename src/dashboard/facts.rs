@@ -1,7 +1,8 @@
 //! Facts: grouped by subject, each with its predicate, content, a confidence bar coloured
 //! by band, its permanence, when it was last confirmed; a superseded fact struck through
 //! with a link to what replaced it; filters (subject, words, source butler, confidence
-//! threshold, permanence, state). A fact opens in the drawer with its provenance (source
+//! threshold, permanence, state), and a butler's view (`butler`: what that butler sees, the
+//! link from its page). A fact opens in the drawer with its provenance (source
 //! episode and butler, linked records, every version, its events) and, for an admin, the
 //! forms that correct it (a new version that supersedes it) or forget it.
 
@@ -40,14 +41,23 @@ pub async fn list(
     RawQuery(raw): RawQuery,
 ) -> Response {
     let body = async {
-        let mut query: FactQuery = filters::parse(raw.as_deref())?;
+        let (butler, rest) = filters::view(raw.as_deref());
+        let mut query: FactQuery = filters::parse(Some(&rest))?;
         query.limit = Some(query.limit.unwrap_or(PAGE));
         let shown = query.clone();
-        let page = state.engine.list_facts(&viewer.caller, query).await?;
+        let (engine, caller) = (&state.engine, &viewer.caller);
+        let page = match &butler {
+            Some(b) => engine.butler_facts(caller, b, query).await?,
+            None => engine.list_facts(caller, query).await?,
+        };
         let now = state.engine.clock().now();
         Ok(html! {
-            h1 { "Facts " span.muted { (super::widgets::total(page.total)) } }
-            (filter_form(&shown))
+            h1 {
+                "Facts "
+                @if let Some(b) = &butler { "butler " (b) " sees " }
+                span.muted { (super::widgets::total(page.total)) }
+            }
+            (filter_form(&shown, butler.as_deref()))
             @if let Some(done) = super::changes::done_note(raw.as_deref()) { div.flash role="status" { (done) } }
             (grouped(&page.items, now))
             (super::widgets::next_page("/memory/facts", raw.as_deref(), page.next_cursor))
@@ -57,12 +67,13 @@ pub async fn list(
     layout::page_of(&viewer, "Facts", Section::Facts, body)
 }
 
-fn filter_form(q: &FactQuery) -> Markup {
+fn filter_form(q: &FactQuery, butler: Option<&str>) -> Markup {
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
     let permanence = q.permanence.map(|p| p.as_str());
     let validity = q.validity.map(|v| v.as_str());
     html! {
         form.filters method="get" action="/memory/facts" {
+            label { "Seen by butler" input name="butler" value=(butler.unwrap_or_default()); }
             label { "Subject" input name="subject" value=(text(&q.subject)); }
             label { "Words" input name="q" value=(text(&q.q)); }
             label { "Source butler" input name="source_butler" value=(text(&q.source_butler)); }

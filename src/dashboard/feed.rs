@@ -1,6 +1,7 @@
 //! The live activity feed: the newest events of the audit stream the viewer may see (fact
-//! created, rule promoted, supersession, expiry, inversion, ...), newest first, which the
-//! page polls every two seconds (htmx) so a new episode shows up without a reload.
+//! created, rule promoted, supersession, expiry, inversion, ...), or on a butler's page of
+//! what that butler sees, newest first, which the page polls every two seconds (htmx) so a
+//! new episode shows up without a reload.
 
 use std::sync::Arc;
 
@@ -39,22 +40,26 @@ pub async fn feed(
     }
 }
 
-/// The newest events of what the viewer may see (of one butler's records, when named).
+/// The newest events of what the viewer may see or, on a butler's page (`butler`), of what
+/// that butler sees.
 pub async fn recent(
     state: &AppState,
     viewer: &Viewer,
     butler: Option<String>,
 ) -> butler_memory_actors::MemoryResult<Vec<StoredEvent>> {
-    state
-        .engine
-        .activity_for_dashboard(
-            &viewer.caller,
-            Since::Latest,
-            None,
-            butler,
-            Some(FEED_LENGTH),
-        )
-        .await
+    let (engine, caller) = (&state.engine, &viewer.caller);
+    match butler {
+        Some(b) => {
+            engine
+                .butler_activity(caller, &b, Since::Latest, Some(FEED_LENGTH))
+                .await
+        }
+        None => {
+            engine
+                .activity_for_dashboard(caller, Since::Latest, None, None, Some(FEED_LENGTH))
+                .await
+        }
+    }
 }
 
 /// The feed's panel: its first events, and the poll that keeps it current.

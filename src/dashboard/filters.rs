@@ -27,6 +27,27 @@ pub fn parse<T: DeserializeOwned>(raw: Option<&str>) -> MemoryResult<T> {
     })
 }
 
+/// The butler whose view a facts or rules page shows (`butler`, as the links of that
+/// butler's page set it: what it sees rather than what the key sees), and the rest of
+/// `raw`, for [`parse`].
+pub fn view(raw: Option<&str>) -> (Option<String>, String) {
+    let raw = raw.unwrap_or("");
+    // What cannot be read is left whole, for `parse` to say what is wrong with it.
+    let Ok(mut pairs) = serde_urlencoded::from_str::<Vec<(String, String)>>(raw) else {
+        return (None, raw.to_owned());
+    };
+    let butler = pairs
+        .iter()
+        .rev()
+        .find(|(k, v)| k == "butler" && !v.trim().is_empty())
+        .map(|(_, v)| v.trim().to_owned());
+    pairs.retain(|(k, _)| k != "butler");
+    (
+        butler,
+        serde_urlencoded::to_string(&pairs).unwrap_or_default(),
+    )
+}
+
 /// The query string `raw` with `cursor` set to `next` (the next page's link).
 pub fn with_cursor(raw: Option<&str>, next: &uuid::Uuid) -> String {
     let mut pairs: Vec<(String, String)> =
@@ -57,6 +78,16 @@ mod tests {
         let bad = parse::<FactQuery>(Some("permanence=forever")).unwrap_err();
         assert_eq!(bad.code, ErrorCode::InvalidArguments);
         assert!(parse::<FactQuery>(Some("nonsense=1")).is_err());
+    }
+
+    #[test]
+    fn a_butlers_view_is_taken_apart_from_the_filters() {
+        let (butler, rest) = view(Some("subject=ann&butler=health&done=edited"));
+        assert_eq!(butler.as_deref(), Some("health"));
+        let q: FactQuery = parse(Some(&rest)).unwrap();
+        assert_eq!(q.subject.as_deref(), Some("ann"));
+        let (butler, rest) = view(Some("butler=&q=tea"));
+        assert_eq!((butler, rest.as_str()), (None, "q=tea"));
     }
 
     #[test]

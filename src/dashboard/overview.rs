@@ -2,8 +2,10 @@
 //! reads at a glance (facts by permanence, rules by maturity, active episodes, what is
 //! fading, the consolidation backlog and when consolidation last ran), four charts
 //! (confidence of facts, effectiveness of rules, episodes per day, lifecycle activity per
-//! day) and the live feed. A butler's page is the same, narrowed to that butler, with its
-//! newest facts, rules and episodes.
+//! day) and the live feed. A butler's page is the same for what that butler sees, whoever
+//! looks (`Engine::butler_stats` and its lists: the facts and rules of scope `global` or
+//! its own, its episodes, the events of those), with the newest of them and links to all of
+//! them; its lifecycle chart and last consolidation are its shard's runs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -60,7 +62,10 @@ pub async fn butler(
 async fn render(state: &AppState, viewer: &Viewer, butler: Option<String>) -> MemoryResult<Markup> {
     let engine = &state.engine;
     let caller = &viewer.caller;
-    let stats = engine.stats(caller, None, butler.clone()).await?;
+    let stats = match &butler {
+        Some(b) => engine.butler_stats(caller, b, None).await?,
+        None => engine.stats(caller, None, None).await?,
+    };
     let timeline = engine
         .timeline(caller, butler.clone(), Some(TIMELINE_DAYS))
         .await?;
@@ -254,35 +259,36 @@ fn lifecycle_chart(timeline: &Timeline) -> Markup {
     )
 }
 
-/// A butler's newest facts, rules and episodes, each with a link to all of them.
+/// The newest facts, rules and episodes a butler sees, each with a link to all of them (the
+/// facts and playbook pages as it sees them, its episodes).
 async fn butler_records(state: &AppState, viewer: &Viewer, name: &str) -> MemoryResult<Markup> {
     let engine = &state.engine;
     let caller = &viewer.caller;
     let facts = engine
-        .list_facts(
+        .butler_facts(
             caller,
+            name,
             FactQuery {
-                source_butler: Some(name.to_owned()),
                 limit: Some(BUTLER_PAGE_ITEMS),
                 ..FactQuery::default()
             },
         )
         .await?;
     let rules = engine
-        .list_rules(
+        .butler_rules(
             caller,
+            name,
             RuleQuery {
-                source_butler: Some(name.to_owned()),
                 limit: Some(BUTLER_PAGE_ITEMS),
                 ..RuleQuery::default()
             },
         )
         .await?;
     let episodes = engine
-        .list_episodes(
+        .butler_episodes(
             caller,
+            name,
             EpisodeQuery {
-                butler: Some(name.to_owned()),
                 limit: Some(BUTLER_PAGE_ITEMS),
                 ..EpisodeQuery::default()
             },
@@ -291,18 +297,18 @@ async fn butler_records(state: &AppState, viewer: &Viewer, name: &str) -> Memory
     Ok(html! {
         div.charts {
             section.panel {
-                h2 { "Facts it wrote " span.muted { (super::widgets::total(facts.total)) } }
+                h2 { "Facts it sees " span.muted { (super::widgets::total(facts.total)) } }
                 ul { @for f in &facts.items {
                     li { (drawer_link("fact", &f.id, html! { (f.subject) " · " (f.predicate) })) " " (meter(f.effective_confidence, "confidence")) }
                 } }
-                a href=(format!("/memory/facts?source_butler={name}")) { "All its facts →" }
+                a href=(format!("/memory/facts?butler={name}")) { "All its facts →" }
             }
             section.panel {
-                h2 { "Rules it wrote " span.muted { (super::widgets::total(rules.total)) } }
+                h2 { "Rules it sees " span.muted { (super::widgets::total(rules.total)) } }
                 ul { @for r in &rules.items {
                     li { (badge(r.maturity.as_str())) (drawer_link("rule", &r.id, html! { (r.content) })) }
                 } }
-                a href=(format!("/memory/playbook?source_butler={name}")) { "All its rules →" }
+                a href=(format!("/memory/playbook?butler={name}")) { "All its rules →" }
             }
             section.panel {
                 h2 { "Its episodes " span.muted { (super::widgets::total(episodes.total)) } }

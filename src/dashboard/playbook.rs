@@ -2,7 +2,8 @@
 //! a warning mark); each with its scope, an effectiveness bar, how often it was applied,
 //! helped and harmed, and (for an admin) one form to promote, demote, disable or enable it
 //! with a reason: each an audited transition; a disabled rule never reaches retrieval. A
-//! rule opens with its application history and provenance.
+//! rule opens with its application history and provenance. Filters: words, scope, source
+//! butler, and a butler's view (`butler`: what that butler sees, the link from its page).
 
 use std::sync::Arc;
 
@@ -45,10 +46,15 @@ pub async fn list(
     RawQuery(raw): RawQuery,
 ) -> Response {
     let body = async {
-        let mut query: RuleQuery = filters::parse(raw.as_deref())?;
+        let (butler, rest) = filters::view(raw.as_deref());
+        let mut query: RuleQuery = filters::parse(Some(&rest))?;
         query.limit = Some(query.limit.unwrap_or(PAGE));
         let shown = query.clone();
-        let page = state.engine.list_rules(&viewer.caller, query).await?;
+        let (engine, caller) = (&state.engine, &viewer.caller);
+        let page = match &butler {
+            Some(b) => engine.butler_rules(caller, b, query).await?,
+            None => engine.list_rules(caller, query).await?,
+        };
         let now = state.engine.clock().now();
         let live: Vec<&Rule> = page
             .items
@@ -57,8 +63,12 @@ pub async fn list(
             .collect();
         let gone = page.items.len() - live.len();
         Ok(html! {
-            h1 { "Playbook " span.muted { (super::widgets::total(page.total)) } }
-            (filter_form(&shown))
+            h1 {
+                "Playbook "
+                @if let Some(b) = &butler { "of butler " (b) " " }
+                span.muted { (super::widgets::total(page.total)) }
+            }
+            (filter_form(&shown, butler.as_deref()))
             @if let Some(done) = super::changes::done_note(raw.as_deref()) { div.flash role="status" { (done) } }
             @for (maturity, title) in SECTIONS {
                 @let rules: Vec<&&Rule> = live.iter().filter(|r| r.maturity == maturity).collect();
@@ -81,10 +91,11 @@ pub async fn list(
     layout::page_of(&viewer, "Playbook", Section::Playbook, body)
 }
 
-fn filter_form(q: &RuleQuery) -> Markup {
+fn filter_form(q: &RuleQuery, butler: Option<&str>) -> Markup {
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
     html! {
         form.filters method="get" action="/memory/playbook" {
+            label { "Seen by butler" input name="butler" value=(butler.unwrap_or_default()); }
             label { "Words" input name="q" value=(text(&q.q)); }
             label { "Scope" input name="scope" value=(text(&q.scope)); }
             label { "Source butler" input name="source_butler" value=(text(&q.source_butler)); }

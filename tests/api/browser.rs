@@ -402,7 +402,7 @@ async fn a_person_browses_corrects_and_governs_memory_in_a_real_browser() {
 
     // A butler's own page, and the operators' view of the service.
     b.goto(&app.url("/butlers/health/memory")).await;
-    assert!(b.text("main").await.contains("Facts it wrote"));
+    assert!(b.text("main").await.contains("Facts it sees"));
     b.screenshot("butler").await;
     b.goto(&app.url("/operators")).await;
     let tree = b.wait_for_text("#actors", "embedder").await;

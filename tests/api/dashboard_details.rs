@@ -197,13 +197,13 @@ async fn the_overview_counts_fading_backlog_and_last_consolidation() {
     let fading = id(health
         .ok(
             "memory_store_fact",
-            json!({"subject": "ann", "predicate": "mood", "content": "Ann is tired", "permanence": "volatile"}),
+            json!({"subject": "ann", "predicate": "mood", "content": "Ann is tired", "permanence": "volatile", "scope": "health"}),
         )
         .await);
     let theirs = id(general
         .ok(
             "memory_store_fact",
-            json!({"subject": "cal", "predicate": "job", "content": "Cal is a pilot"}),
+            json!({"subject": "cal", "predicate": "job", "content": "Cal is a pilot", "scope": "general"}),
         )
         .await);
     for content in ["Ann asked about tea.", "Ann went for a walk."] {
@@ -261,7 +261,8 @@ async fn the_overview_counts_fading_backlog_and_last_consolidation() {
         "the time since: {backlog}"
     );
 
-    // A butler's page: that butler's cards and records, no other butler's.
+    // A butler's page: what that butler sees (its scope's fact, not general's), in cards
+    // and records.
     let own = page(&app, Some(&cookie), "/butlers/health/memory").await;
     assert_eq!(own.status, 200);
     assert!(own.body.contains("Butler health"));

@@ -161,7 +161,13 @@ async fn lists_records_and_stats_follow_the_keys_visibility_and_page_stably() {
     )
     .await;
     assert!(confident["total"].as_i64().unwrap() >= 6);
-    let by_butler = ok(&app, TENANT_A_ADMIN, "/api/butlers/general/memory/facts").await;
+    // In a butler's view (what it sees: `butler_view.rs`), `source_butler` is a filter too.
+    let by_butler = ok(
+        &app,
+        TENANT_A_ADMIN,
+        "/api/butlers/general/memory/facts?source_butler=general",
+    )
+    .await;
     assert_eq!(ids(&by_butler), vec![private.clone()]);
     for (path, code) in [
         ("/api/memory/facts?validity=bogus", "invalid_arguments"),
