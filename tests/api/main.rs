@@ -9,6 +9,7 @@ mod browser;
 mod bundle;
 mod bursty_writes;
 mod butler_client;
+mod butler_view;
 mod cli;
 mod conformance;
 mod consolidation;
