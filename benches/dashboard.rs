@@ -82,9 +82,11 @@ async fn main() -> anyhow::Result<()> {
         "/api/memory/stats",
         "/api/memory/stats?butler=b3",
         "/api/memory/stats?scope=global",
+        "/api/butlers/b3/memory/stats",
         "/api/memory/facts",
         "/api/memory/facts?subject=subject-42",
         "/api/memory/facts?permanence=volatile&min_confidence=0.5",
+        "/api/butlers/b3/memory/facts",
         "/api/memory/rules",
         "/api/memory/episodes",
         "/api/memory/episodes?butler=b3&consolidation_status=pending",
@@ -96,6 +98,7 @@ async fn main() -> anyhow::Result<()> {
     // The dashboard's pages, as a signed-in browser asks for them.
     for path in [
         "/memory",
+        "/butlers/b3/memory",
         "/memory/facts?subject=subject-42",
         "/memory/episodes",
     ] {
