@@ -557,6 +557,11 @@ impl EngineConfig {
             "embedder.max_tokens",
             "must be between 1 and 512 (the model's positions)",
         );
+        check(
+            e.max_batch_tokens >= e.max_tokens,
+            "embedder.max_batch_tokens",
+            "must be at least embedder.max_tokens",
+        );
         let w = &self.writes;
         check(
             w.max_in_flight >= w.max_ingest_batch.get(),

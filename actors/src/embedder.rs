@@ -5,10 +5,13 @@
 pub mod hashing;
 pub mod minilm;
 pub mod token_counter;
+mod tokenizer_file;
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
+
+pub use tokenizer_file::shared_tokenizer;
 
 /// Dimensions of every stored embedding (the `vector(384)` columns).
 pub const DIMENSIONS: usize = 384;
@@ -65,4 +68,7 @@ pub struct EmbedderConfig {
     pub max_queue: usize,
     /// Longest input in tokens; longer texts are truncated, as sentence-transformers does.
     pub max_tokens: usize,
+    /// Most padded tokens (texts times the longest) in one inference call: what bounds the
+    /// memory inference takes.
+    pub max_batch_tokens: usize,
 }

@@ -125,3 +125,36 @@ async fn the_pool_batches_concurrent_requests_without_mixing_them_up() {
     }
     app.stop().await;
 }
+
+/// Texts past `embedder.max_tokens` are cut there, the special tokens kept: what follows
+/// the cut changes nothing, what comes before it does; and a batch of long and short texts
+/// (split into inference calls by padded tokens) embeds each as it embeds alone.
+#[test]
+fn long_texts_are_cut_at_the_token_limit_and_batch_like_short_ones() {
+    let config = base_config("").engine.embedder;
+    let factory = Engine::minilm_factory(&config).expect("model assets present (scripts/setup)");
+    let mut embedder = factory().expect("model loads");
+    let long: String = (0..400).map(|i| format!("word{i} ")).collect();
+    let texts = vec![
+        long.clone(),
+        format!("{long} and then something else entirely about trains"),
+        format!("preface {long}"),
+        "a short text".to_owned(),
+    ];
+    let v = embedder.embed(&texts).unwrap();
+    assert!(
+        cosine(&v[0], &v[1]) > 0.99999,
+        "the tail past the cut is not read"
+    );
+    assert!(cosine(&v[0], &v[2]) < 0.9999, "the head before the cut is");
+    for (text, batched) in texts.iter().zip(&v) {
+        let alone = embedder
+            .embed(std::slice::from_ref(text))
+            .unwrap()
+            .remove(0);
+        assert!(
+            cosine(&alone, batched) > 0.9999,
+            "batched as alone: {text:.20}"
+        );
+    }
+}

@@ -387,6 +387,7 @@ mod tests {
             max_wait_ms: 1,
             max_queue,
             max_tokens: 256,
+            max_batch_tokens: 512,
         }
     }
 

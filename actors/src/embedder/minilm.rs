@@ -7,9 +7,9 @@ use std::sync::{Arc, OnceLock};
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::{PostProcessor, Tokenizer, TruncationDirection};
 
-use super::{DIMENSIONS, EmbedError, Embedder, EmbedderConfig, ModelInfo};
+use super::{DIMENSIONS, EmbedError, Embedder, EmbedderConfig, ModelInfo, shared_tokenizer};
 
 /// ONNX Runtime allows one environment per process; every session shares it.
 static ENVIRONMENT: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
@@ -40,28 +40,25 @@ pub struct MiniLm {
     info: ModelInfo,
     tokenizer: Arc<Tokenizer>,
     session: Session,
+    /// Most padded tokens in one inference call (`embedder.max_batch_tokens`).
+    max_batch_tokens: usize,
+    /// Longest input in tokens, special tokens included (`embedder.max_tokens`).
+    max_tokens: usize,
 }
 
 impl MiniLm {
-    /// Loads a tokenizer to share between sessions.
+    /// Loads the tokenizer the sessions share (with the token counter too, when it reads
+    /// the same file). The shipped tokenizer.json pads every input to 128 and truncates
+    /// there; the model is meant to see up to 256 tokens. The shared tokenizer does neither:
+    /// `encode` truncates at `max_tokens` and `run` pads each inference call to its longest
+    /// text.
     pub fn load_tokenizer(config: &EmbedderConfig) -> Result<Arc<Tokenizer>, EmbedError> {
-        let mut tokenizer = Tokenizer::from_file(&config.tokenizer_path).map_err(|e| {
+        shared_tokenizer(&config.tokenizer_path).map_err(|e| {
             EmbedError::Load(format!(
                 "tokenizer {}: {e} (run scripts/setup, or set embedder.tokenizer_path)",
                 config.tokenizer_path.display()
             ))
-        })?;
-        // The shipped tokenizer.json pads every input to 128 and truncates there; the model
-        // is meant to see up to 256 tokens. Padding is done per inference chunk (`run`), to
-        // the longest text of the chunk.
-        tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: config.max_tokens,
-                ..Default::default()
-            }))
-            .map_err(|e| EmbedError::Load(format!("tokenizer truncation: {e}")))?;
-        Ok(Arc::new(tokenizer))
+        })
     }
 
     /// Loads one session of the model.
@@ -101,6 +98,8 @@ impl MiniLm {
             },
             tokenizer,
             session,
+            max_batch_tokens: config.max_batch_tokens,
+            max_tokens: config.max_tokens,
         })
     }
 }
@@ -117,37 +116,77 @@ impl Embedder for MiniLm {
         // Tokenise without padding, then run texts of similar length together: a chunk is
         // padded to its longest text and attention costs grow with the square of that
         // length, so one long text among short ones would multiply the work.
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        let encodings = self.encode(texts)?;
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| encodings[i].len());
+        let lengths: Vec<usize> = order.iter().map(|&i| encodings[i].len()).collect();
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); encodings.len()];
-        let mut start = 0;
-        while start < order.len() {
-            // Chunks of at most SUB_BATCH texts, cut where the length more than doubles.
-            let first = encodings[order[start]].len().max(1);
-            let mut end = start + 1;
-            while end < order.len()
-                && end - start < SUB_BATCH
-                && encodings[order[end]].len() <= 2 * first
-            {
-                end += 1;
-            }
-            let chunk: Vec<&tokenizers::Encoding> =
-                order[start..end].iter().map(|&i| &encodings[i]).collect();
-            for (vector, &i) in self.run(&chunk)?.into_iter().zip(&order[start..end]) {
+        for chunk in chunks(&lengths, self.max_batch_tokens) {
+            let texts: Vec<&tokenizers::Encoding> = order[chunk.clone()]
+                .iter()
+                .map(|&i| &encodings[i])
+                .collect();
+            for (vector, &i) in self.run(&texts)?.into_iter().zip(&order[chunk]) {
                 out[i] = vector;
             }
-            start = end;
         }
         Ok(out)
     }
 }
 
+impl MiniLm {
+    /// Tokenizes as sentence-transformers does: the text cut at `max_tokens` less the special
+    /// tokens, then the special tokens added (what a tokenizer configured to truncate does
+    /// itself; the shared one is not, for the token counter's sake).
+    fn encode(&self, texts: &[String]) -> Result<Vec<tokenizers::Encoding>, EmbedError> {
+        let fail = |e: tokenizers::Error| EmbedError::Inference(e.to_string());
+        let specials = self
+            .tokenizer
+            .get_post_processor()
+            .map_or(0, |p| p.added_tokens(false));
+        let keep = self.max_tokens.saturating_sub(specials).max(1);
+        self.tokenizer
+            .encode_batch(texts.to_vec(), false)
+            .map_err(fail)?
+            .into_iter()
+            .map(|mut encoding| {
+                encoding.truncate(keep, 0, TruncationDirection::Right);
+                self.tokenizer
+                    .post_process(encoding, None, true)
+                    .map_err(fail)
+            })
+            .collect()
+    }
+}
+
 /// Most texts in one inference call; batches beyond it gain nothing on a CPU.
 const SUB_BATCH: usize = 16;
+
+/// Splits texts sorted by token length into inference calls: at most [`SUB_BATCH`] texts,
+/// at most `max_tokens` padded tokens (texts times the longest), and cut where the length
+/// more than doubles. A call's activations grow with its padded tokens (attention with
+/// their square), and ONNX Runtime keeps its arena at the largest call's size for the life
+/// of the session: the token bound is what bounds the service's memory. Smaller calls cost
+/// no more CPU per token (docs/benchmarks.md, "Fused attention"). A text alone is one call,
+/// whatever its length.
+fn chunks(sorted_lengths: &[usize], max_tokens: usize) -> Vec<std::ops::Range<usize>> {
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    while start < sorted_lengths.len() {
+        let first = sorted_lengths[start].max(1);
+        let mut end = start + 1;
+        while end < sorted_lengths.len()
+            && end - start < SUB_BATCH
+            && sorted_lengths[end] <= 2 * first
+            && (end + 1 - start) * sorted_lengths[end] <= max_tokens
+        {
+            end += 1;
+        }
+        chunks.push(start..end);
+        start = end;
+    }
+    chunks
+}
 
 impl MiniLm {
     /// One inference call over encodings padded to the longest of them.
@@ -226,6 +265,31 @@ pub(crate) fn normalize(v: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The token bound, the text bound and the length cut each end a call; a long text
+    /// alone past the bound is still embedded, in a call of its own.
+    #[test]
+    fn calls_are_bounded_by_padded_tokens_texts_and_length() {
+        assert_eq!(chunks(&[10; 40], 512), vec![0..16, 16..32, 32..40]);
+        assert_eq!(chunks(&[100; 12], 512), vec![0..5, 5..10, 10..12]);
+        assert_eq!(chunks(&[10, 12, 30, 31], 512), vec![0..2, 2..4]);
+        assert_eq!(chunks(&[40, 300, 300], 512), vec![0..1, 1..2, 2..3]);
+        assert_eq!(chunks(&[], 512), Vec::<std::ops::Range<usize>>::new());
+        for (lengths, bound) in [
+            (vec![7, 9, 20, 64, 64, 65, 128, 256], 256),
+            (vec![1; 100], 8),
+        ] {
+            let calls = chunks(&lengths, bound);
+            assert_eq!(calls.iter().map(|c| c.len()).sum::<usize>(), lengths.len());
+            for call in calls {
+                let padded = call.len() * lengths[call.end - 1];
+                assert!(
+                    call.len() == 1 || padded <= bound,
+                    "{call:?} of {lengths:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn mean_pool_ignores_padding_and_normalises() {

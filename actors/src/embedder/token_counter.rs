@@ -3,12 +3,12 @@
 
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 use tokenizers::{NormalizerWrapper, PreTokenizerWrapper, Tokenizer};
 
-use super::EmbedError;
+use super::{EmbedError, shared_tokenizer};
 use crate::domain::context_block::TokenCounter;
 
 /// Lines (one memory each) whose counts are remembered: a context block is mostly the
@@ -20,25 +20,22 @@ const LINE_BYTES: usize = 2048;
 
 /// A tokenizer without padding or truncation, counting tokens without special tokens.
 pub struct TokenizerCounter {
-    tokenizer: Tokenizer,
+    tokenizer: Arc<Tokenizer>,
     lines: Mutex<LruCache<String, usize>>,
     /// No token spans whitespace (see `splits_at_whitespace`).
     additive: bool,
 }
 
 impl TokenizerCounter {
+    /// Loads the tokenizer at `path` (shared with the embedder when it reads the same file),
+    /// which neither pads nor truncates: counting must see every token.
     pub fn load(path: &Path) -> Result<Self, EmbedError> {
-        let mut tokenizer = Tokenizer::from_file(path).map_err(|e| {
+        let tokenizer = shared_tokenizer(path).map_err(|e| {
             EmbedError::Load(format!(
                 "context tokenizer {}: {e} (set retrieval.context.tokenizer_path)",
                 path.display()
             ))
         })?;
-        // Counting must see every token: the file's own padding and truncation would lie.
-        tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(None)
-            .map_err(|e| EmbedError::Load(format!("context tokenizer: {e}")))?;
         Ok(TokenizerCounter {
             additive: splits_at_whitespace(&tokenizer),
             tokenizer,

@@ -47,6 +47,9 @@ pub struct EmbeddedPostgresConfig {
     /// service stops restarting it and says so (readiness, logs) until it is restarted.
     pub max_restarts: u32,
     pub restart_window_secs: u64,
+    /// glibc's malloc settings for the server's processes (`GLIBC_TUNABLES`); empty for
+    /// glibc's defaults.
+    pub malloc_tunables: String,
     /// Extra server settings (`-c name=value`).
     pub settings: std::collections::BTreeMap<String, String>,
 }
@@ -406,6 +409,9 @@ wait "$pg"
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("LC_ALL", "C");
+        if !config.malloc_tunables.is_empty() {
+            cmd.env("GLIBC_TUNABLES", &config.malloc_tunables);
+        }
         if let Some((uid, gid)) = self.run_as {
             cmd.uid(uid.as_raw()).gid(gid.as_raw());
         }
