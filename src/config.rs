@@ -364,6 +364,17 @@ mod tests {
         assert!(err.to_string().contains("retrieval.default_mode"), "{err}");
         let err = Config::from_toml("listen = 'nowhere'").unwrap_err();
         assert!(err.to_string().contains("listen"), "{err}");
+        let err = Config::from_toml(
+            "[retrieval.intent_routing.temporal]\nsemantic_weight = 1.5\n\
+             type_weights = { fact = 1.0, rule = 1.0, episode = -1.0 }",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("retrieval.intent_routing.temporal: semantic_weight")
+                && err.contains("retrieval.intent_routing.temporal: type_weights"),
+            "{err}"
+        );
     }
 
     /// Values that must be at least 1, an extractor or a schedule are refused when they are

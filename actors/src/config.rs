@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::domain::cron::CronSchedule;
 use crate::domain::episode::{MAX_TTL_DAYS, MIN_TTL_DAYS};
+use crate::domain::intent_routing::IntentRouting;
 use crate::domain::orchestrator::settings::MemorySettings;
 use crate::domain::redaction::{CustomDetector, PolicySettings, RedactionAction, Redactor};
 use crate::domain::rule_evidence::RuleThresholds;
@@ -228,6 +229,8 @@ pub struct RetrievalConfig {
     /// No diversity cluster (a fact's subject, an episode's session) may hold more than this
     /// share of the top-k; beyond it, its hits move below other clusters'.
     pub max_cluster_share: f64,
+    /// Ranking by the query's intent (`domain::intent`).
+    pub intent_routing: IntentRouting,
     pub context: ContextConfig,
 }
 
@@ -531,13 +534,39 @@ impl EngineConfig {
             "retrieval.recency_half_life_days",
             "must be greater than 0",
         );
-        let w = &q.score_weights;
-        let weights = [w.relevance, w.importance, w.recency, w.confidence];
+        let usable_weights = |w: &ScoreWeights| {
+            let weights = [w.relevance, w.importance, w.recency, w.confidence];
+            weights.iter().all(|x| *x >= 0.0) && weights.iter().sum::<f64>() > 0.0
+        };
         check(
-            weights.iter().all(|x| *x >= 0.0) && weights.iter().sum::<f64>() > 0.0,
+            usable_weights(&q.score_weights),
             "retrieval.score_weights",
             "must be non-negative and not all zero",
         );
+        let i = &q.intent_routing;
+        for (key, route) in [
+            ("retrieval.intent_routing.identity", &i.identity),
+            ("retrieval.intent_routing.preference", &i.preference),
+            ("retrieval.intent_routing.procedure", &i.procedure),
+            ("retrieval.intent_routing.temporal", &i.temporal),
+        ] {
+            check(
+                route.score_weights.as_ref().is_none_or(usable_weights),
+                key,
+                "score_weights must be non-negative and not all zero",
+            );
+            check(
+                route.semantic_weight.is_none_or(unit),
+                key,
+                "semantic_weight must be between 0 and 1",
+            );
+            let t = route.type_weights;
+            check(
+                [t.fact, t.rule, t.episode].iter().all(|x| *x >= 0.0),
+                key,
+                "type_weights must be non-negative",
+            );
+        }
         let m = &q.maturity_weights;
         check(
             [m.candidate, m.established, m.proven]

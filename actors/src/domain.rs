@@ -19,6 +19,8 @@ pub mod fact;
 pub mod feedback;
 pub mod governance;
 pub mod heuristic_extractor;
+pub mod intent;
+pub mod intent_routing;
 pub mod listing;
 pub mod maturity;
 pub mod memory_type;

@@ -109,6 +109,7 @@ pub use domain::episode::{DeadLetter, Episode, Inserted, MAX_TTL_DAYS, MIN_TTL_D
 pub use domain::event::{Since, StoredEvent};
 pub use domain::fact::{Fact, FactOutcome, StoredFact};
 pub use domain::feedback::{Mark, Rated};
+pub use domain::intent::Intent;
 pub use domain::maturity::Maturity;
 pub use domain::orchestrator::bulletin::{Bulletin, BulletinAnswer};
 pub use domain::orchestrator::edge::Edge;

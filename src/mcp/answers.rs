@@ -5,7 +5,8 @@
 //! cannot describe a field the handler does not send.
 
 use butler_memory_actors::{
-    ComponentScores, Fact, FactOutcome, Hit, MemoryType, SearchMode, SearchOutcome, StoredFact,
+    ComponentScores, Fact, FactOutcome, Hit, Intent, MemoryType, SearchMode, SearchOutcome,
+    StoredFact,
 };
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -22,6 +23,10 @@ pub struct SearchResults {
     pub mode: SearchMode,
     /// Relevance had to do without embeddings.
     pub degraded: bool,
+    /// The query's intent, when the service routes queries by intent
+    /// (`retrieval.intent_routing`): it shifted the weights behind each hit's score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intent: Option<Intent>,
 }
 
 /// One search result: the record's common fields, its score and the components behind
@@ -77,6 +82,7 @@ impl From<SearchOutcome> for SearchResults {
             results,
             mode: outcome.mode,
             degraded: outcome.degraded,
+            intent: outcome.intent,
         }
     }
 }

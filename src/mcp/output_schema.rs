@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 
 use butler_memory_actors::{
     AuditRead, BulletinAnswer, ComponentScores, ContextBlock, DeadLetter, Episode, ErrorClass,
-    Fact, FactOutcome, Maturity, MemoryRecord, MemoryStats, MemoryStatus, MemoryType, Node,
+    Fact, FactOutcome, Intent, Maturity, MemoryRecord, MemoryStats, MemoryStatus, MemoryType, Node,
     NodeWithEdges, Purge, RecallBundle, RecordWithLinks, Remembered, Rule, SearchMode, StoredEvent,
     SweepReport,
 };
@@ -166,6 +166,8 @@ fn success(tool: &str, defs: &mut Definitions) -> Option<Value> {
                 "mode": defs.of::<SearchMode>(),
                 "degraded": {"type": "boolean",
                     "description": "true when relevance had to do without embeddings"},
+                "intent": merge(defs.of::<Intent>(), json!({"description":
+                    "the query's intent, when the service routes queries by intent"})),
             }),
             &["results", "count", "mode", "degraded"],
         ),

@@ -18,13 +18,40 @@ use super::search::{
 };
 
 /// Composite score weights.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScoreWeights {
     pub relevance: f64,
     pub importance: f64,
     pub recency: f64,
     pub confidence: f64,
+}
+
+/// A score multiplier per memory type (1: unchanged).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TypeWeights {
+    pub fact: f64,
+    pub rule: f64,
+    pub episode: f64,
+}
+
+impl TypeWeights {
+    /// Every type as it is.
+    pub const NEUTRAL: TypeWeights = TypeWeights {
+        fact: 1.0,
+        rule: 1.0,
+        episode: 1.0,
+    };
+
+    /// The multiplier of `memory_type`.
+    pub fn of(&self, memory_type: MemoryType) -> f64 {
+        match memory_type {
+            MemoryType::Fact => self.fact,
+            MemoryType::Rule => self.rule,
+            MemoryType::Episode => self.episode,
+        }
+    }
 }
 
 /// Score multipliers by rule maturity (DECISIONS.md #9).
@@ -51,6 +78,8 @@ pub struct Ranking {
     pub max_cluster_share: f64,
     /// How much of its best session neighbour's relevance an episode gains (0: none).
     pub session_neighbour_weight: f64,
+    /// A multiplier of the composite score per memory type (`domain::intent`).
+    pub type_weights: TypeWeights,
 }
 
 /// Reciprocal Rank Fusion of two ranked lists of ids: `Σ 1 / (k + rank)`, ranks 1-based.
@@ -251,7 +280,9 @@ impl Ranking {
             .clamp(0.0, 1.0),
         };
         scores.maturity_weight = self.maturity_weight(candidate.maturity());
+        scores.type_weight = self.type_weights.of(candidate.memory_type());
         let score = scores.maturity_weight
+            * scores.type_weight
             * (w.relevance * scores.relevance
                 + w.importance * scores.importance
                 + w.recency * scores.recency
@@ -335,6 +366,7 @@ mod tests {
             recency_half_life_days: 7.0,
             max_cluster_share: 0.5,
             session_neighbour_weight: 0.4,
+            type_weights: TypeWeights::NEUTRAL,
         }
     }
 

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::intent::Intent;
 use super::maturity::Maturity;
 use super::memory_type::MemoryType;
 use super::time_window::TimeWindow;
@@ -174,6 +175,9 @@ pub struct ComponentScores {
     pub confidence: f64,
     /// Rule maturity multiplier (1 for facts and episodes).
     pub maturity_weight: f64,
+    /// The query's intent's multiplier of this memory type (1 when the query has no intent
+    /// or routing is off; `domain::intent`).
+    pub type_weight: f64,
     /// Cosine similarity, when the semantic list found it.
     pub semantic: Option<f64>,
     /// BM25 score (unbounded), when the keyword list found it.
@@ -195,6 +199,7 @@ impl ComponentScores {
             recency: 0.0,
             confidence: 0.0,
             maturity_weight: 1.0,
+            type_weight: 1.0,
             semantic: None,
             keyword: None,
             semantic_rank: None,
@@ -277,4 +282,6 @@ pub struct SearchOutcome {
     pub mode: SearchMode,
     /// The query embedding was unavailable: results come from the keyword path alone.
     pub degraded: bool,
+    /// The query's intent, when queries are routed by intent (`domain::intent`).
+    pub intent: Option<Intent>,
 }

@@ -144,6 +144,7 @@ mod tests {
             hits: vec![],
             mode: SearchMode::Hybrid,
             degraded: false,
+            intent: None,
         }))
     }
 

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use super::ReaderState;
-use super::search::{candidate_lists, in_sessions, known_empty, ranking};
+use super::search::{candidate_lists, in_sessions, known_empty, ranking_for};
 use crate::config::ContextConfig;
 use crate::domain::context_block::{
     ContextBlock, ContextOutcome, Quotas, TokenCounter, assemble, episode_line, fact_line,
@@ -67,7 +67,7 @@ pub async fn run(
         }),
     )?;
     let (mode, degraded) = (lists.mode(SearchMode::Hybrid), lists.degraded);
-    let ranking = ranking(&state.services.config.retrieval);
+    let (ranking, _) = ranking_for(&state.services.config.retrieval, &request.trigger_prompt);
     let relevant = in_sessions(
         state,
         &ranking,
@@ -192,6 +192,7 @@ mod tests {
     use chrono::{DateTime, Duration, TimeZone, Utc};
     use uuid::Uuid;
 
+    use super::super::search::ranking;
     use super::*;
     use crate::domain::context_block::Words;
     use crate::domain::search::{ComponentScores, SearchScope};

@@ -9,8 +9,9 @@ use uuid::Uuid;
 
 use super::ReaderState;
 use crate::config::RetrievalConfig;
+use crate::domain::intent::Intent;
 use crate::domain::memory_type::MemoryType;
-use crate::domain::scoring::Ranking;
+use crate::domain::scoring::{Ranking, TypeWeights};
 use crate::domain::search::{Candidate, Hit, Scored, SearchMode, SearchOutcome, SearchQuery};
 use crate::domain::time_window::TimeWindow;
 use crate::error::MemoryResult;
@@ -28,6 +29,16 @@ pub fn ranking(r: &RetrievalConfig) -> Ranking {
         recency_half_life_days: r.recency_half_life_days,
         max_cluster_share: r.max_cluster_share,
         session_neighbour_weight: r.session_neighbour_weight,
+        type_weights: TypeWeights::NEUTRAL,
+    }
+}
+
+/// The ranking of a read of `text`: as configured, routed by the text's intent when
+/// `retrieval.intent_routing` is on (then with the intent).
+pub fn ranking_for(r: &RetrievalConfig, text: &str) -> (Ranking, Option<Intent>) {
+    match r.intent_routing.route(text) {
+        Some((intent, route)) => (route.apply(ranking(r)), Some(intent)),
+        None => (ranking(r), None),
     }
 }
 
@@ -163,7 +174,7 @@ pub async fn run(
     )
     .await?;
     let (mode, degraded) = (lists.mode(query.mode), lists.degraded);
-    let ranking = ranking(&state.services.config.retrieval);
+    let (ranking, intent) = ranking_for(&state.services.config.retrieval, &query.text);
     let scored = in_sessions(
         state,
         &ranking,
@@ -176,6 +187,7 @@ pub async fn run(
         hits: rank(&ranking, scored, query),
         mode,
         degraded,
+        intent,
     })
 }
 
