@@ -64,6 +64,11 @@ type WordKey = (String, MemoryType, String);
 /// The generation of a count taken from the fleet's (`store/keyword_counts.rs`): none of
 /// this instance's, so it is never current and holds by its age alone.
 const TAKEN: u64 = u64::MAX;
+/// Words in fewer of a tenant's memories of one type than this are not kept for the fleet
+/// nor looked up there: counting one from the full-text index costs less than the upsert
+/// that would keep its count and the lookup that would take it (a tenth of a millisecond
+/// against two; docs/benchmarks.md, "What the fleet's reads cost PostgreSQL").
+const SHARED_MIN_DF: f64 = 50.0;
 
 /// A word's document frequency when it was counted.
 #[derive(Debug, Clone, Copy)]
@@ -395,8 +400,28 @@ impl Counts {
         asked: Words<'_>,
     ) -> MemoryResult<Vec<(String, f64)>> {
         let mut taken = Vec::new();
-        if self.shared {
-            for shared in store.shared_word_counts(key.1, &key.0, asked.words).await? {
+        // A word this instance last found rare is counted again here: the fleet's table
+        // does not keep it (below).
+        let worth_looking_up: Vec<String> = if self.shared {
+            let words = lock(&self.words);
+            asked
+                .words
+                .iter()
+                .filter(|w| {
+                    words
+                        .peek(&(key.0.clone(), key.1, (*w).clone()))
+                        .is_none_or(|c| c.df >= SHARED_MIN_DF)
+                })
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !worth_looking_up.is_empty() {
+            for shared in store
+                .shared_word_counts(key.1, &key.0, &worth_looking_up)
+                .await?
+            {
                 let drift = (asked.documents - shared.documents).abs() / shared.documents.max(1.0);
                 let age = asked.now - shared.counted_at;
                 if freshness(age, trusted_for(shared.documents), drift) == Freshness::Fresh {
@@ -428,10 +453,17 @@ impl Counts {
                 words.put((key.0.clone(), key.1, t.word.clone()), counted);
             }
         }
+        // Only counts that cost something are kept for the fleet: a rare word is counted
+        // from the full-text index in less than it costs to keep and look up its count.
+        let worth_sharing: Vec<(String, f64)> = counted
+            .iter()
+            .filter(|(_, df)| *df >= SHARED_MIN_DF)
+            .cloned()
+            .collect();
         if self.shared
-            && !counted.is_empty()
+            && !worth_sharing.is_empty()
             && let Err(e) = store
-                .share_word_counts(key.1, &key.0, &counted, asked.documents, asked.now)
+                .share_word_counts(key.1, &key.0, &worth_sharing, asked.documents, asked.now)
                 .await
         {
             tracing::debug!(tenant = %key.0, error = %e, "keeping word counts for the fleet failed");

@@ -1,7 +1,7 @@
 //! Keyword statistics kept once for the fleet (migration 27, `store/keyword_counts.rs`): a
 //! count one instance made is taken by another while it is fresh (the other does not count
-//! again), a stale one is counted again and replaced, and an instance alone on its database
-//! keeps none.
+//! again), a stale one is counted again and replaced, a rare word's count (cheaper to make
+//! than to share) is kept by no one, and an instance alone on its database keeps none.
 
 use std::sync::Arc;
 
@@ -40,11 +40,13 @@ async fn a_fresh_count_of_one_instance_is_taken_by_another_and_a_stale_one_made_
     let b = spawn_beside(&a, "", clock.clone()).await;
     let on_a = a.client(TENANT_A_HEALTH).await;
     let on_b = b.client(TENANT_A_HEALTH).await;
-    for content in [
-        "Watered the tomatoes",
-        "Staked the tomatoes",
-        "Picked basil",
-    ] {
+    // "tomato" is common enough to be worth sharing (50 memories); "basil" is not.
+    let mut contents: Vec<String> = (0..49)
+        .map(|i| format!("Watered the tomatoes, bed {i}"))
+        .collect();
+    contents.push("Staked the tomatoes".into());
+    contents.push("Picked basil".into());
+    for content in &contents {
         on_a.ok(
             "memory_store_episode",
             json!({"content": content, "butler": "health"}),
@@ -54,16 +56,23 @@ async fn a_fresh_count_of_one_instance_is_taken_by_another_and_a_stale_one_made_
     let search =
         |query: &str| json!({"query": query, "mode": "keyword", "types": ["episode"], "limit": 10});
 
-    // A counts, for the fleet.
+    // A counts, for the fleet; a rare word it counts for itself.
     let found = on_a.ok("memory_search", search("tomatoes")).await;
-    assert_eq!(found["count"], 2, "{found}");
+    assert_eq!(found["count"], 10, "{found}");
     assert_eq!(counted_at(&a, "tomato").await, (Some(t), Some(t)));
+    let found = on_a.ok("memory_search", search("basil")).await;
+    assert_eq!(found["count"], 1, "{found}");
+    assert_eq!(
+        counted_at(&a, "basil").await.1,
+        None,
+        "a rare word is not shared"
+    );
 
-    // Half a second later (a three-memory tenant's counts are trusted for a second), B
+    // Half a second later (a small tenant's counts are trusted for a second), B
     // answers with A's counts: it counts nothing, so nothing newer is kept.
     clock.set(t + Duration::milliseconds(500));
     let found = on_b.ok("memory_search", search("tomatoes")).await;
-    assert_eq!(found["count"], 2, "{found}");
+    assert_eq!(found["count"], 10, "{found}");
     assert_eq!(counted_at(&b, "tomato").await, (Some(t), Some(t)));
 
     // Past the window, B counts again (another query: the answer above is cached), and its
@@ -73,7 +82,7 @@ async fn a_fresh_count_of_one_instance_is_taken_by_another_and_a_stale_one_made_
     let found = on_b
         .ok("memory_search", search("the tomatoes we watered"))
         .await;
-    assert_eq!(found["count"], 2, "{found}");
+    assert_eq!(found["count"], 10, "{found}");
     assert_eq!(counted_at(&a, "tomato").await, (Some(later), Some(later)));
     b.stop().await;
     a.stop().await;
@@ -87,19 +96,22 @@ async fn an_instance_alone_on_its_database_keeps_no_counts_for_a_fleet() {
     })
     .await;
     let health = app.client(TENANT_A_HEALTH).await;
-    health
-        .ok(
-            "memory_store_episode",
-            json!({"content": "Watered the tomatoes", "butler": "health"}),
-        )
-        .await;
+    // Common enough that a fleet would keep its count.
+    for i in 0..50 {
+        health
+            .ok(
+                "memory_store_episode",
+                json!({"content": format!("Watered the tomatoes, bed {i}"), "butler": "health"}),
+            )
+            .await;
+    }
     let found = health
         .ok(
             "memory_search",
-            json!({"query": "tomatoes", "mode": "keyword", "types": ["episode"]}),
+            json!({"query": "tomatoes", "mode": "keyword", "types": ["episode"], "limit": 10}),
         )
         .await;
-    assert_eq!(found["count"], 1, "{found}");
+    assert_eq!(found["count"], 10, "{found}");
     assert_eq!(counted_at(&app, "tomato").await, (None, None));
     app.stop().await;
 }
