@@ -18,7 +18,7 @@ use super::search::{
 };
 
 /// Composite score weights.
-#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScoreWeights {
     pub relevance: f64,
