@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::dashboard::{page, sign_in};
+use crate::dashboard::{element, page, sign_in};
 use crate::helpers::*;
 
 /// A fact and a rule written together: their ids.
@@ -115,12 +115,7 @@ async fn ok(app: &TestApp, key: &str, path: &str) -> Value {
 }
 
 fn ids(page: &Value) -> BTreeSet<String> {
-    page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
+    page_ids(page).into_iter().collect()
 }
 
 fn sum(breakdown: &Value) -> i64 {
@@ -230,15 +225,6 @@ async fn a_butlers_view_over_rest_is_what_the_butler_sees_whoever_looks() {
         );
     }
     app.stop().await;
-}
-
-/// The text between `marker` and the next `closing` after it.
-fn element<'a>(body: &'a str, marker: &str, closing: &str) -> &'a str {
-    let start = body
-        .find(marker)
-        .unwrap_or_else(|| panic!("no {marker} in {body}"));
-    let end = body[start..].find(closing).expect("the element ends") + start;
-    &body[start..end]
 }
 
 #[tokio::test]

@@ -18,6 +18,15 @@ fn http() -> reqwest::Client {
         .unwrap()
 }
 
+/// The HTML of the element that carries `marker`, up to the next `closing` after it.
+pub(crate) fn element<'a>(body: &'a str, marker: &str, closing: &str) -> &'a str {
+    let start = body
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in {body}"));
+    let end = body[start..].find(closing).expect("the element ends") + start;
+    &body[start..end]
+}
+
 /// Signs in with `key`; answers the session cookie (`name=value`).
 pub(crate) async fn sign_in(app: &TestApp, key: &str) -> String {
     let response = http()

@@ -8,17 +8,8 @@
 
 use serde_json::{Value, json};
 
-use crate::dashboard::{page, sign_in};
+use crate::dashboard::{element, page, sign_in};
 use crate::helpers::*;
-
-/// The HTML of the element that carries `marker` (an attribute), up to its `closing` tag.
-fn element<'a>(body: &'a str, marker: &str, closing: &str) -> &'a str {
-    let start = body
-        .find(marker)
-        .unwrap_or_else(|| panic!("no {marker} in {body}"));
-    let end = body[start..].find(closing).expect("the element ends") + start;
-    &body[start..end]
-}
 
 fn id(v: Value) -> String {
     v["id"].as_str().unwrap().to_owned()

@@ -248,6 +248,16 @@ pub fn result_ids(result: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The ids of a REST list page's `items`, in page order.
+pub fn page_ids(page: &serde_json::Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|r| r["id"].as_str().expect("an id").to_owned())
+        .collect()
+}
+
 /// The caller's tenant's whole audit stream, oldest first, read `page` events at a time.
 pub async fn activity(admin: &McpClient, page: u32) -> Vec<serde_json::Value> {
     let mut events = Vec::new();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::helpers::*;
 
@@ -35,15 +35,6 @@ async fn store(client: &McpClient, kind: &str, n: usize) {
     client.ok(tool, args).await;
 }
 
-fn ids(page: &Value) -> Vec<String> {
-    page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[tokio::test]
 async fn pages_walked_during_inserts_show_every_earlier_record_once() {
     let app = spawn_app().await;
@@ -64,7 +55,7 @@ async fn pages_walked_during_inserts_show_every_earlier_record_once() {
             "before",
         )
         .await;
-        let before: BTreeSet<String> = ids(&all).into_iter().collect();
+        let before: BTreeSet<String> = page_ids(&all).into_iter().collect();
         assert_eq!(before.len(), EXISTING, "{kind}");
 
         // The other task stores a record of this type again and again until told to stop.
@@ -99,8 +90,8 @@ async fn pages_walked_during_inserts_show_every_earlier_record_once() {
             };
             let (status, page) = rest(&app, TENANT_A_ADMIN, "GET", &path, None, "walk").await;
             assert_eq!(status, 200, "{path}: {page}");
-            assert!(ids(&page).len() <= PAGE);
-            walked.extend(ids(&page));
+            assert!(page_ids(&page).len() <= PAGE);
+            walked.extend(page_ids(&page));
             match page["next_cursor"].as_str() {
                 Some(next) => cursor = Some(next.to_owned()),
                 None => break,

@@ -25,15 +25,6 @@ async fn ok(app: &TestApp, key: &str, path: &str) -> Value {
     body
 }
 
-fn ids(page: &Value) -> Vec<String> {
-    page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// Every id of a list, page by page (`size` a page), inserting a fact after the first page.
 async fn walk(app: &TestApp, key: &str, list: &str, size: u32, health: &McpClient) -> Vec<String> {
     let mut all = Vec::new();
@@ -45,7 +36,7 @@ async fn walk(app: &TestApp, key: &str, list: &str, size: u32, health: &McpClien
             None => format!("{list}{separator}limit={size}"),
         };
         let page = ok(app, key, &path).await;
-        assert!(ids(&page).len() <= size as usize);
+        assert!(page_ids(&page).len() <= size as usize);
         if cursor.is_none() {
             // A write while someone pages lands before the cursor: no page shifts.
             health
@@ -55,7 +46,7 @@ async fn walk(app: &TestApp, key: &str, list: &str, size: u32, health: &McpClien
                 )
                 .await;
         }
-        all.extend(ids(&page));
+        all.extend(page_ids(&page));
         match page["next_cursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
             None => return all,
@@ -141,7 +132,7 @@ async fn lists_records_and_stats_follow_the_keys_visibility_and_page_stably() {
         "/api/memory/facts?validity=superseded",
     )
     .await;
-    assert_eq!(ids(&superseded), vec![facts[0].clone()]);
+    assert_eq!(page_ids(&superseded), vec![facts[0].clone()]);
     let permanent = ok(
         &app,
         TENANT_A_ADMIN,
@@ -151,7 +142,7 @@ async fn lists_records_and_stats_follow_the_keys_visibility_and_page_stably() {
     assert_eq!(permanent["total"], 4);
     let words = ok(&app, TENANT_A_ADMIN, "/api/memory/facts?q=month%2011").await;
     assert_eq!(
-        ids(&words),
+        page_ids(&words),
         vec![replaced["id"].as_str().unwrap().to_owned()]
     );
     let confident = ok(
@@ -168,7 +159,7 @@ async fn lists_records_and_stats_follow_the_keys_visibility_and_page_stably() {
         "/api/butlers/general/memory/facts?source_butler=general",
     )
     .await;
-    assert_eq!(ids(&by_butler), vec![private.clone()]);
+    assert_eq!(page_ids(&by_butler), vec![private.clone()]);
     for (path, code) in [
         ("/api/memory/facts?validity=bogus", "invalid_arguments"),
         ("/api/memory/facts?colour=blue", "invalid_arguments"),
@@ -263,7 +254,7 @@ async fn lists_records_and_stats_follow_the_keys_visibility_and_page_stably() {
         "/api/memory/rules?maturity=candidate",
     )
     .await;
-    assert_eq!(ids(&rules), vec![rule.clone()]);
+    assert_eq!(page_ids(&rules), vec![rule.clone()]);
     let after = ok(&app, TENANT_A_ADMIN, &format!("/api/memory/rules/{rule}")).await;
     assert_eq!(after["reference_count"], 0, "browsing bumps nothing");
 

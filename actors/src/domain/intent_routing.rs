@@ -81,36 +81,12 @@ mod tests {
 
     use super::*;
     use crate::domain::memory_type::MemoryType;
-    use crate::domain::scoring::MaturityWeights;
-    use crate::domain::search::{Candidate, Fusion, SearchMode};
+    use crate::domain::search::{Candidate, SearchMode};
 
     fn t0() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
             .unwrap()
             .with_timezone(&Utc)
-    }
-
-    fn ranking() -> Ranking {
-        Ranking {
-            weights: ScoreWeights {
-                relevance: 0.4,
-                importance: 0.3,
-                recency: 0.2,
-                confidence: 0.1,
-            },
-            maturity_weights: MaturityWeights {
-                candidate: 0.7,
-                established: 1.0,
-                proven: 1.15,
-            },
-            fusion: Fusion::RelativeScore,
-            rrf_k: 60.0,
-            semantic_weight: 0.4,
-            recency_half_life_days: 7.0,
-            max_cluster_share: 0.5,
-            session_neighbour_weight: 0.4,
-            type_weights: TypeWeights::NEUTRAL,
-        }
     }
 
     fn episode(n: u128, signal: f64) -> Candidate {
@@ -129,7 +105,7 @@ mod tests {
         old.last_referenced_at = t0() - Duration::days(60);
         let fresh = episode(2, 0.7);
         let both = || vec![old.clone(), fresh.clone()];
-        let plain = ranking().rank(SearchMode::Semantic, both(), vec![], t0());
+        let plain = Ranking::fixture().rank(SearchMode::Semantic, both(), vec![], t0());
         assert_eq!(
             plain[0].candidate.id,
             Uuid::from_u128(2),
@@ -149,7 +125,7 @@ mod tests {
                 episode: 1.15,
             },
         };
-        let routed = route.apply(ranking());
+        let routed = route.apply(Ranking::fixture());
         assert_eq!(routed.semantic_weight, 0.7);
         let hits = routed.rank(SearchMode::Semantic, both(), vec![], t0());
         assert_eq!(hits[0].candidate.id, Uuid::from_u128(1), "the better match");

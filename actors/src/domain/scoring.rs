@@ -333,21 +333,10 @@ fn cluster(candidate: &Candidate) -> Option<String> {
     }
 }
 
-/// The contract's order: score DESC, then created_at DESC, then id ASC.
-pub fn order(a: &Hit, b: &Hit) -> Ordering {
-    b.score
-        .total_cmp(&a.score)
-        .then_with(|| b.candidate.created_at.cmp(&a.candidate.created_at))
-        .then_with(|| a.candidate.id.cmp(&b.candidate.id))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::Duration;
-    use proptest::prelude::*;
-
-    fn ranking() -> Ranking {
+impl Ranking {
+    /// The default knobs, for pure tests of ranking (reciprocal rank fusion).
+    pub fn fixture() -> Ranking {
         Ranking {
             weights: ScoreWeights {
                 relevance: 0.4,
@@ -368,6 +357,25 @@ mod tests {
             session_neighbour_weight: 0.4,
             type_weights: TypeWeights::NEUTRAL,
         }
+    }
+}
+
+/// The contract's order: score DESC, then created_at DESC, then id ASC.
+pub fn order(a: &Hit, b: &Hit) -> Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then_with(|| b.candidate.created_at.cmp(&a.candidate.created_at))
+        .then_with(|| a.candidate.id.cmp(&b.candidate.id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Duration;
+    use proptest::prelude::*;
+
+    fn ranking() -> Ranking {
+        Ranking::fixture()
     }
 
     fn t0() -> DateTime<Utc> {
