@@ -11,6 +11,7 @@
 //!     cargo bench --bench locomo -- PATH --modes hybrid,semantic,keyword \
 //!         --json locomo.json --limit-conversations 2
 //!     cargo bench --bench locomo -- PATH --no-sessions   # as a caller without sessions
+//!     cargo bench --bench locomo -- PATH --rankings ranks.jsonl  # every answer, for analysis
 //!
 //! Prints recall@5/10/25/50 per mode, overall and per category, the question counts behind
 //! every number, the store time, the embedding drain time and search latency p50/p95.
@@ -71,6 +72,10 @@ struct Args {
     /// Extra service configuration (TOML layered over the defaults), e.g. retrieval weights.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Also write every question's ranked answer (dia_ids with their component scores) to
+    /// this file, one JSON line per question and mode, for analysis beside the recall.
+    #[arg(long)]
+    rankings: Option<PathBuf>,
     /// Accepted for `cargo bench` compatibility.
     #[arg(long, hide = true)]
     bench: bool,
@@ -148,6 +153,8 @@ struct ModeResult {
     results_returned: usize,
     /// Result ids that were not among the episodes stored (should stay 0).
     unmapped: usize,
+    /// Each question's ranked answer (`--rankings`).
+    rankings: Vec<Value>,
 }
 
 // ---- the run ----------------------------------------------------------------------------
@@ -235,6 +242,7 @@ async fn search_conversation(
     ids: &HashMap<String, String>,
     mode: &str,
     concurrency: usize,
+    keep_rankings: bool,
     out: &mut ModeResult,
 ) {
     let calls = conversation.questions.iter().map(|q| async move {
@@ -257,6 +265,7 @@ async fn search_conversation(
         out.latencies.push(elapsed);
         // A failed search scores zero (it found nothing), and is counted and shown.
         let mut ranked = Vec::new();
+        let mut scores = Vec::new();
         match answer {
             Ok(body) => {
                 if body["degraded"].as_bool() == Some(true) {
@@ -270,12 +279,24 @@ async fn search_conversation(
                         out.unmapped += 1;
                     }
                     ranked.push(dia_id.cloned().unwrap_or_default());
+                    scores.push(result["scores"].clone());
                 }
             }
             Err(e) => {
                 out.errors += 1;
                 out.first_error.get_or_insert_with(|| format!("{e:#}"));
             }
+        }
+        if keep_rankings {
+            out.rankings.push(json!({
+                "mode": mode,
+                "conversation": conversation.id,
+                "category": q.category,
+                "question": q.text,
+                "evidence": q.evidence,
+                "ranked": ranked,
+                "scores": scores,
+            }));
         }
         out.overall.add(&q.evidence, &ranked);
         out.by_category
@@ -351,6 +372,7 @@ async fn run(
                 &ids,
                 mode,
                 args.search_concurrency,
+                args.rankings.is_some(),
                 result,
             )
             .await;
@@ -477,6 +499,16 @@ fn report(
         }
     }
 
+    if let Some(path) = &args.rankings {
+        let mut lines = String::new();
+        for (_, result) in modes {
+            for ranking in &result.rankings {
+                lines.push_str(&ranking.to_string());
+                lines.push('\n');
+            }
+        }
+        std::fs::write(path, lines).with_context(|| format!("writing {}", path.display()))?;
+    }
     if let Some(path) = &args.json {
         let mut by_mode = serde_json::Map::new();
         for (mode, result) in modes {

@@ -362,6 +362,23 @@ mod tests {
         );
         let err = Config::from_toml("[retrieval]\ndefault_mode = 'fuzzy'").unwrap_err();
         assert!(err.to_string().contains("retrieval.default_mode"), "{err}");
+        for (toml, key) in [
+            (
+                "[retrieval]\nsession_neighbour_reach = 0",
+                "retrieval.session_neighbour_reach",
+            ),
+            (
+                "[retrieval]\nsession_neighbour_reach = 6",
+                "retrieval.session_neighbour_reach",
+            ),
+            (
+                "[retrieval]\nsession_neighbour_decay = 1.5",
+                "retrieval.session_neighbour_decay",
+            ),
+        ] {
+            let err = Config::from_toml(toml).unwrap_err();
+            assert!(err.to_string().contains(key), "{toml}: {err}");
+        }
         let err = Config::from_toml("listen = 'nowhere'").unwrap_err();
         assert!(err.to_string().contains("listen"), "{err}");
         let err = Config::from_toml(

@@ -26,6 +26,10 @@ use crate::domain::text::Limits;
 use crate::embedder::EmbedderConfig;
 use crate::vault::{MIN_SECRET_CHARS, MasterKey, SealedNames, Vault};
 
+/// Most turns on each side a found episode brings as its neighbours: each is a row every
+/// search reads per found episode.
+const MAX_NEIGHBOUR_REACH: u32 = 5;
+
 /// Everything the engine needs: the engine's sections of the configuration file. Keys of
 /// the file that are not the engine's (`listen`, `[mcp]`, ...) are the edge's, and ignored
 /// here; the edge refuses keys that are nobody's.
@@ -202,6 +206,11 @@ pub struct RetrievalConfig {
     pub semantic_weight: f64,
     /// Share of its best session neighbour's relevance an episode gains (0 turns it off).
     pub session_neighbour_weight: f64,
+    /// How many turns on each side of a found episode are its neighbours.
+    pub session_neighbour_reach: u32,
+    /// What a neighbour `d` turns away counts for against one just beside it:
+    /// `decay^(d - 1)`.
+    pub session_neighbour_decay: f64,
     pub recency_half_life_days: f64,
     pub score_weights: ScoreWeights,
     pub maturity_weights: MaturityWeights,
@@ -527,6 +536,16 @@ impl EngineConfig {
         check(
             unit(q.session_neighbour_weight),
             "retrieval.session_neighbour_weight",
+            "must be between 0 and 1",
+        );
+        check(
+            (1..=MAX_NEIGHBOUR_REACH).contains(&q.session_neighbour_reach),
+            "retrieval.session_neighbour_reach",
+            "must be between 1 and 5",
+        );
+        check(
+            unit(q.session_neighbour_decay),
+            "retrieval.session_neighbour_decay",
             "must be between 0 and 1",
         );
         check(

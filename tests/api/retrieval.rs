@@ -13,6 +13,7 @@ use crate::helpers::*;
 mod conversations;
 mod intent_routing;
 mod keyword_statistics;
+mod neighbour_reach;
 mod time_aware;
 
 fn t0() -> DateTime<Utc> {

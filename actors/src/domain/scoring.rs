@@ -78,6 +78,9 @@ pub struct Ranking {
     pub max_cluster_share: f64,
     /// How much of its best session neighbour's relevance an episode gains (0: none).
     pub session_neighbour_weight: f64,
+    /// What a neighbour `d` turns away counts for against one just beside it:
+    /// `decay^(d - 1)`.
+    pub session_neighbour_decay: f64,
     /// A multiplier of the composite score per memory type (`domain::intent`).
     pub type_weights: TypeWeights,
 }
@@ -182,7 +185,10 @@ impl Ranking {
 
     /// Ranks episodes in the context of their sessions: each gains a share of its best
     /// neighbour's relevance, and the neighbours of relevant episodes (`fetched`, which the
-    /// lists did not find) join with a share of theirs. Relevance stays in [0, 1].
+    /// lists did not find) join with a share of theirs. A neighbour `d` turns away counts
+    /// `decay^(d - 1)` of its relevance: in an exchange, the turn two away is often the
+    /// same speaker's, which a question about what was said may mean as much as the reply
+    /// between. Relevance stays in [0, 1].
     pub fn with_session_neighbours(
         &self,
         scored: &mut Vec<Scored>,
@@ -198,23 +204,29 @@ impl Ranking {
             .map(|s| (s.candidate.id, s.scores.relevance))
             .collect();
         let of: HashMap<Uuid, &SessionNeighbours> = neighbours.iter().map(|n| (n.id, n)).collect();
-        let relevance_of =
-            |id: Option<Uuid>| id.and_then(|id| base.get(&id)).copied().unwrap_or(0.0);
+        let share = |distance: u32| {
+            self.session_neighbour_decay
+                .powi(i32::try_from(distance.max(1) - 1).unwrap_or(i32::MAX))
+        };
         for s in scored.iter_mut() {
             if let Some(n) = of.get(&s.candidate.id) {
-                let best = relevance_of(n.previous).max(relevance_of(n.next));
+                let best = n
+                    .near
+                    .iter()
+                    .map(|(id, d)| share(*d) * base.get(id).copied().unwrap_or(0.0))
+                    .fold(0.0, f64::max);
                 s.scores.session_neighbour = Some(best);
                 s.scores.relevance = (s.scores.relevance + lambda * best) / (1.0 + lambda);
             }
         }
-        // A neighbour that no list found inherits from the relevant episodes beside it.
+        // A neighbour that no list found inherits from the relevant episodes near it.
         let mut inherited: HashMap<Uuid, f64> = HashMap::new();
         for n in neighbours {
             let v = base.get(&n.id).copied().unwrap_or(0.0);
-            for id in [n.previous, n.next].into_iter().flatten() {
-                if !base.contains_key(&id) {
-                    let best = inherited.entry(id).or_default();
-                    *best = best.max(v);
+            for (id, d) in &n.near {
+                if !base.contains_key(id) {
+                    let best = inherited.entry(*id).or_default();
+                    *best = best.max(share(*d) * v);
                 }
             }
         }
@@ -355,6 +367,7 @@ impl Ranking {
             recency_half_life_days: 7.0,
             max_cluster_share: 0.5,
             session_neighbour_weight: 0.4,
+            session_neighbour_decay: 0.75,
             type_weights: TypeWeights::NEUTRAL,
         }
     }
@@ -527,13 +540,11 @@ mod tests {
         let neighbours = vec![
             SessionNeighbours {
                 id: Uuid::from_u128(1),
-                previous: Some(Uuid::from_u128(2)),
-                next: Some(Uuid::from_u128(3)),
+                near: vec![(Uuid::from_u128(2), 1), (Uuid::from_u128(3), 1)],
             },
             SessionNeighbours {
                 id: Uuid::from_u128(2),
-                previous: None,
-                next: Some(Uuid::from_u128(1)),
+                near: vec![(Uuid::from_u128(1), 1)],
             },
         ];
         r.with_session_neighbours(
@@ -559,6 +570,59 @@ mod tests {
             "a neighbour no list found joins"
         );
         assert!(scored.iter().all(|s| s.scores.relevance <= 1.0));
+    }
+
+    #[test]
+    fn a_neighbour_further_away_shares_less() {
+        let r = Ranking::fixture(); // decay 0.75
+        let episode = |n: u128, relevance: f64| Scored {
+            candidate: candidate(MemoryType::Episode, n, 0.0),
+            scores: ComponentScores {
+                relevance,
+                ..ComponentScores::blank()
+            },
+        };
+        // 1 found at 1.0; 2 beside it at 0.1 and 3 two turns from it at 0.1; 4 two turns
+        // from 1 and found by no list.
+        let mut scored = vec![episode(1, 1.0), episode(2, 0.1), episode(3, 0.1)];
+        let neighbours = vec![
+            SessionNeighbours {
+                id: Uuid::from_u128(1),
+                near: vec![(Uuid::from_u128(2), 1), (Uuid::from_u128(4), 2)],
+            },
+            SessionNeighbours {
+                id: Uuid::from_u128(2),
+                near: vec![(Uuid::from_u128(1), 1)],
+            },
+            SessionNeighbours {
+                id: Uuid::from_u128(3),
+                near: vec![(Uuid::from_u128(2), 1), (Uuid::from_u128(1), 2)],
+            },
+        ];
+        r.with_session_neighbours(
+            &mut scored,
+            &neighbours,
+            vec![candidate(MemoryType::Episode, 4, 0.0)],
+        );
+        let shared = |n: u128| {
+            scored
+                .iter()
+                .find(|s| s.candidate.id.as_u128() == n)
+                .unwrap()
+                .scores
+                .session_neighbour
+                .unwrap()
+        };
+        assert!((shared(2) - 1.0).abs() < 1e-12);
+        assert!(
+            (shared(3) - 0.75).abs() < 1e-12,
+            "the best, weighed by distance"
+        );
+        assert!(
+            (shared(4) - 0.75).abs() < 1e-12,
+            "joins with the weighed share"
+        );
+        assert!(shared(2) > shared(3));
     }
 
     proptest! {

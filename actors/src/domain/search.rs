@@ -186,7 +186,8 @@ pub struct ComponentScores {
     pub semantic_rank: Option<usize>,
     /// 1-based position in the keyword list.
     pub keyword_rank: Option<usize>,
-    /// Relevance of the episode's best neighbour in its session, when it has one.
+    /// Relevance of the episode's best neighbour in its session (up to
+    /// `retrieval.session_neighbour_reach` turns away, weighed by distance), when it has one.
     pub session_neighbour: Option<f64>,
 }
 
@@ -209,12 +210,12 @@ impl ComponentScores {
     }
 }
 
-/// An episode's neighbours in its session: the visible episodes just before and after it.
+/// An episode's neighbours in its conversation: the visible episodes before and after it,
+/// each with its distance in turns (1: just before or just after).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionNeighbours {
     pub id: Uuid,
-    pub previous: Option<Uuid>,
-    pub next: Option<Uuid>,
+    pub near: Vec<(Uuid, u32)>,
 }
 
 /// A candidate with its relevance, before the composite score.

@@ -29,6 +29,7 @@ pub fn ranking(r: &RetrievalConfig) -> Ranking {
         recency_half_life_days: r.recency_half_life_days,
         max_cluster_share: r.max_cluster_share,
         session_neighbour_weight: r.session_neighbour_weight,
+        session_neighbour_decay: r.session_neighbour_decay,
         type_weights: TypeWeights::NEUTRAL,
     }
 }
@@ -243,7 +244,13 @@ pub async fn in_sessions(
     let (neighbours, fetched) = state
         .kit
         .store
-        .session_neighbours(filter, &episodes, &known, gap)
+        .session_neighbours(
+            filter,
+            &episodes,
+            &known,
+            gap,
+            state.services.config.retrieval.session_neighbour_reach,
+        )
         .await?;
     ranking.with_session_neighbours(&mut scored, &neighbours, fetched);
     Ok(scored)

@@ -1,7 +1,8 @@
-//! A found episode's conversation neighbours: the episodes just before and after it in its
-//! session, or, for an episode without one, the butler's session-less episodes stored just
-//! before and after it within `episodes.conversation_gap_secs`. Search brings them along
-//! (`domain::scoring`), so a turn is found with the turns that explain it.
+//! A found episode's conversation neighbours: the episodes up to `reach` turns before and
+//! after it in its session, or, for an episode without one, the butler's session-less
+//! episodes stored before and after it, each within `episodes.conversation_gap_secs` of the
+//! found one. Search brings them along (`domain::scoring`), so a turn is found with the
+//! turns that explain it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -11,23 +12,24 @@ use crate::domain::search::{Candidate, SessionNeighbours};
 use crate::error::MemoryResult;
 use crate::store::Store;
 
-/// One session link: `neighbour` is the episode just before (`previous`) or just after `of`
-/// in their session, with its candidate columns.
+/// One session link: `neighbour` is `distance` turns before or after `of` in their
+/// session, with its candidate columns.
 #[derive(Debug, sqlx::FromRow)]
 struct NeighbourRow {
     of: uuid::Uuid,
-    previous: bool,
+    distance: i64,
     #[sqlx(flatten)]
     neighbour: Candidate,
 }
 
 impl Store {
     /// For each episode in `ids`, its neighbours in its conversation among the episodes
-    /// `filter` lets the caller see: the episodes just before and after it in its session,
-    /// or for an episode without one, the butler's episodes without one stored just before
-    /// and after it within `conversation_gap_secs` (0: none). Their ids, and the neighbours
-    /// themselves as candidates (`signal` 0) unless `known` has them already. One statement,
-    /// so that session context costs a read one round trip, not two.
+    /// `filter` lets the caller see: the `reach` episodes before and after it in its
+    /// session, or for an episode without one, the butler's episodes without one stored
+    /// before and after it within `conversation_gap_secs` (0: none). Their ids with their
+    /// distances, and the neighbours themselves as candidates (`signal` 0) unless `known`
+    /// has them already. One statement, so that session context costs a read one round
+    /// trip, not two.
     #[tracing::instrument(target = "otel", name = "db.session_neighbours", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn session_neighbours(
         &self,
@@ -35,6 +37,7 @@ impl Store {
         ids: &[uuid::Uuid],
         known: &HashSet<uuid::Uuid>,
         conversation_gap_secs: f64,
+        reach: u32,
     ) -> MemoryResult<(Vec<SessionNeighbours>, Vec<Candidate>)> {
         // The candidates are looked up by primary key first: with statistics from when the
         // table was small (a fresh table in a burst, before its first analysis), the planner
@@ -47,34 +50,42 @@ impl Store {
                  FROM episodes
                  WHERE id = ANY($5) AND tenant_id = $1
                    AND (session_id IS NOT NULL OR $6::float8 > 0))
-             SELECT c.id AS of, true AS previous, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal FROM episodes e
+             SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
+                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal,
+                        row_number() OVER (ORDER BY e.created_at DESC, e.id DESC) AS distance
+                 FROM episodes e
                  WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
                    AND (e.created_at, e.id) < (c.created_at, c.id) AND ", episode_filter!(), "
-                 ORDER BY e.created_at DESC, e.id DESC LIMIT 1) n
+                 ORDER BY e.created_at DESC, e.id DESC LIMIT $7) n
              WHERE c.session_id IS NOT NULL
              UNION ALL
-             SELECT c.id AS of, false AS previous, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal FROM episodes e
+             SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
+                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal,
+                        row_number() OVER (ORDER BY e.created_at, e.id) AS distance
+                 FROM episodes e
                  WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
                    AND (e.created_at, e.id) > (c.created_at, c.id) AND ", episode_filter!(), "
-                 ORDER BY e.created_at, e.id LIMIT 1) n
+                 ORDER BY e.created_at, e.id LIMIT $7) n
              WHERE c.session_id IS NOT NULL
              UNION ALL
-             SELECT c.id AS of, true AS previous, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal FROM episodes e
+             SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
+                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal,
+                        row_number() OVER (ORDER BY e.created_at DESC, e.id DESC) AS distance
+                 FROM episodes e
                  WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id IS NULL
                    AND (e.created_at, e.id) < (c.created_at, c.id)
                    AND e.created_at >= c.created_at - c.gap AND ", episode_filter!(), "
-                 ORDER BY e.created_at DESC, e.id DESC LIMIT 1) n
+                 ORDER BY e.created_at DESC, e.id DESC LIMIT $7) n
              WHERE c.session_id IS NULL
              UNION ALL
-             SELECT c.id AS of, false AS previous, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal FROM episodes e
+             SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
+                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal,
+                        row_number() OVER (ORDER BY e.created_at, e.id) AS distance
+                 FROM episodes e
                  WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id IS NULL
                    AND (e.created_at, e.id) > (c.created_at, c.id)
                    AND e.created_at <= c.created_at + c.gap AND ", episode_filter!(), "
-                 ORDER BY e.created_at, e.id LIMIT 1) n
+                 ORDER BY e.created_at, e.id LIMIT $7) n
              WHERE c.session_id IS NULL"
         ))
         .bind(&filter.scope.tenant_id)
@@ -83,6 +94,7 @@ impl Store {
         .bind(filter.min_confidence)
         .bind(ids)
         .bind(conversation_gap_secs)
+        .bind(i64::from(reach))
         .fetch_all(self.pool())
         .await?;
         // A read in a time window sees no neighbour outside it.
@@ -104,8 +116,7 @@ fn session_links(
         .iter()
         .map(|id| SessionNeighbours {
             id: *id,
-            previous: None,
-            next: None,
+            near: Vec::new(),
         })
         .collect();
     let position: HashMap<uuid::Uuid, usize> =
@@ -117,11 +128,8 @@ fn session_links(
             continue;
         };
         let id = row.neighbour.id;
-        if row.previous {
-            link.previous = Some(id);
-        } else {
-            link.next = Some(id);
-        }
+        link.near
+            .push((id, u32::try_from(row.distance).unwrap_or(u32::MAX)));
         if !known.contains(&id) && seen.insert(id) {
             fetched.extend(typed(vec![row.neighbour], MemoryType::Episode));
         }
