@@ -1,7 +1,8 @@
 //! A found episode brings the turns near it in its session, up to
-//! `retrieval.session_neighbour_reach` on each side, each with a share of its relevance
-//! that shrinks with the distance (`session_neighbour_decay` per turn beyond the first);
-//! turns further away, and other sessions, come with nothing.
+//! `retrieval.session_neighbour_reach` on each side (for the more relevant half of the
+//! episodes found; the rest bring one), each with a share of its relevance that shrinks with
+//! the distance (`session_neighbour_decay` per turn beyond the first); turns further away
+//! come with nothing.
 
 use serde_json::{Value, json};
 
@@ -81,5 +82,45 @@ async fn a_reach_of_one_brings_only_the_turns_beside() {
         .filter(|i| neighbour_score(&found, &ids[*i]).is_some())
         .collect();
     assert_eq!(brought, vec![2, 3, 4], "{found}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn only_the_more_relevant_half_reaches_two_turns() {
+    let app = spawn_app_with("[retrieval]\nsession_neighbour_reach = 2").await;
+    // The trip's ferry turn says "ferry" once among few words; a second session's middle turn
+    // says it once among many, so it ranks below.
+    let (trip, _) = search_the_trip(&app).await;
+    let mcp = app.client(TENANT_A_ADMIN).await;
+    let mut work = Vec::new();
+    for content in [
+        "The printer on the third floor jammed again",
+        "Lunch was a sandwich at the desk",
+        "Someone mentioned the ferry strike during a very long and rather tedious budget meeting",
+        "The quarterly numbers look better than expected",
+        "Left the office late on Thursday",
+    ] {
+        let episode = mcp
+            .ok(
+                "memory_store_episode",
+                json!({"butler": "health", "session_id": "work", "content": content}),
+            )
+            .await;
+        work.push(episode["id"].as_str().unwrap().to_owned());
+    }
+    let found = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "ferry", "mode": "keyword", "butler": "health"}),
+        )
+        .await;
+    let brought = |ids: &[String]| -> Vec<usize> {
+        (0..ids.len())
+            .filter(|i| neighbour_score(&found, &ids[*i]).is_some())
+            .collect()
+    };
+    // Two found episodes: the better (the trip's) brings two turns each side, the other one.
+    assert_eq!(brought(&trip), vec![1, 2, 3, 4, 5], "{found}");
+    assert_eq!(brought(&work), vec![1, 2, 3], "{found}");
     app.stop().await;
 }

@@ -250,6 +250,9 @@ pub async fn in_sessions(
             &known,
             gap,
             state.services.config.retrieval.session_neighbour_reach,
+            // Turns further away lend a smaller share: worth looking up for the episodes
+            // that make the answer, the better half, not for those near the cut.
+            episodes.len().div_ceil(2),
         )
         .await?;
     ranking.with_session_neighbours(&mut scored, &neighbours, fetched);

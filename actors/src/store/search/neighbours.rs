@@ -25,11 +25,12 @@ struct NeighbourRow {
 impl Store {
     /// For each episode in `ids`, its neighbours in its conversation among the episodes
     /// `filter` lets the caller see: the `reach` episodes before and after it in its
-    /// session, or for an episode without one, the butler's episodes without one stored
-    /// before and after it within `conversation_gap_secs` (0: none). Their ids with their
-    /// distances, and the neighbours themselves as candidates (`signal` 0) unless `known`
-    /// has them already. One statement, so that session context costs a read one round
-    /// trip, not two.
+    /// session (one for those after the first `wide` of `ids`, the most relevant first), or
+    /// for an episode without one, the butler's episodes without one stored before and
+    /// after it within `conversation_gap_secs` (0: none). Their ids with their distances,
+    /// and the neighbours themselves as candidates (`signal` 0) unless `known` has them
+    /// already. One statement, so that session context costs a read one round trip, not
+    /// two.
     #[tracing::instrument(target = "otel", name = "db.session_neighbours", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn session_neighbours(
         &self,
@@ -38,6 +39,7 @@ impl Store {
         known: &HashSet<uuid::Uuid>,
         conversation_gap_secs: f64,
         reach: u32,
+        wide: usize,
     ) -> MemoryResult<(Vec<SessionNeighbours>, Vec<Candidate>)> {
         // The candidates are looked up by primary key first: with statistics from when the
         // table was small (a fresh table in a burst, before its first analysis), the planner
@@ -46,7 +48,8 @@ impl Store {
         let mut rows: Vec<NeighbourRow> = sqlx::query_as(concat!(
             "WITH c AS MATERIALIZED (
                  SELECT id, tenant_id, butler, session_id, created_at,
-                        make_interval(secs => $6::float8) AS gap
+                        make_interval(secs => $6::float8) AS gap,
+                        CASE WHEN array_position($5, id) <= $8 THEN $7 ELSE 1 END AS turns
                  FROM episodes
                  WHERE id = ANY($5) AND tenant_id = $1
                    AND (session_id IS NOT NULL OR $6::float8 > 0))
@@ -56,7 +59,7 @@ impl Store {
                  FROM episodes e
                  WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
                    AND (e.created_at, e.id) < (c.created_at, c.id) AND ", episode_filter!(), "
-                 ORDER BY e.created_at DESC, e.id DESC LIMIT $7) n
+                 ORDER BY e.created_at DESC, e.id DESC LIMIT c.turns) n
              WHERE c.session_id IS NOT NULL
              UNION ALL
              SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
@@ -65,7 +68,7 @@ impl Store {
                  FROM episodes e
                  WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
                    AND (e.created_at, e.id) > (c.created_at, c.id) AND ", episode_filter!(), "
-                 ORDER BY e.created_at, e.id LIMIT $7) n
+                 ORDER BY e.created_at, e.id LIMIT c.turns) n
              WHERE c.session_id IS NOT NULL
              UNION ALL
              SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
@@ -75,7 +78,7 @@ impl Store {
                  WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id IS NULL
                    AND (e.created_at, e.id) < (c.created_at, c.id)
                    AND e.created_at >= c.created_at - c.gap AND ", episode_filter!(), "
-                 ORDER BY e.created_at DESC, e.id DESC LIMIT $7) n
+                 ORDER BY e.created_at DESC, e.id DESC LIMIT c.turns) n
              WHERE c.session_id IS NULL
              UNION ALL
              SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
@@ -85,7 +88,7 @@ impl Store {
                  WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id IS NULL
                    AND (e.created_at, e.id) > (c.created_at, c.id)
                    AND e.created_at <= c.created_at + c.gap AND ", episode_filter!(), "
-                 ORDER BY e.created_at, e.id LIMIT $7) n
+                 ORDER BY e.created_at, e.id LIMIT c.turns) n
              WHERE c.session_id IS NULL"
         ))
         .bind(&filter.scope.tenant_id)
@@ -95,6 +98,7 @@ impl Store {
         .bind(ids)
         .bind(conversation_gap_secs)
         .bind(i64::from(reach))
+        .bind(i64::try_from(wide).unwrap_or(i64::MAX))
         .fetch_all(self.pool())
         .await?;
         // A read in a time window sees no neighbour outside it.
