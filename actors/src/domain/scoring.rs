@@ -409,6 +409,37 @@ mod tests {
         }
     }
 
+    /// Episode `n` as the lists scored it.
+    fn episode(n: u128, relevance: f64) -> Scored {
+        Scored {
+            candidate: candidate(MemoryType::Episode, n, 0.0),
+            scores: ComponentScores {
+                relevance,
+                ..ComponentScores::blank()
+            },
+        }
+    }
+
+    /// Episode `n`'s neighbours: (neighbour, distance in turns).
+    fn near(n: u128, links: &[(u128, u32)]) -> SessionNeighbours {
+        SessionNeighbours {
+            id: Uuid::from_u128(n),
+            near: links
+                .iter()
+                .map(|(m, d)| (Uuid::from_u128(*m), *d))
+                .collect(),
+        }
+    }
+
+    /// The scores of candidate `n` among `scored`.
+    fn scores_of(scored: &[Scored], n: u128) -> &ComponentScores {
+        &scored
+            .iter()
+            .find(|s| s.candidate.id.as_u128() == n)
+            .unwrap()
+            .scores
+    }
+
     #[test]
     fn rrf_rewards_agreement_and_is_bounded_by_two_over_k_plus_one() {
         let (a, b, c) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
@@ -512,14 +543,7 @@ mod tests {
                 candidate(MemoryType::Fact, 3, 4.0),
             ],
         );
-        let rel = |n: u128| {
-            scored
-                .iter()
-                .find(|s| s.candidate.id.as_u128() == n)
-                .unwrap()
-                .scores
-                .relevance
-        };
+        let rel = |n: u128| scores_of(&scored, n).relevance;
         // 1: best semantic, absent from keyword. 2: worst semantic, best keyword. 3: worst keyword.
         assert!((rel(1) - 0.4).abs() < 1e-12);
         assert!((rel(2) - 0.6).abs() < 1e-12);
@@ -529,37 +553,14 @@ mod tests {
     #[test]
     fn session_neighbours_share_relevance() {
         let r = ranking();
-        let episode = |n: u128, relevance: f64| Scored {
-            candidate: candidate(MemoryType::Episode, n, 0.0),
-            scores: ComponentScores {
-                relevance,
-                ..ComponentScores::blank()
-            },
-        };
         let mut scored = vec![episode(1, 1.0), episode(2, 0.2)];
-        let neighbours = vec![
-            SessionNeighbours {
-                id: Uuid::from_u128(1),
-                near: vec![(Uuid::from_u128(2), 1), (Uuid::from_u128(3), 1)],
-            },
-            SessionNeighbours {
-                id: Uuid::from_u128(2),
-                near: vec![(Uuid::from_u128(1), 1)],
-            },
-        ];
+        let neighbours = vec![near(1, &[(2, 1), (3, 1)]), near(2, &[(1, 1)])];
         r.with_session_neighbours(
             &mut scored,
             &neighbours,
             vec![candidate(MemoryType::Episode, 3, 0.0)],
         );
-        let rel = |n: u128| {
-            scored
-                .iter()
-                .find(|s| s.candidate.id.as_u128() == n)
-                .unwrap()
-                .scores
-                .relevance
-        };
+        let rel = |n: u128| scores_of(&scored, n).relevance;
         assert!((rel(1) - (1.0 + 0.4 * 0.2) / 1.4).abs() < 1e-12);
         assert!(
             (rel(2) - (0.2 + 0.4 * 1.0) / 1.4).abs() < 1e-12,
@@ -575,44 +576,20 @@ mod tests {
     #[test]
     fn a_neighbour_further_away_shares_less() {
         let r = Ranking::fixture(); // decay 0.75
-        let episode = |n: u128, relevance: f64| Scored {
-            candidate: candidate(MemoryType::Episode, n, 0.0),
-            scores: ComponentScores {
-                relevance,
-                ..ComponentScores::blank()
-            },
-        };
         // 1 found at 1.0; 2 beside it at 0.1 and 3 two turns from it at 0.1; 4 two turns
         // from 1 and found by no list.
         let mut scored = vec![episode(1, 1.0), episode(2, 0.1), episode(3, 0.1)];
         let neighbours = vec![
-            SessionNeighbours {
-                id: Uuid::from_u128(1),
-                near: vec![(Uuid::from_u128(2), 1), (Uuid::from_u128(4), 2)],
-            },
-            SessionNeighbours {
-                id: Uuid::from_u128(2),
-                near: vec![(Uuid::from_u128(1), 1)],
-            },
-            SessionNeighbours {
-                id: Uuid::from_u128(3),
-                near: vec![(Uuid::from_u128(2), 1), (Uuid::from_u128(1), 2)],
-            },
+            near(1, &[(2, 1), (4, 2)]),
+            near(2, &[(1, 1)]),
+            near(3, &[(2, 1), (1, 2)]),
         ];
         r.with_session_neighbours(
             &mut scored,
             &neighbours,
             vec![candidate(MemoryType::Episode, 4, 0.0)],
         );
-        let shared = |n: u128| {
-            scored
-                .iter()
-                .find(|s| s.candidate.id.as_u128() == n)
-                .unwrap()
-                .scores
-                .session_neighbour
-                .unwrap()
-        };
+        let shared = |n: u128| scores_of(&scored, n).session_neighbour.unwrap();
         assert!((shared(2) - 1.0).abs() < 1e-12);
         assert!(
             (shared(3) - 0.75).abs() < 1e-12,

@@ -8,35 +8,46 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-/// A session of seven turns of which only the middle one says "ferry"; answers their ids
-/// and a keyword search for the ferry.
-async fn search_the_trip(app: &TestApp) -> (Vec<String>, Value) {
-    let mcp = app.client(TENANT_A_ADMIN).await;
+/// The trip: seven turns of which only the middle one says "ferry", among few words.
+const TRIP: [&str; 7] = [
+    "We booked the cottage in March",
+    "We packed the tent and the sleeping bags",
+    "The car was full by noon",
+    "The ferry to the island leaves at seven",
+    "Dinner was grilled fish by the harbour",
+    "The kids fell asleep on the sofa",
+    "We drove home on Sunday evening",
+];
+
+/// Stores `contents` in order as one session of the health butler; answers their ids.
+async fn store_session(mcp: &McpClient, session: &str, contents: &[&str]) -> Vec<String> {
     let mut ids = Vec::new();
-    for content in [
-        "We booked the cottage in March",
-        "We packed the tent and the sleeping bags",
-        "The car was full by noon",
-        "The ferry to the island leaves at seven",
-        "Dinner was grilled fish by the harbour",
-        "The kids fell asleep on the sofa",
-        "We drove home on Sunday evening",
-    ] {
+    for content in contents {
         let episode = mcp
             .ok(
                 "memory_store_episode",
-                json!({"butler": "health", "session_id": "trip", "content": content}),
+                json!({"butler": "health", "session_id": session, "content": content}),
             )
             .await;
         ids.push(episode["id"].as_str().unwrap().to_owned());
     }
-    let found = mcp
-        .ok(
-            "memory_search",
-            json!({"query": "ferry", "mode": "keyword", "butler": "health"}),
-        )
-        .await;
-    (ids, found)
+    ids
+}
+
+/// A keyword search for the ferry.
+async fn search_ferry(mcp: &McpClient) -> Value {
+    mcp.ok(
+        "memory_search",
+        json!({"query": "ferry", "mode": "keyword", "butler": "health"}),
+    )
+    .await
+}
+
+/// The trip stored; answers its ids and a keyword search for the ferry.
+async fn search_the_trip(app: &TestApp) -> (Vec<String>, Value) {
+    let mcp = app.client(TENANT_A_ADMIN).await;
+    let ids = store_session(&mcp, "trip", &TRIP).await;
+    (ids, search_ferry(&mcp).await)
 }
 
 /// Each result's `session_neighbour` score, by id.
@@ -47,6 +58,13 @@ fn neighbour_score(found: &Value, id: &str) -> Option<f64> {
         .iter()
         .find(|r| r["id"] == id)
         .map(|r| r["scores"]["session_neighbour"].as_f64().unwrap())
+}
+
+/// The positions among `ids` of the episodes `found` brought with a neighbour score.
+fn brought(found: &Value, ids: &[String]) -> Vec<usize> {
+    (0..ids.len())
+        .filter(|i| neighbour_score(found, &ids[*i]).is_some())
+        .collect()
 }
 
 #[tokio::test]
@@ -78,10 +96,7 @@ async fn turns_two_away_come_along_with_a_smaller_share() {
 async fn a_reach_of_one_brings_only_the_turns_beside() {
     let app = spawn_app_with("[retrieval]\nsession_neighbour_reach = 1").await;
     let (ids, found) = search_the_trip(&app).await;
-    let brought: Vec<usize> = (0..ids.len())
-        .filter(|i| neighbour_score(&found, &ids[*i]).is_some())
-        .collect();
-    assert_eq!(brought, vec![2, 3, 4], "{found}");
+    assert_eq!(brought(&found, &ids), vec![2, 3, 4], "{found}");
     app.stop().await;
 }
 
@@ -90,37 +105,23 @@ async fn only_the_more_relevant_half_reaches_two_turns() {
     let app = spawn_app_with("[retrieval]\nsession_neighbour_reach = 2").await;
     // The trip's ferry turn says "ferry" once among few words; a second session's middle turn
     // says it once among many, so it ranks below.
-    let (trip, _) = search_the_trip(&app).await;
     let mcp = app.client(TENANT_A_ADMIN).await;
-    let mut work = Vec::new();
-    for content in [
-        "The printer on the third floor jammed again",
-        "Lunch was a sandwich at the desk",
-        "Someone mentioned the ferry strike during a very long and rather tedious budget meeting",
-        "The quarterly numbers look better than expected",
-        "Left the office late on Thursday",
-    ] {
-        let episode = mcp
-            .ok(
-                "memory_store_episode",
-                json!({"butler": "health", "session_id": "work", "content": content}),
-            )
-            .await;
-        work.push(episode["id"].as_str().unwrap().to_owned());
-    }
-    let found = mcp
-        .ok(
-            "memory_search",
-            json!({"query": "ferry", "mode": "keyword", "butler": "health"}),
-        )
-        .await;
-    let brought = |ids: &[String]| -> Vec<usize> {
-        (0..ids.len())
-            .filter(|i| neighbour_score(&found, &ids[*i]).is_some())
-            .collect()
-    };
+    let trip = store_session(&mcp, "trip", &TRIP).await;
+    let work = store_session(
+        &mcp,
+        "work",
+        &[
+            "The printer on the third floor jammed again",
+            "Lunch was a sandwich at the desk",
+            "Someone mentioned the ferry strike during a very long and rather tedious budget meeting",
+            "The quarterly numbers look better than expected",
+            "Left the office late on Thursday",
+        ],
+    )
+    .await;
+    let found = search_ferry(&mcp).await;
     // Two found episodes: the better (the trip's) brings two turns each side, the other one.
-    assert_eq!(brought(&trip), vec![1, 2, 3, 4, 5], "{found}");
-    assert_eq!(brought(&work), vec![1, 2, 3], "{found}");
+    assert_eq!(brought(&found, &trip), vec![1, 2, 3, 4, 5], "{found}");
+    assert_eq!(brought(&found, &work), vec![1, 2, 3], "{found}");
     app.stop().await;
 }
