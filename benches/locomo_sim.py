@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""An offline model of hybrid retrieval on LoCoMo, for screening a ranking idea before building it.
+
+The bench (`cargo bench --bench locomo`) measures the service; a run takes minutes. This
+script reproduces, in memory, what a hybrid search does to one conversation stored without
+sessions (every turn one implicit conversation): the same model and tokenizer, the same
+in-context vectors (a turn blended with "previous + turn"), Okapi BM25 with k1 1.2 and b 0.5,
+relative-score fusion of the two candidate lists, and session neighbours (reach, decay,
+weight). With the engine's defaults it lands within 0.7 points of the bench at R@5/10/25/50
+(docs/benchmarks.md, "Ranking ideas screened offline"), so an idea that moves nothing here
+is not worth building; one that does still has to be built and measured by the bench.
+
+It is an approximation: PostgreSQL's stemmer and stop words differ a little from Snowball's,
+and the engine's keyword budget (`keyword_common_df`) is not modelled.
+
+    python3 -m venv /tmp/sim && /tmp/sim/bin/pip install onnxruntime tokenizers numpy snowballstemmer
+    /tmp/sim/bin/python benches/locomo_sim.py ../shared/data/locomo_dev.json "" "depth=50" "bigram=2.0"
+
+Each argument after the file is one variant: keyword arguments of `run` (empty: defaults).
+Embeddings are computed once and kept in target/locomo_sim.npz.
+"""
+
+import collections
+import json
+import math
+import os
+import re
+import sys
+
+import numpy as np
+import onnxruntime
+import snowballstemmer
+from tokenizers import Tokenizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = os.path.join(ROOT, ".deps/model/model-compact.onnx")
+TOKENIZER = os.path.join(ROOT, ".deps/model/tokenizer.json")
+CACHE = os.path.join(ROOT, "target/locomo_sim.npz")
+MAX_TOKENS = 256
+
+STEMMER = snowballstemmer.stemmer("english")
+STOP = set(
+    "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself"
+    " she her hers herself it its itself they them their theirs themselves what which who whom"
+    " this that these those am is are was were be been being have has had having do does did"
+    " doing a an the and but if or because as until while of at by for with about against"
+    " between into through during before after above below to from up down in out on off over"
+    " under again further then once here there when where why how all any both each few more"
+    " most other some such no nor not only own same so than too very s t can will just don"
+    " should now".split()
+)
+# A question's interrogative opening ("what did", "how many ... do"), for the stripped-query variant.
+INTERROGATIVE = re.compile(
+    r"^(what|when|where|who|whom|whose|which|why|how)(\s+(many|much|long|often|old|kind of|type of|"
+    r"types of|kinds of))?(\s+(did|does|do|is|are|was|were|has|have|had|can|could|would|will|"
+    r"should|might))?\s+",
+    re.I,
+)
+
+
+def words(text):
+    return [STEMMER.stemWord(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOP]
+
+
+class Embedder:
+    """Mean pooling over the attention mask and L2 normalisation, as the service does."""
+
+    def __init__(self):
+        self.tokenizer = Tokenizer.from_file(TOKENIZER)
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 2
+        self.session = onnxruntime.InferenceSession(MODEL, options)
+
+    def __call__(self, texts):
+        out = []
+        for start in range(0, len(texts), 16):
+            ids = []
+            for e in self.tokenizer.encode_batch(texts[start : start + 16]):
+                ids.append(e.ids if len(e.ids) <= MAX_TOKENS else e.ids[: MAX_TOKENS - 1] + [e.ids[-1]])
+            width = max(len(x) for x in ids)
+            tokens = np.zeros((len(ids), width), np.int64)
+            mask = np.zeros_like(tokens)
+            for row, x in enumerate(ids):
+                tokens[row, : len(x)] = x
+                mask[row, : len(x)] = 1
+            hidden = self.session.run(
+                None, {"input_ids": tokens, "attention_mask": mask, "token_type_ids": np.zeros_like(tokens)}
+            )[0]
+            pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+            out.append(pooled / np.linalg.norm(pooled, axis=1, keepdims=True))
+        return np.vstack(out)
+
+
+def load(path):
+    """Each conversation's turns (as the bench stores them), questions and embeddings."""
+    data = json.load(open(path))
+    cached = dict(np.load(CACHE)) if os.path.exists(CACHE) else {}
+    embed = None
+    conversations = []
+    for conversation in data:
+        c = conversation["conversation"]
+        texts, ids = [], []
+        n = 1
+        while f"session_{n}" in c:
+            for t in c[f"session_{n}"]:
+                text = f"{t['speaker']}: {t['text']}"
+                if t.get("blip_caption"):
+                    text += f" [image: {t['blip_caption']}]"
+                texts.append(text)
+                ids.append(t["dia_id"])
+            n += 1
+        questions = [q for q in conversation["qa"] if q["category"] != 5 and q.get("evidence")]
+        key = conversation["sample_id"]
+        wanted = {
+            "own": lambda: texts,
+            "previous": lambda: [texts[i - 1] + " " + texts[i] for i in range(1, len(texts))],
+            "next": lambda: [texts[i] + " " + texts[i + 1] for i in range(len(texts) - 1)],
+            "window": lambda: [" ".join(texts[i - 1 : i + 2]) for i in range(1, len(texts) - 1)],
+            "query": lambda: [q["question"] for q in questions],
+            "stripped": lambda: [INTERROGATIVE.sub("", q["question"].strip()).rstrip("?") or q["question"] for q in questions],
+        }
+        vectors = {}
+        for name, make in wanted.items():
+            if f"{key}/{name}" not in cached:
+                embed = embed or Embedder()
+                cached[f"{key}/{name}"] = embed(make())
+            vectors[name] = cached[f"{key}/{name}"]
+        conversations.append(
+            dict(ids=ids, words=[words(t) for t in texts], questions=questions,
+                 query_words=[words(q["question"]) for q in questions], vectors=vectors)
+        )
+    if embed is not None:
+        np.savez(CACHE, **cached)
+    return conversations
+
+
+def min_max(values, floor_rank=None):
+    hi = values[0] if values else 0.0
+    lo = values[-1] if floor_rank is None or len(values) <= floor_rank else values[floor_rank - 1]
+    return [max(0.0, (v - lo) / (hi - lo)) if hi > lo else 1.0 for v in values]
+
+
+def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay=0.75,
+        context_weight=0.5, depth=50, k1=1.2, b=0.5, expand_previous=0.0, expand_next=0.0,
+        next_weight=0.0, window_weight=0.0, query="plain", bigram=0.0, prf=0, prf_terms=5,
+        prf_weight=0.3, semantic_floor=None, keyword_floor=None):
+    """R@5/10/25/50 over every question, and R@10 per category."""
+    recall = collections.defaultdict(list)
+    for c in conversations:
+        v = c["vectors"]
+        n = len(c["ids"])
+        # The stored vector: the turn blended with "previous + turn" (indexer.session_context_weight).
+        stored = v["own"].copy()
+        stored[1:] = (1 - context_weight) * v["own"][1:] + context_weight * v["previous"]
+        if next_weight:
+            stored[:-1] += next_weight * v["next"]
+        if window_weight:
+            stored[1:-1] += window_weight * v["window"]
+        stored /= np.linalg.norm(stored, axis=1, keepdims=True)
+        # Keyword documents: a turn's own words, and optionally its neighbours' at a fraction.
+        documents, bigrams = [], []
+        for i, own in enumerate(c["words"]):
+            counts = collections.Counter(own)
+            tf = {w: float(k) for w, k in counts.items()}
+            for j, share in ((i - 1, expand_previous), (i + 1, expand_next)):
+                if share and 0 <= j < n:
+                    for w in set(c["words"][j]) - counts.keys():
+                        tf[w] = tf.get(w, 0.0) + share
+            documents.append((tf, len(own)))
+            bigrams.append(set(zip(own, own[1:])))
+        average = sum(length for _, length in documents) / n
+        df = collections.Counter(w for tf, _ in documents for w in tf)
+
+        def idf(w):
+            return math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5))
+
+        def bm25(weights, pairs=()):
+            scores = np.zeros(n)
+            for i, (tf, length) in enumerate(documents):
+                s = 0.0
+                for w, weight in weights.items():
+                    f = tf.get(w, 0.0)
+                    if f:
+                        s += weight * idf(w) * f * (k1 + 1) / (f + k1 * (1 - b + b * length / average))
+                for pair in pairs:
+                    if pair in bigrams[i]:
+                        s += bigram * (idf(pair[0]) + idf(pair[1])) / 2
+                scores[i] = s
+            return scores
+
+        queries = {"plain": v["query"], "stripped": v["stripped"]}.get(query)
+        if queries is None:  # "both": the mean of the two
+            queries = v["query"] + v["stripped"]
+            queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+        similarities = queries @ stored.T
+        for question, query_words, cosine in zip(c["questions"], c["query_words"], similarities):
+            pairs = set(zip(query_words, query_words[1:])) if bigram else set()
+            keyword = bm25({w: 1.0 for w in set(query_words)}, pairs)
+            if prf:
+                # Keyword relevance feedback: the best terms of the first pass's top turns.
+                first = (semantic_weight * (cosine - cosine.min()) / (np.ptp(cosine) or 1)
+                         + (1 - semantic_weight) * keyword / (keyword.max() or 1))
+                terms = collections.Counter()
+                for i in np.argsort(-first)[:prf]:
+                    for w, f in documents[i][0].items():
+                        if w not in query_words:
+                            terms[w] += idf(w) * f
+                weights = {w: 1.0 for w in set(query_words)}
+                weights.update({w: prf_weight for w, _ in terms.most_common(prf_terms)})
+                keyword = bm25(weights, pairs)
+            semantic_list = list(np.argsort(-cosine)[:depth])
+            keyword_list = [i for i in np.argsort(-keyword)[:depth] if keyword[i] > 0]
+            s_norm = dict(zip(semantic_list, min_max([cosine[i] for i in semantic_list], semantic_floor)))
+            k_norm = dict(zip(keyword_list, min_max([keyword[i] for i in keyword_list], keyword_floor)))
+            base = {i: semantic_weight * s_norm.get(i, 0.0) + (1 - semantic_weight) * k_norm.get(i, 0.0)
+                    for i in set(semantic_list) | set(keyword_list)}
+            # Session neighbours: a share of the best neighbour's relevance; neighbours no list
+            # found join with a share of theirs.
+            final = {}
+            for i, r in base.items():
+                near = [decay ** (abs(j - i) - 1) * base.get(j, 0.0)
+                        for j in range(max(0, i - reach), min(n, i + reach + 1)) if j != i]
+                final[i] = (r + neighbour_weight * max(near, default=0.0)) / (1 + neighbour_weight)
+            for i, r in base.items():
+                for j in range(max(0, i - reach), min(n, i + reach + 1)):
+                    if j not in base:
+                        inherited = neighbour_weight * decay ** (abs(j - i) - 1) * r / (1 + neighbour_weight)
+                        final[j] = max(final.get(j, 0.0), inherited)
+            ranked = [c["ids"][i] for i, _ in sorted(final.items(), key=lambda x: -x[1])]
+            evidence = set(question["evidence"])
+            for k in (5, 10, 25, 50):
+                hit = len(evidence & set(ranked[:k])) / len(evidence)
+                recall[(k, "all")].append(hit)
+                recall[(k, question["category"])].append(hit)
+    mean = lambda key: sum(recall[key]) / len(recall[key])
+    return (" ".join(f"{mean((k, 'all')):.3f}" for k in (5, 10, 25, 50)) + " | R@10 "
+            + " ".join(f"{cat}:{mean((10, cat)):.3f}" for cat in (1, 2, 3, 4)))
+
+
+def main():
+    conversations = load(sys.argv[1])
+    print("variant".ljust(30), "R@5 R@10 R@25 R@50 | R@10 by category")
+    for variant in sys.argv[2:] or [""]:
+        print((variant or "defaults").ljust(30), run(conversations, **eval(f"dict({variant})")), flush=True)
+
+
+if __name__ == "__main__":
+    main()
