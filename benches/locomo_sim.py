@@ -2,13 +2,16 @@
 """An offline model of hybrid retrieval on LoCoMo, for screening a ranking idea before building it.
 
 The bench (`cargo bench --bench locomo`) measures the service; a run takes minutes. This
-script reproduces, in memory, what a hybrid search does to one conversation stored without
-sessions (every turn one implicit conversation): the same model and tokenizer, the same
-in-context vectors (a turn blended with "previous + turn"), Okapi BM25 with k1 1.2 and b 0.5,
-relative-score fusion of the two candidate lists, and session neighbours (reach, decay,
-weight). With the engine's defaults it lands within 0.7 points of the bench at R@5/10/25/50
-(docs/benchmarks.md, "Ranking ideas screened offline"), so an idea that moves nothing here
-is not worth building; one that does still has to be built and measured by the bench.
+script reproduces, in memory, what a hybrid search does to one conversation: the same model
+and tokenizer, the same in-context vectors (a turn blended with "previous + turn"), Okapi
+BM25 with k1 1.2 and b 0.5, relative-score fusion of the two candidate lists, and session
+neighbours (reach, decay, weight). Without sessions (the default) every turn belongs to one
+implicit conversation, as the bench's `--no-sessions` stores them; `with_sessions=True`
+models the bench's default run (neighbours and context within a session, the metadata's
+strings in the keyword document). With the engine's defaults it lands within 0.7 points of
+the bench at R@5/10/25/50 in both settings (docs/benchmarks.md, "Fifty candidates per list,
+and ranking ideas screened offline"), so an idea that moves nothing here is not worth
+building; one that does still has to be built and measured by the bench.
 
 It is an approximation: PostgreSQL's stemmer and stop words differ a little from Snowball's,
 and the engine's keyword budget (`keyword_common_df`) is not modelled.
@@ -101,7 +104,7 @@ def load(path):
     conversations = []
     for conversation in data:
         c = conversation["conversation"]
-        texts, ids = [], []
+        texts, ids, sessions, metadata = [], [], [], []
         n = 1
         while f"session_{n}" in c:
             for t in c[f"session_{n}"]:
@@ -110,6 +113,9 @@ def load(path):
                     text += f" [image: {t['blip_caption']}]"
                 texts.append(text)
                 ids.append(t["dia_id"])
+                sessions.append(n)
+                # The string values of the metadata the bench sends with sessions.
+                metadata.append(f"{t['dia_id']} {c.get(f'session_{n}_date_time', '')} {t['speaker']}")
             n += 1
         questions = [q for q in conversation["qa"] if q["category"] != 5 and q.get("evidence")]
         key = conversation["sample_id"]
@@ -128,7 +134,8 @@ def load(path):
                 cached[f"{key}/{name}"] = embed(make())
             vectors[name] = cached[f"{key}/{name}"]
         conversations.append(
-            dict(ids=ids, words=[words(t) for t in texts], questions=questions,
+            dict(ids=ids, words=[words(t) for t in texts], sessions=sessions,
+                 metadata_words=[words(m) for m in metadata], questions=questions,
                  query_words=[words(q["question"]) for q in questions], vectors=vectors)
         )
     if embed is not None:
@@ -145,7 +152,8 @@ def min_max(values, floor_rank=None):
 def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay=0.75,
         context_weight=0.5, depth=50, k1=1.2, b=0.5, expand_previous=0.0, expand_next=0.0,
         next_weight=0.0, window_weight=0.0, query="plain", bigram=0.0, prf=0, prf_terms=5,
-        prf_weight=0.3, semantic_floor=None, keyword_floor=None):
+        prf_weight=0.3, semantic_floor=None, keyword_floor=None, with_sessions=False,
+        session_prior=0.0):
     """R@5/10/25/50 over every question, and R@10 per category."""
     recall = collections.defaultdict(list)
     for c in conversations:
@@ -154,6 +162,10 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         # The stored vector: the turn blended with "previous + turn" (indexer.session_context_weight).
         stored = v["own"].copy()
         stored[1:] = (1 - context_weight) * v["own"][1:] + context_weight * v["previous"]
+        session = c["sessions"] if with_sessions else [0] * n
+        if with_sessions:  # a session's first turn has no previous turn to be read after
+            first = [i for i in range(1, n) if session[i] != session[i - 1]]
+            stored[first] = v["own"][first]
         if next_weight:
             stored[:-1] += next_weight * v["next"]
         if window_weight:
@@ -162,13 +174,13 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         # Keyword documents: a turn's own words, and optionally its neighbours' at a fraction.
         documents, bigrams = [], []
         for i, own in enumerate(c["words"]):
-            counts = collections.Counter(own)
+            counts = collections.Counter(own + (c["metadata_words"][i] if with_sessions else []))
             tf = {w: float(k) for w, k in counts.items()}
             for j, share in ((i - 1, expand_previous), (i + 1, expand_next)):
                 if share and 0 <= j < n:
                     for w in set(c["words"][j]) - counts.keys():
                         tf[w] = tf.get(w, 0.0) + share
-            documents.append((tf, len(own)))
+            documents.append((tf, sum(counts.values())))
             bigrams.append(set(zip(own, own[1:])))
         average = sum(length for _, length in documents) / n
         df = collections.Counter(w for tf, _ in documents for w in tf)
@@ -221,13 +233,20 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
             final = {}
             for i, r in base.items():
                 near = [decay ** (abs(j - i) - 1) * base.get(j, 0.0)
-                        for j in range(max(0, i - reach), min(n, i + reach + 1)) if j != i]
+                        for j in range(max(0, i - reach), min(n, i + reach + 1))
+                        if j != i and session[j] == session[i]]
                 final[i] = (r + neighbour_weight * max(near, default=0.0)) / (1 + neighbour_weight)
             for i, r in base.items():
                 for j in range(max(0, i - reach), min(n, i + reach + 1)):
-                    if j not in base:
+                    if j not in base and session[j] == session[i]:
                         inherited = neighbour_weight * decay ** (abs(j - i) - 1) * r / (1 + neighbour_weight)
                         final[j] = max(final.get(j, 0.0), inherited)
+            if session_prior and with_sessions:
+                # A session's best relevance lifts its other turns a little.
+                best = collections.defaultdict(float)
+                for i, r in base.items():
+                    best[session[i]] = max(best[session[i]], r)
+                final = {i: (r + session_prior * best[session[i]]) / (1 + session_prior) for i, r in final.items()}
             ranked = [c["ids"][i] for i, _ in sorted(final.items(), key=lambda x: -x[1])]
             evidence = set(question["evidence"])
             for k in (5, 10, 25, 50):
