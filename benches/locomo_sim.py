@@ -14,7 +14,9 @@ and ranking ideas screened offline"), so an idea that moves nothing here is not 
 building; one that does still has to be built and measured by the bench.
 
 It is an approximation: PostgreSQL's stemmer and stop words differ a little from Snowball's,
-and the engine's keyword budget (`keyword_common_df`) is not modelled.
+a document's length here counts words where the engine counts distinct lexemes, every
+candidate's neighbours reach `reach` turns (the engine: the better half of the episodes it
+looks up), and the engine's keyword budget (`keyword_common_df`) is not modelled.
 
     python3 -m venv /tmp/sim && /tmp/sim/bin/pip install onnxruntime tokenizers numpy snowballstemmer
     /tmp/sim/bin/python benches/locomo_sim.py ../shared/data/locomo_dev.json "" "depth=50" "bigram=2.0"
