@@ -541,7 +541,7 @@ impl EngineConfig {
         check(
             (1..=MAX_NEIGHBOUR_REACH).contains(&q.session_neighbour_reach),
             "retrieval.session_neighbour_reach",
-            "must be between 1 and 5",
+            &format!("must be between 1 and {MAX_NEIGHBOUR_REACH}"),
         );
         check(
             unit(q.session_neighbour_decay),
