@@ -19,6 +19,7 @@ use crate::domain::episode::{MAX_TTL_DAYS, MIN_TTL_DAYS};
 use crate::domain::intent_routing::IntentRouting;
 use crate::domain::orchestrator::settings::MemorySettings;
 use crate::domain::redaction::{CustomDetector, PolicySettings, RedactionAction, Redactor};
+use crate::domain::rerank::RerankConfig;
 use crate::domain::rule_evidence::RuleThresholds;
 use crate::domain::scoring::{MaturityWeights, ScoreWeights};
 use crate::domain::search::{Fusion, SearchMode};
@@ -240,6 +241,8 @@ pub struct RetrievalConfig {
     pub max_cluster_share: f64,
     /// Ranking by the query's intent (`domain::intent`).
     pub intent_routing: IntentRouting,
+    /// The second stage (`domain::rerank`).
+    pub rerank: RerankConfig,
     pub context: ContextConfig,
 }
 
@@ -586,6 +589,22 @@ impl EngineConfig {
                 "type_weights must be non-negative",
             );
         }
+        let r = &q.rerank;
+        check(
+            r.candidates >= 2,
+            "retrieval.rerank.candidates",
+            "must be at least 2",
+        );
+        check(
+            unit(r.weight),
+            "retrieval.rerank.weight",
+            "must be between 0 and 1",
+        );
+        check(
+            r.timeout_ms > 0,
+            "retrieval.rerank.timeout_ms",
+            "must be greater than 0",
+        );
         let m = &q.maturity_weights;
         check(
             [m.candidate, m.established, m.proven]

@@ -32,6 +32,7 @@ pub mod record;
 pub mod redaction;
 pub mod relation;
 pub mod request_context;
+pub mod rerank;
 pub mod result_quality;
 pub mod rule;
 pub mod rule_evidence;

@@ -5,12 +5,14 @@
 pub mod hashing;
 pub mod minilm;
 pub mod token_counter;
+pub mod token_vectors;
 mod tokenizer_file;
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub use token_vectors::TokenVectors;
 pub use tokenizer_file::shared_tokenizer;
 
 /// Dimensions of every stored embedding (the `vector(384)` columns).
@@ -40,6 +42,8 @@ pub enum EmbedError {
 pub trait Embedder: Send + 'static {
     fn info(&self) -> &ModelInfo;
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Each text's token vectors, before pooling (the second stage's late interaction).
+    fn token_vectors(&mut self, texts: &[String]) -> Result<Vec<TokenVectors>, EmbedError>;
 }
 
 /// `[embedder]` configuration.

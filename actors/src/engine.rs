@@ -175,6 +175,7 @@ impl Engine {
                 config.shared_database,
             )),
             token_counter: tokens.clone(),
+            embedder: handles.embedder.clone(),
         };
         let shard_kit = ShardKit {
             commits: Arc::new(commits),

@@ -313,6 +313,19 @@ pub const FAMILIES: &[Family] = &[
         "Time one inference batch takes.",
     ),
     family(
+        "butler_memory_rerank_seconds",
+        Kind::Seconds,
+        "Time a search's second stage took (retrieval.rerank), when it answered.",
+    ),
+    Family {
+        zero: &[&[]],
+        ..family(
+            "butler_memory_rerank_skipped_total",
+            Kind::Counter,
+            "Second stages that did not answer in time or failed; the first stage's order stood.",
+        )
+    },
+    family(
         "butler_memory_query_cache_total",
         Kind::Counter,
         "Query embedding cache lookups, by outcome (hit, miss).",

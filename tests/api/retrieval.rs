@@ -14,6 +14,7 @@ mod conversations;
 mod intent_routing;
 mod keyword_statistics;
 mod neighbour_reach;
+mod second_stage;
 mod time_aware;
 
 fn t0() -> DateTime<Utc> {

@@ -10,6 +10,8 @@
 //! Two queues: queries (someone is waiting for a read) and background work (the indexer
 //! embedding stored rows). A batch takes queries first and fills up with background work,
 //! so a read waits for at most the batch already running, never for the indexer's backlog.
+//! A second stage's late interaction (a query and its candidates, read token by token) takes
+//! a worker of its own, after the queries waiting and before background work.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -20,6 +22,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::directory::ActorInfo;
 use super::mailbox::Slot;
+use crate::embedder::token_vectors::max_sim;
 use crate::embedder::{EmbedError, Embedder, EmbedderConfig, ModelInfo};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
@@ -66,6 +69,28 @@ impl EmbedderHandle {
             .await?
     }
 
+    /// How well each passage covers `query`, token by token (`token_vectors::max_sim`), in
+    /// passage order: the second stage's measure, for a read someone is waiting for.
+    pub async fn late_interaction(
+        &self,
+        query: String,
+        passages: Vec<String>,
+        timeout: Duration,
+    ) -> MemoryResult<Vec<f32>> {
+        self.0
+            .get()?
+            .ask(
+                |reply| EmbedderMsg::LateInteraction {
+                    query,
+                    passages,
+                    reply,
+                },
+                timeout,
+                "the embedder pool",
+            )
+            .await?
+    }
+
     /// The pool's model and workers.
     pub async fn status(&self, timeout: Duration) -> MemoryResult<PoolStatus> {
         self.0
@@ -99,6 +124,13 @@ pub struct Job {
     reply: RpcReplyPort<MemoryResult<Embeddings>>,
 }
 
+/// One caller's late interaction: a query and the passages to measure against it.
+pub struct LateInteractionJob {
+    query: String,
+    passages: Vec<String>,
+    reply: RpcReplyPort<MemoryResult<Vec<f32>>>,
+}
+
 /// What the pool runs, for readiness and the embedding registry.
 #[derive(Debug, Clone)]
 pub struct PoolStatus {
@@ -117,6 +149,13 @@ pub enum EmbedderMsg {
         texts: Vec<String>,
         reply: RpcReplyPort<MemoryResult<Embeddings>>,
     },
+    /// Measure how well each passage covers the query, token by token, for a caller who
+    /// is waiting (a second stage).
+    LateInteraction {
+        query: String,
+        passages: Vec<String>,
+        reply: RpcReplyPort<MemoryResult<Vec<f32>>>,
+    },
     /// The batching window closed: send what is queued.
     Dispatch,
     /// A worker finished a batch. `worker` is `None` when it panicked.
@@ -125,6 +164,13 @@ pub enum EmbedderMsg {
         jobs: Vec<Job>,
         result: Result<Embeddings, EmbedError>,
         texts: usize,
+        elapsed: Duration,
+    },
+    /// A worker finished a late interaction. `worker` is `None` when it panicked.
+    Measured {
+        worker: Option<Box<dyn Embedder>>,
+        job: LateInteractionJob,
+        result: Result<Vec<f32>, EmbedError>,
         elapsed: Duration,
     },
     Status {
@@ -142,6 +188,8 @@ pub struct EmbedderPoolState {
     queue: VecDeque<Job>,
     queued_texts: usize,
     background: VecDeque<Job>,
+    /// Late interactions waiting for a worker (their texts count in `queued_texts`).
+    late: VecDeque<LateInteractionJob>,
     dispatch_scheduled: bool,
 }
 
@@ -190,6 +238,7 @@ impl Actor for EmbedderPool {
             queue: VecDeque::new(),
             queued_texts: 0,
             background: VecDeque::new(),
+            late: VecDeque::new(),
             dispatch_scheduled: false,
         })
     }
@@ -209,14 +258,7 @@ impl Actor for EmbedderPool {
                 }
                 if state.queued_texts + texts.len() > state.config.max_queue {
                     metrics::counter!("butler_memory_embedder_refused_total").increment(1);
-                    let _ = reply.send(Err(MemoryError::overloaded(
-                        ErrorCode::EmbedderQueueFull,
-                        format!(
-                            "the embedder has {} texts waiting (limit {})",
-                            state.queued_texts, state.config.max_queue
-                        ),
-                        50,
-                    )));
+                    let _ = reply.send(Err(state.queue_full()));
                     return Ok(());
                 }
                 state.queued_texts += texts.len();
@@ -238,6 +280,50 @@ impl Actor for EmbedderPool {
                     return Ok(());
                 }
                 state.background.push_back(Job { texts, reply });
+                state.dispatch(&myself);
+            }
+            EmbedderMsg::LateInteraction {
+                query,
+                passages,
+                reply,
+            } => {
+                state.info.begin();
+                let texts = passages.len() + 1;
+                if passages.is_empty() {
+                    let _ = reply.send(Ok(Vec::new()));
+                } else if state.queued_texts + texts > state.config.max_queue {
+                    metrics::counter!("butler_memory_embedder_refused_total").increment(1);
+                    let _ = reply.send(Err(state.queue_full()));
+                } else {
+                    state.queued_texts += texts;
+                    state.late.push_back(LateInteractionJob {
+                        query,
+                        passages,
+                        reply,
+                    });
+                    state.dispatch(&myself);
+                }
+            }
+            EmbedderMsg::Measured {
+                worker,
+                job,
+                result,
+                elapsed,
+            } => {
+                metrics::histogram!("butler_memory_embedder_batch_size")
+                    .record((job.passages.len() + 1) as f64);
+                metrics::histogram!("butler_memory_embedder_batch_seconds")
+                    .record(elapsed.as_secs_f64());
+                match worker {
+                    Some(worker) => state.idle.push(worker),
+                    None => state.replace_lost_worker().await,
+                }
+                let _ = job.reply.send(result.map_err(|e| {
+                    MemoryError::new(
+                        ErrorCode::EmbedderFailed,
+                        format!("late interaction failed: {e}"),
+                    )
+                }));
                 state.dispatch(&myself);
             }
             EmbedderMsg::Dispatch => {
@@ -276,13 +362,32 @@ impl Actor for EmbedderPool {
 }
 
 impl EmbedderPoolState {
+    /// Why a request is refused at once: too many texts wait already.
+    fn queue_full(&self) -> MemoryError {
+        MemoryError::overloaded(
+            ErrorCode::EmbedderQueueFull,
+            format!(
+                "the embedder has {} texts waiting (limit {})",
+                self.queued_texts, self.config.max_queue
+            ),
+            50,
+        )
+    }
+
     /// Hands queued work to idle workers, up to `max_batch` texts each: queries first,
-    /// then background work.
+    /// then late interactions (a worker each), then background work.
     fn dispatch(&mut self, myself: &ActorRef<EmbedderMsg>) {
-        while !self.queue.is_empty() || !self.background.is_empty() {
+        while !self.queue.is_empty() || !self.late.is_empty() || !self.background.is_empty() {
             let Some(mut worker) = self.idle.pop() else {
                 return;
             };
+            if self.queue.is_empty()
+                && let Some(job) = self.late.pop_front()
+            {
+                self.queued_texts -= job.passages.len() + 1;
+                measure(worker, job, myself.clone());
+                continue;
+            }
             let mut jobs = Vec::new();
             let mut texts = Vec::new();
             for (queue, counted) in [(&mut self.queue, true), (&mut self.background, false)] {
@@ -342,6 +447,39 @@ impl EmbedderPoolState {
             }
         }
     }
+}
+
+/// Runs one late interaction on `worker`, on a blocking thread, and reports it as
+/// `Measured`: the query's and the passages' token vectors in one call, then each
+/// passage's coverage of the query.
+fn measure(mut worker: Box<dyn Embedder>, job: LateInteractionJob, myself: ActorRef<EmbedderMsg>) {
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let texts: Vec<String> = std::iter::once(job.query.clone())
+            .chain(job.passages.iter().cloned())
+            .collect();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            worker.token_vectors(&texts).map(|vectors| {
+                let (query, passages) = vectors.split_first().expect("the query is first");
+                passages.iter().map(|p| max_sim(query, p)).collect()
+            })
+        }));
+        let (worker, result) = match outcome {
+            Ok(result) => (Some(worker), result),
+            Err(_) => (
+                None,
+                Err(EmbedError::Inference(
+                    "the inference worker panicked".into(),
+                )),
+            ),
+        };
+        let _ = myself.cast(EmbedderMsg::Measured {
+            worker,
+            job,
+            result,
+            elapsed: started.elapsed(),
+        });
+    });
 }
 
 /// Splits a batch's embeddings back into the requests it came from.
@@ -449,5 +587,60 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.class(), crate::error::ErrorClass::Overloaded);
         assert!(err.retry_after_ms.is_some());
+    }
+
+    async fn late_interaction(
+        pool: &Mailbox<EmbedderMsg>,
+        query: &str,
+        passages: &[&str],
+    ) -> MemoryResult<Vec<f32>> {
+        let (query, passages) = (
+            query.to_owned(),
+            passages.iter().map(|p| p.to_string()).collect(),
+        );
+        pool.ask(
+            |reply| EmbedderMsg::LateInteraction {
+                query,
+                passages,
+                reply,
+            },
+            Duration::from_secs(5),
+            "embedder",
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Each passage comes back with its own measure, in order, beside queries batched as
+    /// usual.
+    #[tokio::test]
+    async fn late_interaction_measures_each_passage_against_the_query() {
+        let pool = pool(8, 1000).await;
+        let passages = ["she took a pottery class", "a pottery fair", "quantum flux"];
+        let (measures, query) = tokio::join!(
+            late_interaction(&pool, "the pottery class?", &passages),
+            pool.ask(
+                |reply| EmbedderMsg::Embed {
+                    texts: vec!["pottery".into()],
+                    reply
+                },
+                Duration::from_secs(5),
+                "embedder",
+            )
+        );
+        let measures = measures.unwrap();
+        assert_eq!(measures.len(), 3);
+        assert!((measures[0] - 1.0).abs() < 1e-5, "{measures:?}");
+        assert!((measures[1] - 0.5).abs() < 1e-5, "{measures:?}");
+        assert!(measures[2].abs() < 1e-5, "{measures:?}");
+        assert_eq!(query.unwrap().unwrap().len(), 1);
+    }
+
+    /// A late interaction counts against the queue's bound like any texts waiting.
+    #[tokio::test]
+    async fn a_late_interaction_past_the_queue_bound_is_refused() {
+        let pool = pool(1, 2).await;
+        let err = late_interaction(&pool, "q", &["a", "b"]).await.unwrap_err();
+        assert_eq!(err.class(), crate::error::ErrorClass::Overloaded);
     }
 }

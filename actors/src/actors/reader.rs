@@ -11,6 +11,7 @@
 mod context_assembly;
 mod runtime;
 mod search;
+mod second_stage;
 
 pub use runtime::ReaderRuntime;
 
@@ -22,6 +23,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::directory::ActorInfo;
+use super::embedder_pool::EmbedderHandle;
 use super::mailbox::Mailbox;
 use crate::domain::caller::Caller;
 use crate::domain::context_block::{ContextOutcome, TokenCounter};
@@ -76,6 +78,8 @@ pub struct ReaderKit {
     pub store: Store,
     pub corpus_cache: Arc<CorpusCache>,
     pub token_counter: Arc<dyn TokenCounter>,
+    /// The embedder pool, for the second stage (`second_stage.rs`).
+    pub embedder: EmbedderHandle,
 }
 
 pub struct ReaderArgs {

@@ -112,6 +112,8 @@ pub struct ContextBlock {
 pub struct ContextOutcome {
     pub block: ContextBlock,
     pub degraded: bool,
+    /// The second stage is on but did not answer in time (not cached).
+    pub rerank_skipped: bool,
 }
 
 /// The ids included, per section, in output order.

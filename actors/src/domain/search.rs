@@ -189,6 +189,10 @@ pub struct ComponentScores {
     /// Relevance of the episode's best neighbour in its session (up to
     /// `retrieval.session_neighbour_reach` turns away, weighed by distance), when it has one.
     pub session_neighbour: Option<f64>,
+    /// How well the hit covers the query token by token (the mean, over the query's content
+    /// words, of each one's best cosine in the hit), when the second stage read it
+    /// (`retrieval.rerank`); its relevance then blends this in.
+    pub rerank: Option<f64>,
 }
 
 impl ComponentScores {
@@ -206,6 +210,7 @@ impl ComponentScores {
             semantic_rank: None,
             keyword_rank: None,
             session_neighbour: None,
+            rerank: None,
         }
     }
 }
@@ -285,4 +290,7 @@ pub struct SearchOutcome {
     pub degraded: bool,
     /// The query's intent, when queries are routed by intent (`domain::intent`).
     pub intent: Option<Intent>,
+    /// The second stage is on but did not answer in time: the first stage's order stands,
+    /// and the answer is not remembered in the result cache.
+    pub rerank_skipped: bool,
 }

@@ -3,7 +3,7 @@
 //! similar; it knows nothing of meaning. Never used by the service.
 
 use super::minilm::normalize;
-use super::{DIMENSIONS, EmbedError, Embedder, ModelInfo};
+use super::{DIMENSIONS, EmbedError, Embedder, ModelInfo, TokenVectors};
 
 /// Bag-of-words feature hashing into [`DIMENSIONS`] buckets.
 pub struct HashingEmbedder {
@@ -33,24 +33,45 @@ impl Embedder for HashingEmbedder {
             .iter()
             .map(|text| {
                 let mut v = vec![0f32; DIMENSIONS];
-                for word in text
-                    .split(|c: char| !c.is_alphanumeric())
-                    .filter(|w| !w.is_empty())
-                {
-                    // FNV-1a: stable across runs and platforms, unlike the std hasher.
-                    let hash = word
-                        .to_lowercase()
-                        .bytes()
-                        .fold(0xcbf29ce484222325u64, |h, b| {
-                            (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-                        });
-                    v[(hash % DIMENSIONS as u64) as usize] += 1.0;
+                for word in words(text) {
+                    v[bucket(word)] += 1.0;
                 }
                 normalize(&mut v);
                 v
             })
             .collect())
     }
+
+    /// A token per word, its vector the word's bucket alone.
+    fn token_vectors(&mut self, texts: &[String]) -> Result<Vec<TokenVectors>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let tokens: Vec<&str> = words(text).collect();
+                let mut rows = vec![0f32; tokens.len() * DIMENSIONS];
+                for (i, word) in tokens.iter().enumerate() {
+                    rows[i * DIMENSIONS + bucket(word)] = 1.0;
+                }
+                TokenVectors::new(rows, &tokens)
+            })
+            .collect())
+    }
+}
+
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+}
+
+/// The word's bucket. FNV-1a: stable across runs and platforms, unlike the std hasher.
+fn bucket(word: &str) -> usize {
+    let hash = word
+        .to_lowercase()
+        .bytes()
+        .fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+        });
+    (hash % DIMENSIONS as u64) as usize
 }
 
 #[cfg(test)]

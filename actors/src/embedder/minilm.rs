@@ -9,7 +9,9 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 use tokenizers::{PostProcessor, Tokenizer, TruncationDirection};
 
-use super::{DIMENSIONS, EmbedError, Embedder, EmbedderConfig, ModelInfo, shared_tokenizer};
+use super::{
+    DIMENSIONS, EmbedError, Embedder, EmbedderConfig, ModelInfo, TokenVectors, shared_tokenizer,
+};
 
 /// ONNX Runtime allows one environment per process; every session shares it.
 static ENVIRONMENT: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
@@ -110,27 +112,75 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.each_call(texts, |hidden, seq, encodings, mask| {
+            (0..encodings.len())
+                .map(|b| {
+                    mean_pool(
+                        &hidden[b * seq * DIMENSIONS..(b + 1) * seq * DIMENSIONS],
+                        &mask[b * seq..(b + 1) * seq],
+                    )
+                })
+                .collect()
+        })
+    }
+
+    fn token_vectors(&mut self, texts: &[String]) -> Result<Vec<TokenVectors>, EmbedError> {
+        self.each_call(texts, |hidden, seq, encodings, _| {
+            encodings
+                .iter()
+                .enumerate()
+                .map(|(b, encoding)| {
+                    // The text's own tokens: not [CLS] and [SEP], not padding.
+                    let keep: Vec<usize> = (0..encoding.len())
+                        .filter(|&j| encoding.get_special_tokens_mask()[j] == 0)
+                        .collect();
+                    let mut rows = Vec::with_capacity(keep.len() * DIMENSIONS);
+                    for &j in &keep {
+                        let at = (b * seq + j) * DIMENSIONS;
+                        rows.extend_from_slice(&hidden[at..at + DIMENSIONS]);
+                    }
+                    let tokens: Vec<&str> = keep
+                        .iter()
+                        .map(|&j| encoding.get_tokens()[j].as_str())
+                        .collect();
+                    TokenVectors::new(rows, &tokens)
+                })
+                .collect()
+        })
+    }
+}
+
+impl MiniLm {
+    /// Runs `texts` through the model and gives each inference call's output to `read`, in
+    /// request order. Tokenises without padding, then runs texts of similar length
+    /// together: a call is padded to its longest text and attention costs grow with the
+    /// square of that length, so one long text among short ones would multiply the work.
+    fn each_call<T>(
+        &mut self,
+        texts: &[String],
+        read: impl Fn(&[f32], usize, &[&tokenizers::Encoding], &[i64]) -> Vec<T>,
+    ) -> Result<Vec<T>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        // Tokenise without padding, then run texts of similar length together: a chunk is
-        // padded to its longest text and attention costs grow with the square of that
-        // length, so one long text among short ones would multiply the work.
         let encodings = self.encode(texts)?;
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| encodings[i].len());
         let lengths: Vec<usize> = order.iter().map(|&i| encodings[i].len()).collect();
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); encodings.len()];
+        let mut out: Vec<Option<T>> = (0..encodings.len()).map(|_| None).collect();
         for chunk in chunks(&lengths, self.max_batch_tokens) {
-            let texts: Vec<&tokenizers::Encoding> = order[chunk.clone()]
+            let call: Vec<&tokenizers::Encoding> = order[chunk.clone()]
                 .iter()
                 .map(|&i| &encodings[i])
                 .collect();
-            for (vector, &i) in self.run(&texts)?.into_iter().zip(&order[chunk]) {
-                out[i] = vector;
+            for (value, &i) in self.run(&call, &read)?.into_iter().zip(&order[chunk]) {
+                out[i] = Some(value);
             }
         }
-        Ok(out)
+        Ok(out
+            .into_iter()
+            .map(|v| v.expect("every text is in one call"))
+            .collect())
     }
 }
 
@@ -189,8 +239,13 @@ fn chunks(sorted_lengths: &[usize], max_tokens: usize) -> Vec<std::ops::Range<us
 }
 
 impl MiniLm {
-    /// One inference call over encodings padded to the longest of them.
-    fn run(&mut self, encodings: &[&tokenizers::Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// One inference call over encodings padded to the longest of them; `read` gets the
+    /// last hidden state (`[batch, seq, DIMENSIONS]`), `seq` and the attention mask.
+    fn run<T>(
+        &mut self,
+        encodings: &[&tokenizers::Encoding],
+        read: impl Fn(&[f32], usize, &[&tokenizers::Encoding], &[i64]) -> Vec<T>,
+    ) -> Result<Vec<T>, EmbedError> {
         let fail = |e: String| EmbedError::Inference(e);
         let batch = encodings.len();
         let seq = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
@@ -225,14 +280,7 @@ impl MiniLm {
         if dims != [batch, seq, DIMENSIONS] {
             return Err(fail(format!("unexpected output shape {dims:?}")));
         }
-        Ok((0..batch)
-            .map(|b| {
-                mean_pool(
-                    &hidden[b * seq * DIMENSIONS..(b + 1) * seq * DIMENSIONS],
-                    &mask[b * seq..(b + 1) * seq],
-                )
-            })
-            .collect())
+        Ok(read(hidden, seq, encodings, &mask))
     }
 }
 

@@ -206,7 +206,7 @@ impl Engine {
         if outcome.degraded {
             metrics::counter!("butler_memory_degraded_reads_total", "tool" => "search")
                 .increment(1);
-        } else {
+        } else if !outcome.rerank_skipped {
             self.results.put(
                 key,
                 generation,
@@ -306,7 +306,7 @@ impl Engine {
                 if outcome.degraded {
                     metrics::counter!("butler_memory_degraded_reads_total", "tool" => "context")
                         .increment(1);
-                } else {
+                } else if !outcome.rerank_skipped {
                     self.results.put(
                         key,
                         generation,

@@ -145,6 +145,7 @@ mod tests {
             mode: SearchMode::Hybrid,
             degraded: false,
             intent: None,
+            rerank_skipped: false,
         }))
     }
 
@@ -185,6 +186,7 @@ mod tests {
                 dropped: 0,
             },
             degraded: false,
+            rerank_skipped: false,
         }))
     }
 

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use super::ReaderState;
 use super::search::{candidate_lists, in_sessions, known_empty, ranking_for};
+use super::second_stage::reranked;
 use crate::config::ContextConfig;
 use crate::domain::context_block::{
     ContextBlock, ContextOutcome, Quotas, TokenCounter, assemble, episode_line, fact_line,
@@ -76,6 +77,7 @@ pub async fn run(
         config.relevant_depth as usize,
     )
     .await?;
+    let (relevant, rerank_skipped) = reranked(state, &request.trigger_prompt, relevant).await;
     let gathered = Gathered {
         relevant,
         standing: facts.into_iter().chain(rules).chain(recent).collect(),
@@ -87,7 +89,11 @@ pub async fn run(
         request,
         state.kit.token_counter.as_ref(),
     );
-    Ok(ContextOutcome { block, degraded })
+    Ok(ContextOutcome {
+        block,
+        degraded,
+        rerank_skipped,
+    })
 }
 
 /// The lines of a section checked for restatements: more than a budget ever holds.

@@ -1,5 +1,6 @@
 //! A search, end to end inside a reader: candidate lists from the store, fusion, session
-//! context, composite scores, diversification, the top `limit`. The candidate lists and the
+//! context, the second stage when it is on, composite scores, diversification, the top
+//! `limit`. The candidate lists and the
 //! session neighbours are the IO; [`rank`] is the rest, and pure.
 
 use std::collections::HashSet;
@@ -8,6 +9,7 @@ use futures::future::try_join_all;
 use uuid::Uuid;
 
 use super::ReaderState;
+use super::second_stage::reranked;
 use crate::config::RetrievalConfig;
 use crate::domain::intent::Intent;
 use crate::domain::memory_type::MemoryType;
@@ -184,11 +186,13 @@ pub async fn run(
         neighbours_reach(query.limit),
     )
     .await?;
+    let (scored, rerank_skipped) = reranked(state, &query.text, scored).await;
     Ok(SearchOutcome {
         hits: rank(&ranking, scored, query),
         mode,
         degraded,
         intent,
+        rerank_skipped,
     })
 }
 

@@ -1,0 +1,172 @@
+//! The second stage (`retrieval.rerank`), with the real model: two services on one database
+//! with one pinned clock, the second stage off in one and on in the other. On, it reads the
+//! first stage's top candidates again and reorders those only, each showing its measure in
+//! `scores.rerank`; when it cannot answer in time, or the model is down, the first stage's
+//! order stands and the search still answers.
+
+use std::sync::Arc;
+
+use butler_memory_actors::ManualClock;
+use serde_json::{Value, json};
+
+use super::t0;
+use crate::helpers::*;
+
+const SET: usize = 5;
+
+/// Episodes in sessions of their own (no neighbours, no diversity cluster), so that with
+/// one clock the first stage's order is its keyword relevance alone.
+async fn seed(mcp: &McpClient, contents: &[String]) {
+    for (i, content) in contents.iter().enumerate() {
+        mcp.ok(
+            "memory_store_episode",
+            json!({"butler": "health", "session_id": format!("s{i}"), "content": content}),
+        )
+        .await;
+    }
+}
+
+async fn search(mcp: &McpClient, query: &str) -> Value {
+    mcp.ok(
+        "memory_search",
+        json!({"query": query, "mode": "keyword", "types": ["episode"], "limit": 10}),
+    )
+    .await
+}
+
+fn results(answer: &Value) -> &Vec<Value> {
+    answer["results"].as_array().unwrap()
+}
+
+fn measure(hit: &Value) -> Option<f64> {
+    hit["scores"]["rerank"].as_f64()
+}
+
+#[tokio::test]
+async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let first = spawn_app_at("", clock.clone()).await;
+    let on = format!(
+        "[retrieval.rerank]\nenabled = true\ncandidates = {SET}\nweight = 1.0\ntimeout_ms = 60000\n"
+    );
+    let second = spawn_beside(&first, &on, clock.clone()).await;
+    let mcp = first.client(TENANT_A_HEALTH).await;
+    let contents: Vec<String> = [
+        "Maya baked lemon bars for the garden party",
+        "Garden, garden, garden: the garden club talked about the garden all day",
+        "Maya cooked cookies for the celebration in her yard",
+        "The party was loud",
+        "Baking bread takes patience",
+        "Party hats were cheap this year",
+        "The lawn needs water",
+        "The weather turned cold",
+    ]
+    .map(String::from)
+    .into();
+    seed(&mcp, &contents).await;
+    first.engine().flush().await.unwrap();
+    let query = "what did Maya bake for the garden party";
+    let before = search(&mcp, query).await;
+    let after = search(&second.client(TENANT_A_HEALTH).await, query).await;
+    let (before, after) = (results(&before), results(&after));
+    assert_eq!(before.len(), after.len());
+    assert!(
+        before.len() > SET,
+        "more candidates than the set: {before:?}"
+    );
+    let ids = |hits: &[Value]| -> Vec<String> {
+        hits.iter()
+            .map(|h| h["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    // The set is the first stage's top SET: the same memories, in another order.
+    let mut set_before = ids(&before[..SET]);
+    let mut set_after = ids(&after[..SET]);
+    assert_ne!(set_before, set_after, "the measure reordered the set");
+    set_before.sort();
+    set_after.sort();
+    assert_eq!(set_before, set_after, "nothing entered or left the set");
+    // Below it, nothing moved and nothing was read.
+    assert_eq!(ids(&before[SET..]), ids(&after[SET..]));
+    assert!(after[SET..].iter().all(|h| measure(h).is_none()));
+    assert!(
+        before.iter().all(|h| measure(h).is_none()),
+        "off: no measure"
+    );
+
+    // Weight 1: the set is in the order of its measure, and within the range the first
+    // stage's relevances spanned.
+    let measures: Vec<f64> = after[..SET].iter().map(|h| measure(h).unwrap()).collect();
+    assert!(measures.windows(2).all(|w| w[0] >= w[1]), "{measures:?}");
+    let relevance = |h: &Value| h["scores"]["relevance"].as_f64().unwrap();
+    let (lo, hi) = (relevance(&before[SET - 1]), relevance(&before[0]));
+    assert!(
+        after[..SET]
+            .iter()
+            .all(|h| (lo - 1e-9..=hi + 1e-9).contains(&relevance(h)))
+    );
+    // The turn that answers the question covers it best, and the one that answers it in
+    // other words ("cooked cookies", "celebration", "yard") rises above the one that only
+    // repeats a word of it.
+    assert_eq!(after[0]["content"], contents[0], "{after:?}");
+    assert_eq!(after[1]["content"], contents[2], "{after:?}");
+    let position =
+        |hits: &[Value], content: &str| hits.iter().position(|h| h["content"] == content);
+    assert!(position(before, &contents[2]) > position(before, &contents[1]));
+    second.stop().await;
+    first.stop().await;
+}
+
+#[tokio::test]
+async fn without_an_answer_in_time_the_first_stage_order_stands() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let first = spawn_app_at("", clock.clone()).await;
+    // Twenty long candidates take the model far longer than a millisecond.
+    let late = "[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 1\n";
+    let second = spawn_beside(&first, late, clock.clone()).await;
+    let mcp = first.client(TENANT_A_HEALTH).await;
+    let contents: Vec<String> = (0..24)
+        .map(|i| {
+            format!(
+                "Entry {i} of the garden diary: {}",
+                "the roses, the beans and the lemon tree were watered at dawn and again at dusk; "
+                    .repeat(4)
+            )
+        })
+        .collect();
+    seed(&mcp, &contents).await;
+    first.engine().flush().await.unwrap();
+    let query = "when were the lemon tree and the roses watered";
+    let before = search(&mcp, query).await;
+    let on = second.client(TENANT_A_HEALTH).await;
+    let after = search(&on, query).await;
+    // Not remembered: asked again, the second stage is tried again.
+    let again = search(&on, query).await;
+    assert_eq!(time_free(after.clone()), time_free(again));
+    assert_eq!(
+        time_free(before["results"].clone()),
+        time_free(after["results"].clone()),
+        "the first stage's answer, unchanged"
+    );
+    assert!(results(&after).iter().all(|h| measure(h).is_none()));
+    let skipped = |metrics: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with("butler_memory_rerank_skipped_total"))
+            .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(skipped(&second.metrics().await) >= 2.0);
+
+    // The model down: the search answers at once, in the first stage's order.
+    second.engine().set_embedder_running(false).await.unwrap();
+    let down = search(&on, "what was watered at dawn").await;
+    let up = search(&mcp, "what was watered at dawn").await;
+    assert_eq!(
+        time_free(down["results"].clone()),
+        time_free(up["results"].clone())
+    );
+    second.stop().await;
+    first.stop().await;
+}
