@@ -20,6 +20,7 @@ looks up), and the engine's keyword budget (`keyword_common_df`) is not modelled
 
     python3 -m venv /tmp/sim && /tmp/sim/bin/pip install onnxruntime tokenizers numpy snowballstemmer
     /tmp/sim/bin/python benches/locomo_sim.py ../shared/data/locomo_dev.json "" "depth=50" "bigram=2.0"
+    /tmp/sim/bin/python benches/locomo_sim.py ../shared/data/locomo_dev.json "rerank=20" "with_sessions=True,rerank=20"
 
 Each argument after the file is one variant: keyword arguments of `run` (empty: defaults).
 Embeddings are computed once and kept in target/locomo_sim.npz.
@@ -29,6 +30,7 @@ import collections
 import json
 import math
 import os
+import pickle
 import re
 import sys
 
@@ -41,6 +43,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, ".deps/model/model-compact.onnx")
 TOKENIZER = os.path.join(ROOT, ".deps/model/tokenizer.json")
 CACHE = os.path.join(ROOT, "target/locomo_sim.npz")
+# Token vectors (before pooling) of every turn and question, for the second stage's variants.
+TOKEN_CACHE = os.path.join(ROOT, "target/locomo_sim_tokens.pkl")
 MAX_TOKENS = 256
 
 STEMMER = snowballstemmer.stemmer("english")
@@ -78,6 +82,27 @@ class Embedder:
         options.intra_op_num_threads = 2
         self.session = onnxruntime.InferenceSession(MODEL, options)
 
+    def tokens(self, texts):
+        """Each text's token vectors without [CLS] and [SEP], unit length, and its word pieces."""
+        out = []
+        for start in range(0, len(texts), 16):
+            encodings = self.tokenizer.encode_batch(texts[start : start + 16])
+            ids = [e.ids if len(e.ids) <= MAX_TOKENS else e.ids[: MAX_TOKENS - 1] + [e.ids[-1]] for e in encodings]
+            width = max(len(x) for x in ids)
+            tokens = np.zeros((len(ids), width), np.int64)
+            mask = np.zeros_like(tokens)
+            for row, x in enumerate(ids):
+                tokens[row, : len(x)] = x
+                mask[row, : len(x)] = 1
+            hidden = self.session.run(
+                None, {"input_ids": tokens, "attention_mask": mask, "token_type_ids": np.zeros_like(tokens)}
+            )[0]
+            for row, (x, e) in enumerate(zip(ids, encodings)):
+                h = hidden[row, 1 : len(x) - 1]
+                h = h / np.linalg.norm(h, axis=1, keepdims=True)
+                out.append((h.astype(np.float16), e.tokens[1 : len(x) - 1]))
+        return out
+
     def __call__(self, texts):
         out = []
         for start in range(0, len(texts), 16):
@@ -102,6 +127,8 @@ def load(path):
     """Each conversation's turns (as the bench stores them), questions and embeddings."""
     data = json.load(open(path))
     cached = dict(np.load(CACHE)) if os.path.exists(CACHE) else {}
+    token_cache = pickle.load(open(TOKEN_CACHE, "rb")) if os.path.exists(TOKEN_CACHE) else {}
+    tokens_added = False
     embed = None
     conversations = []
     for conversation in data:
@@ -135,13 +162,19 @@ def load(path):
                 embed = embed or Embedder()
                 cached[f"{key}/{name}"] = embed(make())
             vectors[name] = cached[f"{key}/{name}"]
+        if key not in token_cache:
+            embed = embed or Embedder()
+            token_cache[key] = (embed.tokens(texts), embed.tokens([q["question"] for q in questions]))
+            tokens_added = True
         conversations.append(
-            dict(ids=ids, words=[words(t) for t in texts], sessions=sessions,
+            dict(turn_tokens=token_cache[key][0], query_tokens=token_cache[key][1], ids=ids, words=[words(t) for t in texts], sessions=sessions,
                  metadata_words=[words(m) for m in metadata], questions=questions,
                  query_words=[words(q["question"]) for q in questions], vectors=vectors)
         )
     if embed is not None:
         np.savez(CACHE, **cached)
+    if tokens_added:
+        pickle.dump(token_cache, open(TOKEN_CACHE, "wb"))
     return conversations
 
 
@@ -155,8 +188,23 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         context_weight=0.5, depth=50, k1=1.2, b=0.5, expand_previous=0.0, expand_next=0.0,
         next_weight=0.0, window_weight=0.0, query="plain", bigram=0.0, prf=0, prf_terms=5,
         prf_weight=0.3, semantic_floor=None, keyword_floor=None, with_sessions=False,
-        session_prior=0.0):
-    """R@5/10/25/50 over every question, and R@10 per category."""
+        session_prior=0.0, rerank=0, rerank_weight=0.5, rerank_query="content", rerank_both_ways=False,
+        rerank_bits=0, rerank_seed=7):
+    """R@5/10/25/50 over every question, and R@10 per category.
+
+    `rerank` > 0 models the second stage (`retrieval.rerank`): the `rerank` most relevant
+    after sessions, scored by MaxSim of the question's token vectors against each turn's
+    ("content": whole-word pieces not in the stop list, as the engine; "words": every
+    whole-word piece; "all": every token), both min-max normalised over the set and
+    blended with `rerank_weight`, redrawn inside the set's range. `rerank_both_ways` also
+    averages in the turn's tokens' best matches in the question. `rerank_bits` > 0 reads
+    every token vector as a sketch: the signs of that many fixed random projections (seed
+    `rerank_seed`), what a stored form of the turns' tokens would keep.
+    """
+    sketch = None
+    if rerank_bits:
+        projection = np.random.default_rng(rerank_seed).standard_normal((384, rerank_bits)).astype(np.float32)
+        sketch = lambda v: np.sign(v.astype(np.float32) @ projection) / math.sqrt(rerank_bits)
     recall = collections.defaultdict(list)
     for c in conversations:
         v = c["vectors"]
@@ -209,7 +257,7 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
             queries = v["query"] + v["stripped"]
             queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
         similarities = queries @ stored.T
-        for question, query_words, cosine in zip(c["questions"], c["query_words"], similarities):
+        for qi, (question, query_words, cosine) in enumerate(zip(c["questions"], c["query_words"], similarities)):
             pairs = set(zip(query_words, query_words[1:])) if bigram else set()
             keyword = bm25({w: 1.0 for w in set(query_words)}, pairs)
             if prf:
@@ -249,6 +297,9 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                 for i, r in base.items():
                     best[session[i]] = max(best[session[i]], r)
                 final = {i: (r + session_prior * best[session[i]]) / (1 + session_prior) for i, r in final.items()}
+            if rerank:
+                final = second_stage(final, c["turn_tokens"], c["query_tokens"][qi], rerank, rerank_weight,
+                                     rerank_query, rerank_both_ways, sketch)
             ranked = [c["ids"][i] for i, _ in sorted(final.items(), key=lambda x: -x[1])]
             evidence = set(question["evidence"])
             for k in (5, 10, 25, 50):
@@ -258,6 +309,31 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
     mean = lambda key: sum(recall[key]) / len(recall[key])
     return (" ".join(f"{mean((k, 'all')):.3f}" for k in (5, 10, 25, 50)) + " | R@10 "
             + " ".join(f"{cat}:{mean((10, cat)):.3f}" for cat in (1, 2, 3, 4)))
+
+
+def second_stage(final, turn_tokens, query_tokens, k, weight, query_kind, both_ways, sketch=None):
+    """`final` with its `k` best reordered by late interaction, inside the range they span."""
+    top = [i for i, _ in sorted(final.items(), key=lambda x: -x[1])[:k]]
+    vectors, pieces = query_tokens
+    keep = {
+        "content": lambda t: t.isalnum() and t not in STOP,
+        "words": lambda t: t.isalnum(),
+        "all": lambda t: True,
+    }[query_kind]
+    rows = [j for j, t in enumerate(pieces) if keep(t)] or list(range(len(pieces)))
+    read = sketch or (lambda v: v.astype(np.float32))
+    query = read(vectors[rows])
+    measures = []
+    for i in top:
+        similarity = query @ read(turn_tokens[i][0]).T
+        m = similarity.max(1).mean()
+        measures.append(0.5 * m + 0.5 * similarity.max(0).mean() if both_ways else m)
+    first = [final[i] for i in top]
+    lo, hi = min(first), max(first)
+    scale = lambda v: [(x - min(v)) / (max(v) - min(v)) if max(v) > min(v) else 1.0 for x in v]
+    for i, f, m in zip(top, scale(first), scale(measures)):
+        final[i] = lo + (hi - lo) * ((1 - weight) * f + weight * m)
+    return final
 
 
 def main():
