@@ -385,7 +385,14 @@ impl EmbedderPoolState {
                 && let Some(job) = self.late.pop_front()
             {
                 self.queued_texts -= job.passages.len() + 1;
-                measure(worker, job, myself.clone());
+                if job.reply.is_closed() {
+                    // Its read stopped waiting (the second stage's timeout) and went on with
+                    // the first stage's order: a model run for nobody would only delay the
+                    // next one.
+                    self.idle.push(worker);
+                } else {
+                    measure(worker, job, myself.clone());
+                }
                 continue;
             }
             let mut jobs = Vec::new();
@@ -634,6 +641,68 @@ mod tests {
         assert!((measures[1] - 0.5).abs() < 1e-5, "{measures:?}");
         assert!(measures[2].abs() < 1e-5, "{measures:?}");
         assert_eq!(query.unwrap().unwrap().len(), 1);
+    }
+
+    /// An embedder that counts the texts it reads token by token.
+    struct Counting(HashingEmbedder, Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Embedder for Counting {
+        fn info(&self) -> &ModelInfo {
+            self.0.info()
+        }
+        fn embed(&mut self, texts: &[String]) -> Result<Embeddings, EmbedError> {
+            self.0.embed(texts)
+        }
+        fn token_vectors(
+            &mut self,
+            texts: &[String],
+        ) -> Result<Vec<crate::embedder::TokenVectors>, EmbedError> {
+            self.1
+                .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+            self.0.token_vectors(texts)
+        }
+    }
+
+    /// A late interaction whose caller stopped waiting before a worker took it is dropped,
+    /// not run; the next one still is.
+    #[tokio::test]
+    async fn a_late_interaction_nobody_waits_for_is_not_run() {
+        let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = read.clone();
+        let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
+        let (actor, _) = Actor::spawn(
+            None,
+            EmbedderPool,
+            EmbedderPoolArgs {
+                factory: Arc::new(move || {
+                    Ok(
+                        Box::new(Counting(HashingEmbedder::default(), counter.clone()))
+                            as Box<dyn Embedder>,
+                    )
+                }),
+                config: config(8, 1000),
+                info: info.clone(),
+            },
+        )
+        .await
+        .unwrap();
+        let (sender, receiver) = ractor::concurrency::oneshot();
+        drop(receiver);
+        actor
+            .cast(EmbedderMsg::LateInteraction {
+                query: "abandoned".into(),
+                passages: vec!["a".into(), "b".into()],
+                reply: sender.into(),
+            })
+            .unwrap();
+        let pool = Mailbox::new(actor, info);
+        let measures = late_interaction(&pool, "q", &["c"]).await.unwrap();
+        assert_eq!(measures.len(), 1);
+        assert_eq!(
+            read.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "q and c only"
+        );
     }
 
     /// A late interaction counts against the queue's bound like any texts waiting.
