@@ -1,6 +1,7 @@
 //! all-MiniLM-L6-v2 on ONNX Runtime (loaded dynamically from the configured library) with
 //! the `tokenizers` crate: mean pooling over the attention mask, then L2 normalisation, with
-//! longest-in-batch padding and truncation at `max_tokens`, as sentence-transformers does.
+//! longest-in-batch padding and truncation at `max_tokens`, as sentence-transformers does;
+//! or, for the second stage, each text's token vectors before pooling.
 
 use std::sync::{Arc, OnceLock};
 

@@ -1,7 +1,7 @@
 //! A search, end to end inside a reader: candidate lists from the store, fusion, session
 //! context, the second stage when it is on, composite scores, diversification, the top
-//! `limit`. The candidate lists and the
-//! session neighbours are the IO; [`rank`] is the rest, and pure.
+//! `limit`. The candidate lists, the session neighbours and the second stage are the IO;
+//! [`rank`] is the rest, and pure.
 
 use std::collections::HashSet;
 
