@@ -189,7 +189,7 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         next_weight=0.0, window_weight=0.0, query="plain", bigram=0.0, prf=0, prf_terms=5,
         prf_weight=0.3, semantic_floor=None, keyword_floor=None, with_sessions=False,
         session_prior=0.0, rerank=0, rerank_weight=0.5, rerank_query="content", rerank_both_ways=False,
-        rerank_bits=0, rerank_seed=7):
+        rerank_bits=0, rerank_seed=7, rerank_signs=False):
     """R@5/10/25/50 over every question, and R@10 per category.
 
     `rerank` > 0 models the second stage (`retrieval.rerank`): the `rerank` most relevant
@@ -199,11 +199,14 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
     blended with `rerank_weight`, redrawn inside the set's range. `rerank_both_ways` also
     averages in the turn's tokens' best matches in the question. `rerank_bits` > 0 reads
     every token vector as a sketch: the signs of that many fixed random projections (seed
-    `rerank_seed`), what a stored form of the turns' tokens would keep.
+    `rerank_seed`; `rerank_signs`: projections of +1 and -1 only), what a stored form of
+    the turns' tokens would keep.
     """
     sketch = None
     if rerank_bits:
         projection = np.random.default_rng(rerank_seed).standard_normal((384, rerank_bits)).astype(np.float32)
+        if rerank_signs:
+            projection = np.sign(projection)
         sketch = lambda v: np.sign(v.astype(np.float32) @ projection) / math.sqrt(rerank_bits)
     recall = collections.defaultdict(list)
     for c in conversations:
