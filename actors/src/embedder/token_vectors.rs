@@ -61,9 +61,9 @@ impl TokenVectors {
 
 /// Whether a token carries content: a whole word, alphanumeric, not a stop word. The
 /// question's function words ("what", "did", "the") and punctuation match something in
-/// every passage and only blur the measure (LoCoMo R@10 +1.1 points for leaving them out,
-/// docs/benchmarks.md); a word's continuation pieces are left to its first piece, which
-/// the model reads in the word's context.
+/// every passage and only blur the measure (LoCoMo R@10 +0.8 points for leaving them out,
+/// docs/benchmarks.md, "A second stage"); a word's continuation pieces are left to its
+/// first piece, which the model reads in the word's context.
 fn carries_content(token: &str) -> bool {
     !token.is_empty()
         && token.chars().all(char::is_alphanumeric)
