@@ -5,6 +5,7 @@
 pub mod hashing;
 pub mod minilm;
 pub mod token_counter;
+pub mod token_sketch;
 pub mod token_vectors;
 mod tokenizer_file;
 
@@ -44,7 +45,22 @@ pub trait Embedder: Send + 'static {
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
     /// Each text's token vectors, before pooling (the second stage's late interaction).
     fn token_vectors(&mut self, texts: &[String]) -> Result<Vec<TokenVectors>, EmbedError>;
+    /// Each text's embedding and the sketch of its token vectors (`token_sketch`), for
+    /// storing both. This default runs the model twice; an embedder that can, reads both
+    /// from one run.
+    fn embed_with_sketches(&mut self, texts: &[String]) -> Result<Vec<Sketched>, EmbedError> {
+        let vectors = self.embed(texts)?;
+        let tokens = self.token_vectors(texts)?;
+        Ok(vectors
+            .into_iter()
+            .zip(&tokens)
+            .map(|(v, t)| (v, token_sketch::sketch(t)))
+            .collect())
+    }
 }
+
+/// A text's embedding and the sketch of its token vectors.
+pub type Sketched = (Vec<f32>, Vec<u8>);
 
 /// `[embedder]` configuration.
 #[derive(Debug, Clone, Deserialize)]

@@ -53,6 +53,7 @@ pub mod sealing;
 pub mod search;
 pub mod shard_heads;
 pub mod stats;
+mod token_sketches;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -318,6 +318,14 @@ pub const FAMILIES: &[Family] = &[
         "Time a search's second stage took (retrieval.rerank), when it answered.",
     ),
     Family {
+        zero: &[&[("source", "stored")], &[("source", "model")]],
+        ..family(
+            "butler_memory_rerank_passages_total",
+            Kind::Counter,
+            "Candidates the second stage measured, by where their tokens came from: the sketch stored with them, or the model reading their text (embedded before sketches were stored).",
+        )
+    },
+    Family {
         zero: &[&[]],
         ..family(
             "butler_memory_rerank_skipped_total",

@@ -22,8 +22,8 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::directory::ActorInfo;
 use super::mailbox::Slot;
-use crate::embedder::token_vectors::max_sim;
-use crate::embedder::{EmbedError, Embedder, EmbedderConfig, ModelInfo};
+use crate::embedder::token_sketch::{SketchQuery, sketch};
+use crate::embedder::{EmbedError, Embedder, EmbedderConfig, ModelInfo, Sketched};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// How the rest of the engine reaches the pool, whichever pool is running: the supervisor
@@ -69,12 +69,30 @@ impl EmbedderHandle {
             .await?
     }
 
-    /// How well each passage covers `query`, token by token (`token_vectors::max_sim`), in
-    /// passage order: the second stage's measure, for a read someone is waiting for.
+    /// Embeds texts when no query is waiting, each with the sketch of its token vectors
+    /// (the indexer's backlog: both are stored).
+    pub async fn embed_background_sketched(
+        &self,
+        texts: Vec<String>,
+        timeout: Duration,
+    ) -> MemoryResult<Vec<Sketched>> {
+        self.0
+            .get()?
+            .ask(
+                |reply| EmbedderMsg::EmbedBackgroundSketched { texts, reply },
+                timeout,
+                "the embedder pool",
+            )
+            .await?
+    }
+
+    /// How well each passage covers `query`, token by token (`token_sketch`), in passage
+    /// order: the second stage's measure, for a read someone is waiting for. The model
+    /// reads the query and the passages given as text; a stored sketch is read as it is.
     pub async fn late_interaction(
         &self,
         query: String,
-        passages: Vec<String>,
+        passages: Vec<Passage>,
         timeout: Duration,
     ) -> MemoryResult<Vec<f32>> {
         self.0
@@ -118,16 +136,46 @@ pub struct EmbedderPoolArgs {
     pub info: Arc<ActorInfo>,
 }
 
+/// A batch's texts embedded, each with its sketch when the batch made them.
+type BatchResult = Result<Vec<(Vec<f32>, Option<Vec<u8>>)>, EmbedError>;
+
 /// One caller's request.
 pub struct Job {
     texts: Vec<String>,
-    reply: RpcReplyPort<MemoryResult<Embeddings>>,
+    reply: JobReply,
+}
+
+/// Where a request's answer goes: vectors, or vectors with their texts' sketches.
+enum JobReply {
+    Vectors(RpcReplyPort<MemoryResult<Embeddings>>),
+    Sketched(RpcReplyPort<MemoryResult<Vec<Sketched>>>),
+}
+
+impl JobReply {
+    fn fail(self, error: MemoryError) {
+        match self {
+            JobReply::Vectors(reply) => {
+                let _ = reply.send(Err(error));
+            }
+            JobReply::Sketched(reply) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
+/// A passage the second stage measures: its text (the model reads it) or the sketch stored
+/// with it.
+#[derive(Debug, Clone)]
+pub enum Passage {
+    Text(String),
+    Sketch(Vec<u8>),
 }
 
 /// One caller's late interaction: a query and the passages to measure against it.
 pub struct LateInteractionJob {
     query: String,
-    passages: Vec<String>,
+    passages: Vec<Passage>,
     reply: RpcReplyPort<MemoryResult<Vec<f32>>>,
 }
 
@@ -149,11 +197,16 @@ pub enum EmbedderMsg {
         texts: Vec<String>,
         reply: RpcReplyPort<MemoryResult<Embeddings>>,
     },
+    /// Embed these texts, with their sketches, when no query is waiting.
+    EmbedBackgroundSketched {
+        texts: Vec<String>,
+        reply: RpcReplyPort<MemoryResult<Vec<Sketched>>>,
+    },
     /// Measure how well each passage covers the query, token by token, for a caller who
     /// is waiting (a second stage).
     LateInteraction {
         query: String,
-        passages: Vec<String>,
+        passages: Vec<Passage>,
         reply: RpcReplyPort<MemoryResult<Vec<f32>>>,
     },
     /// The batching window closed: send what is queued.
@@ -162,7 +215,7 @@ pub enum EmbedderMsg {
     Done {
         worker: Option<Box<dyn Embedder>>,
         jobs: Vec<Job>,
-        result: Result<Embeddings, EmbedError>,
+        result: BatchResult,
         texts: usize,
         elapsed: Duration,
     },
@@ -262,7 +315,10 @@ impl Actor for EmbedderPool {
                     return Ok(());
                 }
                 state.queued_texts += texts.len();
-                state.queue.push_back(Job { texts, reply });
+                state.queue.push_back(Job {
+                    texts,
+                    reply: JobReply::Vectors(reply),
+                });
                 let full = state.queued_texts >= state.config.max_batch.get();
                 if state.config.max_wait_ms == 0 || full {
                     state.dispatch(&myself);
@@ -279,7 +335,22 @@ impl Actor for EmbedderPool {
                     let _ = reply.send(Ok(Vec::new()));
                     return Ok(());
                 }
-                state.background.push_back(Job { texts, reply });
+                state.background.push_back(Job {
+                    texts,
+                    reply: JobReply::Vectors(reply),
+                });
+                state.dispatch(&myself);
+            }
+            EmbedderMsg::EmbedBackgroundSketched { texts, reply } => {
+                state.info.begin();
+                if texts.is_empty() {
+                    let _ = reply.send(Ok(Vec::new()));
+                    return Ok(());
+                }
+                state.background.push_back(Job {
+                    texts,
+                    reply: JobReply::Sketched(reply),
+                });
                 state.dispatch(&myself);
             }
             EmbedderMsg::LateInteraction {
@@ -416,7 +487,21 @@ impl EmbedderPoolState {
             tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
                 let count = texts.len();
-                let outcome = catch_unwind(AssertUnwindSafe(|| worker.embed(&texts)));
+                // A batch with a job that stores sketches reads them from the same run.
+                let sketched = jobs
+                    .iter()
+                    .any(|j| matches!(j.reply, JobReply::Sketched(_)));
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    if sketched {
+                        worker
+                            .embed_with_sketches(&texts)
+                            .map(|all| all.into_iter().map(|(v, s)| (v, Some(s))).collect())
+                    } else {
+                        worker
+                            .embed(&texts)
+                            .map(|all| all.into_iter().map(|v| (v, None)).collect())
+                    }
+                }));
                 let (worker, result) = match outcome {
                     Ok(result) => (Some(worker), result),
                     Err(_) => (
@@ -457,18 +542,38 @@ impl EmbedderPoolState {
 }
 
 /// Runs one late interaction on `worker`, on a blocking thread, and reports it as
-/// `Measured`: the query's and the passages' token vectors in one call, then each
-/// passage's coverage of the query.
+/// `Measured`: the token vectors of the query and of the passages given as text in one
+/// call, the latter sketched, then each passage's coverage of the query, every one
+/// measured against a sketch so that stored and fresh passages compare.
 fn measure(mut worker: Box<dyn Embedder>, job: LateInteractionJob, myself: ActorRef<EmbedderMsg>) {
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
         let texts: Vec<String> = std::iter::once(job.query.clone())
-            .chain(job.passages.iter().cloned())
+            .chain(job.passages.iter().filter_map(|p| match p {
+                Passage::Text(text) => Some(text.clone()),
+                Passage::Sketch(_) => None,
+            }))
             .collect();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             worker.token_vectors(&texts).map(|vectors| {
-                let (query, passages) = vectors.split_first().expect("the query is first");
-                passages.iter().map(|p| max_sim(query, p)).collect()
+                let mut vectors = vectors.into_iter();
+                let query = SketchQuery::new(&vectors.next().expect("the query is first"));
+                job.passages
+                    .iter()
+                    .map(|p| {
+                        let fresh;
+                        let stored = match p {
+                            Passage::Sketch(s) => s,
+                            Passage::Text(_) => {
+                                fresh = sketch(&vectors.next().expect("a vector per text"));
+                                &fresh
+                            }
+                        };
+                        // A sketch of another format (stored by another version) counts as
+                        // no match rather than failing the read.
+                        query.measure(stored).unwrap_or(0.0)
+                    })
+                    .collect()
             })
         }));
         let (worker, result) = match outcome {
@@ -489,23 +594,35 @@ fn measure(mut worker: Box<dyn Embedder>, job: LateInteractionJob, myself: Actor
     });
 }
 
-/// Splits a batch's embeddings back into the requests it came from.
-fn answer(jobs: Vec<Job>, result: Result<Embeddings, EmbedError>) {
+/// Splits a batch's embeddings (and sketches, when it made them) back into the requests
+/// it came from.
+fn answer(jobs: Vec<Job>, result: BatchResult) {
     match result {
-        Ok(mut vectors) => {
+        Ok(mut embedded) => {
             // Peel from the back so each job gets its own slice without copying.
             for job in jobs.into_iter().rev() {
-                let rest = vectors.split_off(vectors.len() - job.texts.len());
-                let _ = job.reply.send(Ok(rest));
+                let rest = embedded.split_off(embedded.len() - job.texts.len());
+                match job.reply {
+                    JobReply::Vectors(reply) => {
+                        let _ = reply.send(Ok(rest.into_iter().map(|(v, _)| v).collect()));
+                    }
+                    JobReply::Sketched(reply) => {
+                        let sketched = rest
+                            .into_iter()
+                            .map(|(v, s)| (v, s.expect("a sketched batch sketches every text")))
+                            .collect();
+                        let _ = reply.send(Ok(sketched));
+                    }
+                }
             }
         }
         Err(e) => {
             tracing::error!(error = %e, "embedding batch failed");
             for job in jobs {
-                let _ = job.reply.send(Err(MemoryError::new(
+                job.reply.fail(MemoryError::new(
                     ErrorCode::EmbedderFailed,
                     format!("embedding failed: {e}"),
-                )));
+                ));
             }
         }
     }
@@ -601,10 +718,19 @@ mod tests {
         query: &str,
         passages: &[&str],
     ) -> MemoryResult<Vec<f32>> {
-        let (query, passages) = (
-            query.to_owned(),
-            passages.iter().map(|p| p.to_string()).collect(),
-        );
+        let passages = passages
+            .iter()
+            .map(|p| Passage::Text(p.to_string()))
+            .collect();
+        measured(pool, query, passages).await
+    }
+
+    async fn measured(
+        pool: &Mailbox<EmbedderMsg>,
+        query: &str,
+        passages: Vec<Passage>,
+    ) -> MemoryResult<Vec<f32>> {
+        let query = query.to_owned();
         pool.ask(
             |reply| EmbedderMsg::LateInteraction {
                 query,
@@ -635,12 +761,69 @@ mod tests {
                 "embedder",
             )
         );
+        // The stand-in's token vectors are one bucket each: a word against its own sketch
+        // measures 1, against another word's about 0 (two random directions of ±1).
         let measures = measures.unwrap();
         assert_eq!(measures.len(), 3);
         assert!((measures[0] - 1.0).abs() < 1e-5, "{measures:?}");
-        assert!((measures[1] - 0.5).abs() < 1e-5, "{measures:?}");
-        assert!(measures[2].abs() < 1e-5, "{measures:?}");
+        assert!((measures[1] - 0.5).abs() < 0.1, "{measures:?}");
+        assert!(measures[2] < 0.2, "{measures:?}");
         assert_eq!(query.unwrap().unwrap().len(), 1);
+    }
+
+    /// A stored sketch is measured as it is: the model reads the query and the passages
+    /// given as text only, and a passage measures the same either way.
+    #[tokio::test]
+    async fn a_stored_sketch_is_not_read_again() {
+        let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let pool = counting_pool(read.clone()).await;
+        let stored = HashingEmbedder::default()
+            .embed_with_sketches(&["she took a pottery class".into()])
+            .unwrap()
+            .remove(0)
+            .1;
+        let measures = measured(
+            &pool,
+            "the pottery class?",
+            vec![
+                Passage::Sketch(stored),
+                Passage::Text("she took a pottery class".into()),
+                Passage::Text("quantum flux".into()),
+            ],
+        )
+        .await
+        .unwrap();
+        assert_eq!(measures[0], measures[1], "{measures:?}");
+        assert!(measures[2] < measures[0]);
+        assert_eq!(
+            read.load(std::sync::atomic::Ordering::SeqCst),
+            3,
+            "the query and two texts"
+        );
+    }
+
+    /// A background request with sketches gets each text's vector (the same as without)
+    /// and its sketch.
+    #[tokio::test]
+    async fn background_texts_come_back_with_their_sketches() {
+        let pool = pool(8, 1000).await;
+        let texts: Vec<String> = vec!["pottery class".into(), "quantum flux".into()];
+        let sent = texts.clone();
+        let sketched = pool
+            .ask(
+                |reply| EmbedderMsg::EmbedBackgroundSketched { texts: sent, reply },
+                Duration::from_secs(5),
+                "embedder",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let mut expected = HashingEmbedder::default();
+        assert_eq!(
+            sketched.iter().map(|(v, _)| v.clone()).collect::<Vec<_>>(),
+            expected.embed(&texts).unwrap()
+        );
+        assert_eq!(sketched[0].1.len(), 1 + 2 * 64, "two tokens of 64 bytes");
     }
 
     /// An embedder that counts the texts it reads token by token.
@@ -663,12 +846,15 @@ mod tests {
         }
     }
 
-    /// A late interaction whose caller stopped waiting before a worker took it is dropped,
-    /// not run; the next one still is.
-    #[tokio::test]
-    async fn a_late_interaction_nobody_waits_for_is_not_run() {
-        let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counter = read.clone();
+    /// A pool whose one worker counts what it reads token by token.
+    async fn counting_pool(read: Arc<std::sync::atomic::AtomicUsize>) -> Mailbox<EmbedderMsg> {
+        let (actor, info) = counting_actor(read).await;
+        Mailbox::new(actor, info)
+    }
+
+    async fn counting_actor(
+        counter: Arc<std::sync::atomic::AtomicUsize>,
+    ) -> (ActorRef<EmbedderMsg>, Arc<ActorInfo>) {
         let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
         let (actor, _) = Actor::spawn(
             None,
@@ -686,12 +872,21 @@ mod tests {
         )
         .await
         .unwrap();
+        (actor, info)
+    }
+
+    /// A late interaction whose caller stopped waiting before a worker took it is dropped,
+    /// not run; the next one still is.
+    #[tokio::test]
+    async fn a_late_interaction_nobody_waits_for_is_not_run() {
+        let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (actor, info) = counting_actor(read.clone()).await;
         let (sender, receiver) = ractor::concurrency::oneshot();
         drop(receiver);
         actor
             .cast(EmbedderMsg::LateInteraction {
                 query: "abandoned".into(),
-                passages: vec!["a".into(), "b".into()],
+                passages: vec![Passage::Text("a".into()), Passage::Text("b".into())],
                 reply: sender.into(),
             })
             .unwrap();

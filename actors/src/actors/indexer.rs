@@ -33,6 +33,7 @@ use tracing::Instrument;
 use super::directory::ActorInfo;
 use super::embedder_pool::EmbedderHandle;
 use crate::domain::memory_type::MemoryType;
+use crate::embedder::Sketched;
 use crate::error::MemoryResult;
 use crate::services::{CommitNotices, Services};
 use crate::store::embedding_backlog::{Replacing, RowKey, StaleWindow, Unembedded};
@@ -443,8 +444,37 @@ impl IndexerState {
         Ok(vectors)
     }
 
-    /// Embeds `rows` and stores their vectors where `replacing` still holds; returns how
-    /// many rows were updated.
+    /// The embeddings of `texts` with their token sketches, in order, asked for as
+    /// `embed_texts` asks.
+    async fn embed_sketched(&self, texts: &[String]) -> MemoryResult<Vec<Sketched>> {
+        let chunk = self.services.config.embedder.max_batch.get();
+        let requests = texts.chunks(chunk).map(|part| {
+            self.embedder
+                .embed_background_sketched(part.to_vec(), EMBED_TIMEOUT)
+        });
+        let mut sketched = Vec::with_capacity(texts.len());
+        for answer in futures::future::join_all(requests).await {
+            sketched.extend(answer?);
+        }
+        Ok(sketched)
+    }
+
+    /// Each text's embedding, and its token sketch while the second stage is on. Sketches
+    /// only serve the second stage: without it, neither their arithmetic nor their bytes are
+    /// spent (a row embedded meanwhile is read by the model once it is turned on).
+    async fn embed_own(&self, texts: &[String]) -> MemoryResult<OwnEmbedded> {
+        if self.services.config.retrieval.rerank.enabled {
+            let sketched = self.embed_sketched(texts).await?;
+            Ok(sketched.into_iter().map(|(v, s)| (v, Some(s))).unzip())
+        } else {
+            let vectors = self.embed_texts(texts).await?;
+            let none = vec![None; vectors.len()];
+            Ok((vectors, none))
+        }
+    }
+
+    /// Embeds `rows` and stores their vectors, and their own texts' token sketches while the
+    /// second stage is on, where `replacing` still holds; returns how many rows were updated.
     async fn embed_rows(
         &mut self,
         memory_type: MemoryType,
@@ -454,8 +484,10 @@ impl IndexerState {
         let store = &self.services.store;
         let weight = self.services.config.indexer.session_context_weight;
         let keys: Vec<RowKey> = rows.iter().map(|r| (r.tenant_id.clone(), r.id)).collect();
-        // Own texts first, then the in-context texts of the rows that have a context.
-        let mut texts: Vec<String> = rows.iter().map(|r| r.text.clone()).collect();
+        // Own texts (with their sketches: the second stage reads a row's own words), and the
+        // in-context texts of the rows that have a context.
+        let own: Vec<String> = rows.iter().map(|r| r.text.clone()).collect();
+        let mut texts = Vec::new();
         let contextual: Vec<usize> = if weight > 0.0 {
             rows.iter()
                 .enumerate()
@@ -468,14 +500,21 @@ impl IndexerState {
         } else {
             Vec::new()
         };
-        let mut vectors = self.embed_texts(&texts).await?;
-        let in_context = vectors.split_off(rows.len());
+        let ((mut vectors, sketches), in_context) =
+            futures::try_join!(self.embed_own(&own), self.embed_texts(&texts))?;
         for (i, context_vector) in contextual.into_iter().zip(in_context) {
             vectors[i] = blend(&vectors[i], &context_vector, weight);
         }
         let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
         let mut tenants = store
-            .set_embeddings(memory_type, self.version_id, replacing, &keys, vectors)
+            .set_embeddings(
+                memory_type,
+                self.version_id,
+                replacing,
+                &keys,
+                vectors,
+                sketches,
+            )
             .await?;
         let updated = tenants.len() as u64;
         // Newly embedded rows change what semantic search finds.
@@ -487,6 +526,9 @@ impl IndexerState {
         Ok(updated)
     }
 }
+
+/// Own texts' embeddings and, while the second stage is on, their token sketches.
+type OwnEmbedded = (Vec<Vec<f32>>, Vec<Option<Vec<u8>>>);
 
 /// `(1 - weight) * own + weight * in_context`, scaled back to unit length.
 fn blend(own: &[f32], in_context: &[f32], weight: f64) -> Vec<f32> {

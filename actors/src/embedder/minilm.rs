@@ -11,7 +11,8 @@ use ort::value::Tensor;
 use tokenizers::{PostProcessor, Tokenizer, TruncationDirection};
 
 use super::{
-    DIMENSIONS, EmbedError, Embedder, EmbedderConfig, ModelInfo, TokenVectors, shared_tokenizer,
+    DIMENSIONS, EmbedError, Embedder, EmbedderConfig, ModelInfo, Sketched, TokenVectors,
+    shared_tokenizer, token_sketch,
 };
 
 /// ONNX Runtime allows one environment per process; every session shares it.
@@ -130,25 +131,51 @@ impl Embedder for MiniLm {
             encodings
                 .iter()
                 .enumerate()
+                .map(|(b, encoding)| token_vectors(hidden, seq, b, encoding))
+                .collect()
+        })
+    }
+
+    /// One run for both: the pooled vector and the sketch of the same hidden states.
+    fn embed_with_sketches(&mut self, texts: &[String]) -> Result<Vec<Sketched>, EmbedError> {
+        self.each_call(texts, |hidden, seq, encodings, mask| {
+            encodings
+                .iter()
+                .enumerate()
                 .map(|(b, encoding)| {
-                    // The text's own tokens: not [CLS] and [SEP], not padding.
-                    let keep: Vec<usize> = (0..encoding.len())
-                        .filter(|&j| encoding.get_special_tokens_mask()[j] == 0)
-                        .collect();
-                    let mut rows = Vec::with_capacity(keep.len() * DIMENSIONS);
-                    for &j in &keep {
-                        let at = (b * seq + j) * DIMENSIONS;
-                        rows.extend_from_slice(&hidden[at..at + DIMENSIONS]);
-                    }
-                    let tokens: Vec<&str> = keep
-                        .iter()
-                        .map(|&j| encoding.get_tokens()[j].as_str())
-                        .collect();
-                    TokenVectors::new(rows, &tokens)
+                    let vector = mean_pool(
+                        &hidden[b * seq * DIMENSIONS..(b + 1) * seq * DIMENSIONS],
+                        &mask[b * seq..(b + 1) * seq],
+                    );
+                    let tokens = token_vectors(hidden, seq, b, encoding);
+                    (vector, token_sketch::sketch(&tokens))
                 })
                 .collect()
         })
     }
+}
+
+/// Text `b`'s own token vectors in a call's last hidden state: not [CLS] and [SEP], not
+/// padding.
+fn token_vectors(
+    hidden: &[f32],
+    seq: usize,
+    b: usize,
+    encoding: &tokenizers::Encoding,
+) -> TokenVectors {
+    let keep: Vec<usize> = (0..encoding.len())
+        .filter(|&j| encoding.get_special_tokens_mask()[j] == 0)
+        .collect();
+    let mut rows = Vec::with_capacity(keep.len() * DIMENSIONS);
+    for &j in &keep {
+        let at = (b * seq + j) * DIMENSIONS;
+        rows.extend_from_slice(&hidden[at..at + DIMENSIONS]);
+    }
+    let tokens: Vec<&str> = keep
+        .iter()
+        .map(|&j| encoding.get_tokens()[j].as_str())
+        .collect();
+    TokenVectors::new(rows, &tokens)
 }
 
 impl MiniLm {

@@ -1,6 +1,7 @@
 //! Late interaction: a text as the model's vector for each of its tokens (before pooling),
 //! and how well a passage's tokens cover a query's, the measure of the second stage
-//! (`domain::rerank`). A pooled embedding averages a turn into one point; matched token by
+//! (`domain::rerank`; it reads the passage's side from a sketch, `token_sketch.rs`, which
+//! approximates [`max_sim`] here). A pooled embedding averages a turn into one point; matched token by
 //! token, each word of the question finds the passage's word closest to it in context,
 //! whatever else the passage says (ColBERT's MaxSim, here with the same model's tokens).
 
@@ -44,13 +45,13 @@ impl TokenVectors {
         self.content.is_empty()
     }
 
-    fn rows(&self) -> impl Iterator<Item = &[f32]> {
+    pub(crate) fn rows(&self) -> impl Iterator<Item = &[f32]> {
         self.rows.chunks_exact(DIMENSIONS)
     }
 
     /// The rows a query is matched by: its content tokens, or every token of a query that
     /// has none ("what is it?").
-    fn query_rows(&self) -> impl Iterator<Item = &[f32]> {
+    pub(crate) fn query_rows(&self) -> impl Iterator<Item = &[f32]> {
         let all = !self.content.contains(&true);
         self.rows()
             .zip(&self.content)
@@ -71,7 +72,9 @@ fn carries_content(token: &str) -> bool {
 }
 
 /// How well `passage` covers `query`: the mean, over the query's content tokens, of each
-/// one's best cosine among the passage's tokens (0 for an empty passage or query).
+/// one's best cosine among the passage's tokens (0 for an empty passage or query). The
+/// exact measure: what the sketches' tests compare with.
+#[cfg(test)]
 pub fn max_sim(query: &TokenVectors, passage: &TokenVectors) -> f32 {
     if passage.is_empty() {
         return 0.0;

@@ -37,13 +37,17 @@ fn row_json(table: &str, embeddings: bool) -> String {
         ""
     };
     let generated = match table {
-        "episodes" => "- 'search_vector' - 'consolidated' - 'embedding' - 'embedding_version_id'",
+        "episodes" => {
+            "- 'search_vector' - 'consolidated' - 'embedding' - 'embedding_version_id'
+             - 'token_sketch'"
+        }
         "facts" => {
-            "- 'search_vector' - 'embedding' - 'embedding_version_id' - 'sealed'
+            "- 'search_vector' - 'embedding' - 'embedding_version_id' - 'sealed' - 'token_sketch'
              || CASE WHEN t.sealed IS NULL THEN '{}'::jsonb
                      ELSE jsonb_build_object('sealed', replace(encode(t.sealed, 'base64'), E'\\n', '')) END"
         }
-        "rules" | "orchestrator_memories" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
+        "rules" => "- 'search_vector' - 'embedding' - 'embedding_version_id' - 'token_sketch'",
+        "orchestrator_memories" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
         _ => "",
     };
     format!("(to_jsonb(t) {generated}) {embedding}")

@@ -232,8 +232,9 @@ impl Store {
         })
     }
 
-    /// Stores embeddings for rows that still have none (`Replacing::Nothing`) or still have
-    /// another model's (`Replacing::OtherModel`), in one statement. Returns the tenant of
+    /// Stores embeddings, each with its text's token sketch (`store/token_sketches.rs`), for
+    /// rows that still have none (`Replacing::Nothing`) or still have another model's
+    /// (`Replacing::OtherModel`), in one statement. Returns the tenant of
     /// each row updated. Both are asked of `embedding_version_id` (set and cleared with the
     /// embedding, a CHECK says so), which no index covers: asked of `embedding`, it let the
     /// planner scan the whole backlog through its partial index.
@@ -245,14 +246,17 @@ impl Store {
         replacing: Replacing,
         rows: &[RowKey],
         vectors: Vec<pgvector::Vector>,
+        sketches: Vec<Option<Vec<u8>>>,
     ) -> MemoryResult<Vec<String>> {
         let still = match replacing {
             Replacing::Nothing => "t.embedding_version_id IS NULL",
             Replacing::OtherModel => "t.embedding_version_id <> $1",
         };
         let sql = format!(
-            "UPDATE {} AS t SET embedding = v.embedding, embedding_version_id = $1
-             FROM unnest($2::text[], $3::uuid[], $4::vector[]) AS v(tenant_id, id, embedding)
+            "UPDATE {} AS t SET embedding = v.embedding, embedding_version_id = $1,
+                    token_sketch = v.token_sketch
+             FROM unnest($2::text[], $3::uuid[], $4::vector[], $5::bytea[])
+                  AS v(tenant_id, id, embedding, token_sketch)
              WHERE t.tenant_id = v.tenant_id AND t.id = v.id AND {still}
              RETURNING t.tenant_id",
             memory_type.table()
@@ -264,6 +268,7 @@ impl Store {
             .bind(tenants)
             .bind(ids)
             .bind(vectors)
+            .bind(sketches)
             .fetch_all(self.writer())
             .await?)
     }

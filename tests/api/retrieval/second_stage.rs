@@ -1,8 +1,9 @@
 //! The second stage (`retrieval.rerank`), with the real model: two services on one database
 //! with one pinned clock, the second stage off in one and on in the other. On, it reads the
-//! first stage's top candidates again and reorders those only, each showing its measure in
-//! `scores.rerank`; when it cannot answer in time, or the model is down, the first stage's
-//! order stands and the search still answers.
+//! first stage's top candidates again, from the token sketches the indexer stored with them
+//! or, for a row without one, from its text, and reorders those only, each showing its
+//! measure in `scores.rerank`; when it cannot answer in time, or the model is down, the first
+//! stage's order stands and the search still answers.
 
 use std::sync::Arc;
 
@@ -13,6 +14,10 @@ use super::t0;
 use crate::helpers::*;
 
 const SET: usize = 5;
+
+/// An indexer that embeds only what its own service writes (it looks for other rows once an
+/// hour): the test decides which service embeds, and so whether sketches are stored.
+const QUIET_INDEXER: &str = "[indexer]\npoll_interval_ms = 3600000\n";
 
 /// Episodes in sessions of their own (no neighbours, no diversity cluster), so that with
 /// one clock the first stage's order is its keyword relevance alone.
@@ -42,15 +47,26 @@ fn measure(hit: &Value) -> Option<f64> {
     hit["scores"]["rerank"].as_f64()
 }
 
+/// The value of the series `series` (name and labels, as exposed) in a scrape.
+fn counter(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(series))
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 #[tokio::test]
 async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
     let clock = Arc::new(ManualClock::new(t0()));
-    let first = spawn_app_at("", clock.clone()).await;
+    let first = spawn_app_at(QUIET_INDEXER, clock.clone()).await;
     let on = format!(
         "[retrieval.rerank]\nenabled = true\ncandidates = {SET}\nweight = 1.0\ntimeout_ms = 60000\n"
     );
     let second = spawn_beside(&first, &on, clock.clone()).await;
-    let mcp = first.client(TENANT_A_HEALTH).await;
+    // Written through the service with the second stage on: its indexer embeds them and,
+    // the second stage being on, stores their sketches.
+    let mcp = second.client(TENANT_A_HEALTH).await;
     let contents: Vec<String> = [
         "Maya baked lemon bars for the garden party",
         "Garden, garden, garden: the garden club talked about the garden all day",
@@ -64,10 +80,31 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
     .map(String::from)
     .into();
     seed(&mcp, &contents).await;
-    first.engine().flush().await.unwrap();
+    second.engine().flush().await.unwrap();
+    // The indexer stored a sketch with every embedding: a format byte, 64 bytes a token.
+    let mut sql = first.sql().await;
+    let sizes: Vec<Option<i32>> =
+        sqlx::query_scalar("SELECT length(token_sketch) FROM episodes ORDER BY content")
+            .fetch_all(&mut sql)
+            .await
+            .unwrap();
+    assert_eq!(sizes.len(), contents.len());
+    assert!(
+        sizes
+            .iter()
+            .all(|s| s.is_some_and(|n| n > 64 && (n - 1) % 64 == 0)),
+        "{sizes:?}"
+    );
+    // One row as if embedded before sketches were stored: the model reads its text, and its
+    // measure compares with the stored ones.
+    sqlx::query("UPDATE episodes SET token_sketch = NULL WHERE content = $1")
+        .bind(&contents[2])
+        .execute(&mut sql)
+        .await
+        .unwrap();
     let query = "what did Maya bake for the garden party";
-    let before = search(&mcp, query).await;
-    let after = search(&second.client(TENANT_A_HEALTH).await, query).await;
+    let before = search(&first.client(TENANT_A_HEALTH).await, query).await;
+    let after = search(&mcp, query).await;
     let (before, after) = (results(&before), results(&after));
     assert_eq!(before.len(), after.len());
     assert!(
@@ -114,6 +151,11 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
     let position =
         |hits: &[Value], content: &str| hits.iter().position(|h| h["content"] == content);
     assert!(position(before, &contents[2]) > position(before, &contents[1]));
+    let metrics = second.metrics().await;
+    let stored = r#"butler_memory_rerank_passages_total{source="stored"}"#;
+    let model = r#"butler_memory_rerank_passages_total{source="model"}"#;
+    assert_eq!(counter(&metrics, stored), (SET - 1) as f64, "{metrics}");
+    assert_eq!(counter(&metrics, model), 1.0, "{metrics}");
     second.stop().await;
     first.stop().await;
 }
@@ -122,9 +164,12 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
 async fn without_an_answer_in_time_the_first_stage_order_stands() {
     let clock = Arc::new(ManualClock::new(t0()));
     let first = spawn_app_at("", clock.clone()).await;
-    // Twenty long candidates take the model far longer than a millisecond.
-    let late = "[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 1\n";
-    let second = spawn_beside(&first, late, clock.clone()).await;
+    // Twenty long candidates without sketches (embedded by the service with the second
+    // stage off) take the model far longer than a millisecond to read.
+    let late = format!(
+        "{QUIET_INDEXER}[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 1\n"
+    );
+    let second = spawn_beside(&first, &late, clock.clone()).await;
     let mcp = first.client(TENANT_A_HEALTH).await;
     let contents: Vec<String> = (0..24)
         .map(|i| {
@@ -150,14 +195,11 @@ async fn without_an_answer_in_time_the_first_stage_order_stands() {
         "the first stage's answer, unchanged"
     );
     assert!(results(&after).iter().all(|h| measure(h).is_none()));
-    let skipped = |metrics: &str| {
-        metrics
-            .lines()
-            .find(|l| l.starts_with("butler_memory_rerank_skipped_total"))
-            .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    assert!(skipped(&second.metrics().await) >= 2.0);
+    let skipped = counter(
+        &second.metrics().await,
+        "butler_memory_rerank_skipped_total",
+    );
+    assert!(skipped >= 2.0, "{skipped}");
 
     // The model down: the search answers at once, in the first stage's order.
     second.engine().set_embedder_running(false).await.unwrap();

@@ -77,7 +77,13 @@ pub async fn run(
         config.relevant_depth as usize,
     )
     .await?;
-    let (relevant, rerank_skipped) = reranked(state, &request.trigger_prompt, relevant).await;
+    let (relevant, rerank_skipped) = reranked(
+        state,
+        &request.scope.tenant_id,
+        &request.trigger_prompt,
+        relevant,
+    )
+    .await;
     let gathered = Gathered {
         relevant,
         standing: facts.into_iter().chain(rules).chain(recent).collect(),

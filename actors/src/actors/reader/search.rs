@@ -186,7 +186,8 @@ pub async fn run(
         neighbours_reach(query.limit),
     )
     .await?;
-    let (scored, rerank_skipped) = reranked(state, &query.text, scored).await;
+    let (scored, rerank_skipped) =
+        reranked(state, &query.scope.tenant_id, &query.text, scored).await;
     Ok(SearchOutcome {
         hits: rank(&ranking, scored, query),
         mode,

@@ -1,0 +1,194 @@
+//! Token sketches: a text's token vectors kept small enough to store beside its embedding,
+//! so that the second stage reads a stored memory without running the model again. Each
+//! token keeps the signs of [`SKETCH_BITS`] fixed projections of its vector (SimHash): the
+//! angle between two vectors survives in how many signs they share. The question's tokens
+//! stay exact and are projected the same way, so a measure is a few hundred additions per
+//! pair of tokens. On LoCoMo the sketches keep the second stage's gain (docs/benchmarks.md,
+//! "A second stage").
+//!
+//! The projections are directions of +1 and -1 derived from sha256, not from a random
+//! generator: a sketch stored today must mean the same to every later version. A sketch
+//! starts with its format byte; a sketch of another format is read as none.
+
+use std::sync::LazyLock;
+
+use sha2::{Digest, Sha256};
+
+use super::DIMENSIONS;
+use super::token_vectors::TokenVectors;
+
+/// Projections per token: 64 bytes a token.
+pub const SKETCH_BITS: usize = 512;
+const TOKEN_BYTES: usize = SKETCH_BITS / 8;
+/// The first byte of every sketch: these projections, this layout.
+const FORMAT: u8 = 1;
+
+/// `SKETCH_BITS` rows of `DIMENSIONS` signs, row-major: sign `d` of row `b` is bit `d` of
+/// sha256("butler-memory token sketch 1", b, d / 256).
+static PROJECTIONS: LazyLock<Vec<f32>> = LazyLock::new(|| {
+    let mut rows = Vec::with_capacity(SKETCH_BITS * DIMENSIONS);
+    for row in 0..SKETCH_BITS as u32 {
+        let mut bits = Vec::with_capacity(DIMENSIONS / 8);
+        for block in 0..DIMENSIONS.div_ceil(256) as u32 {
+            let mut hash = Sha256::new();
+            hash.update(b"butler-memory token sketch 1");
+            hash.update(row.to_le_bytes());
+            hash.update(block.to_le_bytes());
+            bits.extend_from_slice(&hash.finalize());
+        }
+        rows.extend((0..DIMENSIONS).map(|d| {
+            if bits[d / 8] >> (d % 8) & 1 == 1 {
+                1.0
+            } else {
+                -1.0
+            }
+        }));
+    }
+    rows
+});
+
+/// The projections of one vector.
+fn project(vector: &[f32]) -> Vec<f32> {
+    PROJECTIONS
+        .chunks_exact(DIMENSIONS)
+        .map(|row| row.iter().zip(vector).map(|(a, b)| a * b).sum())
+        .collect()
+}
+
+/// The sketch of every token of `text`.
+pub fn sketch(text: &TokenVectors) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + text.len() * TOKEN_BYTES);
+    out.push(FORMAT);
+    for row in text.rows() {
+        let mut bytes = [0u8; TOKEN_BYTES];
+        for (b, p) in project(row).iter().enumerate() {
+            if *p >= 0.0 {
+                bytes[b / 8] |= 1 << (b % 8);
+            }
+        }
+        out.extend_from_slice(&bytes);
+    }
+    out
+}
+
+/// A question ready to be measured against sketches: its content tokens' projections,
+/// scaled so that a token against a sketch of itself comes near its cosine, 1.
+pub struct SketchQuery {
+    /// Per token: its projections over their norm, and their sum.
+    tokens: Vec<(Vec<f32>, f32)>,
+}
+
+impl SketchQuery {
+    pub fn new(query: &TokenVectors) -> SketchQuery {
+        let tokens = query
+            .query_rows()
+            .map(|row| {
+                let mut p = project(row);
+                let norm = p.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                p.iter_mut().for_each(|x| *x /= norm);
+                let sum = p.iter().sum();
+                (p, sum)
+            })
+            .collect();
+        SketchQuery { tokens }
+    }
+
+    /// How well the sketched text covers the question: the mean, over the question's content
+    /// tokens, of each one's best match among the text's tokens (`token_vectors::max_sim`
+    /// with the text's side in signs). `None` for a sketch of another format or a damaged one.
+    pub fn measure(&self, sketch: &[u8]) -> Option<f32> {
+        let (&format, tokens) = sketch.split_first()?;
+        if format != FORMAT || tokens.len() % TOKEN_BYTES != 0 {
+            return None;
+        }
+        if tokens.is_empty() || self.tokens.is_empty() {
+            return Some(0.0);
+        }
+        let scale = (SKETCH_BITS as f32).sqrt();
+        let mut total = 0f32;
+        for (p, sum) in &self.tokens {
+            let best = tokens
+                .chunks_exact(TOKEN_BYTES)
+                .map(|bits| {
+                    // Σ p·s over signs s of ±1: twice the sum where the bit is set, less all.
+                    let set: f32 = p
+                        .iter()
+                        .enumerate()
+                        .filter(|(b, _)| bits[b / 8] >> (b % 8) & 1 == 1)
+                        .map(|(_, x)| x)
+                        .sum();
+                    (2.0 * set - sum) / scale
+                })
+                .fold(f32::MIN, f32::max);
+            total += best;
+        }
+        Some(total / self.tokens.len() as f32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embedder::token_vectors::max_sim;
+
+    /// A deterministic vector per seed, spread over every dimension.
+    fn vector(seed: u32) -> Vec<f32> {
+        (0..DIMENSIONS as u32)
+            .map(|d| ((seed * 7919 + d * 104_729) % 1000) as f32 / 1000.0 - 0.5)
+            .collect()
+    }
+
+    fn text(words: &[(&str, u32)]) -> TokenVectors {
+        let rows = words.iter().flat_map(|(_, s)| vector(*s)).collect();
+        let tokens: Vec<&str> = words.iter().map(|(w, _)| *w).collect();
+        TokenVectors::new(rows, &tokens)
+    }
+
+    #[test]
+    fn a_sketch_is_its_format_and_sixty_four_bytes_a_token() {
+        let s = sketch(&text(&[("garden", 1), ("party", 2), ("?", 3)]));
+        assert_eq!(s.len(), 1 + 3 * 64);
+        assert_eq!(s[0], FORMAT);
+        assert_eq!(sketch(&text(&[])), vec![FORMAT]);
+        // The projections never change: a stored sketch keeps its meaning.
+        let again = sketch(&text(&[("garden", 1), ("party", 2), ("?", 3)]));
+        assert_eq!(s, again);
+    }
+
+    /// Against sketches, a question ranks texts as the exact measure does, and a text that
+    /// holds the question's words comes near 1.
+    #[test]
+    fn the_measure_follows_the_exact_one() {
+        let query = text(&[("what", 9), ("garden", 1), ("party", 2)]);
+        let texts = [
+            text(&[("the", 8), ("garden", 1), ("party", 2)]),
+            text(&[("a", 8), ("garden", 1), ("fair", 5)]),
+            text(&[("quantum", 6), ("flux", 7)]),
+        ];
+        let q = SketchQuery::new(&query);
+        let measures: Vec<f32> = texts
+            .iter()
+            .map(|t| q.measure(&sketch(t)).unwrap())
+            .collect();
+        let exact: Vec<f32> = texts.iter().map(|t| max_sim(&query, t)).collect();
+        assert!(
+            measures[0] > measures[1] && measures[1] > measures[2],
+            "{measures:?}"
+        );
+        assert!(exact[0] > exact[1] && exact[1] > exact[2], "{exact:?}");
+        // A token against its own sketch: the mean |projection| over their root mean
+        // square, about 0.8 (sqrt(2 / pi)) rather than 1; the ranking is what counts.
+        assert!(measures[0] > 0.7, "{measures:?}");
+    }
+
+    #[test]
+    fn a_sketch_of_another_format_or_damaged_is_none() {
+        let q = SketchQuery::new(&text(&[("garden", 1)]));
+        let mut s = sketch(&text(&[("garden", 1)]));
+        assert!(q.measure(&s).is_some());
+        s[0] = 2;
+        assert_eq!(q.measure(&s), None);
+        assert_eq!(q.measure(&[FORMAT, 1, 2, 3]), None);
+        assert_eq!(q.measure(&[]), None);
+    }
+}
