@@ -10,8 +10,9 @@
 //! Two queues: queries (someone is waiting for a read) and background work (the indexer
 //! embedding stored rows). A batch takes queries first and fills up with background work,
 //! so a read waits for at most the batch already running, never for the indexer's backlog.
-//! A second stage's late interaction (a query and its candidates, read token by token) takes
-//! a worker of its own, after the queries waiting and before background work.
+//! A second stage's late interaction (a query and its candidates, read token by token,
+//! `late_interaction.rs`) takes a worker of its own, after the queries waiting and before
+//! background work.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -20,9 +21,12 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+mod late_interaction;
+
+pub use late_interaction::{LateInteractionJob, Passage};
+
 use super::directory::ActorInfo;
 use super::mailbox::Slot;
-use crate::embedder::token_sketch::{SketchQuery, sketch};
 use crate::embedder::{EmbedError, Embedder, EmbedderConfig, ModelInfo, Sketched};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
@@ -162,21 +166,6 @@ impl JobReply {
             }
         }
     }
-}
-
-/// A passage the second stage measures: its text (the model reads it) or the sketch stored
-/// with it.
-#[derive(Debug, Clone)]
-pub enum Passage {
-    Text(String),
-    Sketch(Vec<u8>),
-}
-
-/// One caller's late interaction: a query and the passages to measure against it.
-pub struct LateInteractionJob {
-    query: String,
-    passages: Vec<Passage>,
-    reply: RpcReplyPort<MemoryResult<Vec<f32>>>,
 }
 
 /// What the pool runs, for readiness and the embedding registry.
@@ -359,19 +348,19 @@ impl Actor for EmbedderPool {
                 reply,
             } => {
                 state.info.begin();
-                let texts = passages.len() + 1;
-                if passages.is_empty() {
-                    let _ = reply.send(Ok(Vec::new()));
-                } else if state.queued_texts + texts > state.config.max_queue {
+                let job = LateInteractionJob {
+                    query,
+                    passages,
+                    reply,
+                };
+                if job.passages.is_empty() {
+                    let _ = job.reply.send(Ok(Vec::new()));
+                } else if state.queued_texts + job.texts() > state.config.max_queue {
                     metrics::counter!("butler_memory_embedder_refused_total").increment(1);
-                    let _ = reply.send(Err(state.queue_full()));
+                    let _ = job.reply.send(Err(state.queue_full()));
                 } else {
-                    state.queued_texts += texts;
-                    state.late.push_back(LateInteractionJob {
-                        query,
-                        passages,
-                        reply,
-                    });
+                    state.queued_texts += job.texts();
+                    state.late.push_back(job);
                     state.dispatch(&myself);
                 }
             }
@@ -381,8 +370,7 @@ impl Actor for EmbedderPool {
                 result,
                 elapsed,
             } => {
-                metrics::histogram!("butler_memory_embedder_batch_size")
-                    .record((job.passages.len() + 1) as f64);
+                metrics::histogram!("butler_memory_embedder_batch_size").record(job.texts() as f64);
                 metrics::histogram!("butler_memory_embedder_batch_seconds")
                     .record(elapsed.as_secs_f64());
                 match worker {
@@ -455,7 +443,7 @@ impl EmbedderPoolState {
             if self.queue.is_empty()
                 && let Some(job) = self.late.pop_front()
             {
-                self.queued_texts -= job.passages.len() + 1;
+                self.queued_texts -= job.texts();
                 if job.reply.is_closed() {
                     // Its read stopped waiting (the second stage's timeout) and went on with
                     // the first stage's order: a model run for nobody would only delay the
@@ -542,40 +530,11 @@ impl EmbedderPoolState {
 }
 
 /// Runs one late interaction on `worker`, on a blocking thread, and reports it as
-/// `Measured`: the token vectors of the query and of the passages given as text in one
-/// call, the latter sketched, then each passage's coverage of the query, every one
-/// measured against a sketch so that stored and fresh passages compare.
+/// `Measured`.
 fn measure(mut worker: Box<dyn Embedder>, job: LateInteractionJob, myself: ActorRef<EmbedderMsg>) {
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let texts: Vec<String> = std::iter::once(job.query.clone())
-            .chain(job.passages.iter().filter_map(|p| match p {
-                Passage::Text(text) => Some(text.clone()),
-                Passage::Sketch(_) => None,
-            }))
-            .collect();
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            worker.token_vectors(&texts).map(|vectors| {
-                let mut vectors = vectors.into_iter();
-                let query = SketchQuery::new(&vectors.next().expect("the query is first"));
-                job.passages
-                    .iter()
-                    .map(|p| {
-                        let fresh;
-                        let stored = match p {
-                            Passage::Sketch(s) => s,
-                            Passage::Text(_) => {
-                                fresh = sketch(&vectors.next().expect("a vector per text"));
-                                &fresh
-                            }
-                        };
-                        // A sketch of another format (stored by another version) counts as
-                        // no match rather than failing the read.
-                        query.measure(stored).unwrap_or(0.0)
-                    })
-                    .collect()
-            })
-        }));
+        let outcome = catch_unwind(AssertUnwindSafe(|| job.run(worker.as_mut())));
         let (worker, result) = match outcome {
             Ok(result) => (Some(worker), result),
             Err(_) => (
@@ -629,282 +588,4 @@ fn answer(jobs: Vec<Job>, result: BatchResult) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::actors::directory::{ActorDirectory, ActorKind};
-    use crate::actors::mailbox::Mailbox;
-    use crate::embedder::hashing::HashingEmbedder;
-    use std::num::NonZeroUsize;
-
-    fn config(max_batch: usize, max_queue: usize) -> EmbedderConfig {
-        EmbedderConfig {
-            onnxruntime_path: "unused".into(),
-            model_path: "unused".into(),
-            tokenizer_path: "unused".into(),
-            model_name: "hashing".into(),
-            model_sha256: "none".into(),
-            workers: NonZeroUsize::MIN,
-            intra_threads: NonZeroUsize::MIN,
-            max_batch: NonZeroUsize::new(max_batch).unwrap(),
-            max_wait_ms: 1,
-            max_queue,
-            max_tokens: 256,
-            max_batch_tokens: 512,
-        }
-    }
-
-    async fn pool(max_batch: usize, max_queue: usize) -> Mailbox<EmbedderMsg> {
-        let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
-        let (actor, _) = Actor::spawn(
-            None,
-            EmbedderPool,
-            EmbedderPoolArgs {
-                factory: Arc::new(|| Ok(Box::new(HashingEmbedder::default()) as Box<dyn Embedder>)),
-                config: config(max_batch, max_queue),
-                info: info.clone(),
-            },
-        )
-        .await
-        .unwrap();
-        Mailbox::new(actor, info)
-    }
-
-    #[tokio::test]
-    async fn concurrent_requests_get_their_own_vectors_back() {
-        let pool = pool(8, 1000).await;
-        let mut expected = HashingEmbedder::default();
-        let requests: Vec<Vec<String>> = (0..20)
-            .map(|i| (0..(i % 3 + 1)).map(|j| format!("text {i} {j}")).collect())
-            .collect();
-        let answers = futures::future::join_all(requests.iter().map(|texts| {
-            let texts = texts.clone();
-            let pool = pool.clone();
-            async move {
-                pool.ask(
-                    |reply| EmbedderMsg::Embed { texts, reply },
-                    Duration::from_secs(5),
-                    "embedder",
-                )
-                .await
-                .unwrap()
-                .unwrap()
-            }
-        }))
-        .await;
-        for (texts, got) in requests.iter().zip(answers) {
-            assert_eq!(got, expected.embed(texts).unwrap());
-        }
-    }
-
-    #[tokio::test]
-    async fn a_full_queue_refuses_at_once() {
-        let pool = pool(1, 1).await;
-        let texts: Vec<String> = vec!["a".into(), "b".into()];
-        let err = pool
-            .ask(
-                |reply| EmbedderMsg::Embed { texts, reply },
-                Duration::from_secs(5),
-                "embedder",
-            )
-            .await
-            .unwrap()
-            .unwrap_err();
-        assert_eq!(err.class(), crate::error::ErrorClass::Overloaded);
-        assert!(err.retry_after_ms.is_some());
-    }
-
-    async fn late_interaction(
-        pool: &Mailbox<EmbedderMsg>,
-        query: &str,
-        passages: &[&str],
-    ) -> MemoryResult<Vec<f32>> {
-        let passages = passages
-            .iter()
-            .map(|p| Passage::Text(p.to_string()))
-            .collect();
-        measured(pool, query, passages).await
-    }
-
-    async fn measured(
-        pool: &Mailbox<EmbedderMsg>,
-        query: &str,
-        passages: Vec<Passage>,
-    ) -> MemoryResult<Vec<f32>> {
-        let query = query.to_owned();
-        pool.ask(
-            |reply| EmbedderMsg::LateInteraction {
-                query,
-                passages,
-                reply,
-            },
-            Duration::from_secs(5),
-            "embedder",
-        )
-        .await
-        .unwrap()
-    }
-
-    /// Each passage comes back with its own measure, in order, beside queries batched as
-    /// usual.
-    #[tokio::test]
-    async fn late_interaction_measures_each_passage_against_the_query() {
-        let pool = pool(8, 1000).await;
-        let passages = ["she took a pottery class", "a pottery fair", "quantum flux"];
-        let (measures, query) = tokio::join!(
-            late_interaction(&pool, "the pottery class?", &passages),
-            pool.ask(
-                |reply| EmbedderMsg::Embed {
-                    texts: vec!["pottery".into()],
-                    reply
-                },
-                Duration::from_secs(5),
-                "embedder",
-            )
-        );
-        // The stand-in's token vectors are one bucket each: a word against its own sketch
-        // measures 1, against another word's about 0 (two random directions of ±1).
-        let measures = measures.unwrap();
-        assert_eq!(measures.len(), 3);
-        assert!((measures[0] - 1.0).abs() < 1e-5, "{measures:?}");
-        assert!((measures[1] - 0.5).abs() < 0.1, "{measures:?}");
-        assert!(measures[2] < 0.2, "{measures:?}");
-        assert_eq!(query.unwrap().unwrap().len(), 1);
-    }
-
-    /// A stored sketch is measured as it is: the model reads the query and the passages
-    /// given as text only, and a passage measures the same either way.
-    #[tokio::test]
-    async fn a_stored_sketch_is_not_read_again() {
-        let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let pool = counting_pool(read.clone()).await;
-        let stored = HashingEmbedder::default()
-            .embed_with_sketches(&["she took a pottery class".into()])
-            .unwrap()
-            .remove(0)
-            .1;
-        let measures = measured(
-            &pool,
-            "the pottery class?",
-            vec![
-                Passage::Sketch(stored),
-                Passage::Text("she took a pottery class".into()),
-                Passage::Text("quantum flux".into()),
-            ],
-        )
-        .await
-        .unwrap();
-        assert_eq!(measures[0], measures[1], "{measures:?}");
-        assert!(measures[2] < measures[0]);
-        assert_eq!(
-            read.load(std::sync::atomic::Ordering::SeqCst),
-            3,
-            "the query and two texts"
-        );
-    }
-
-    /// A background request with sketches gets each text's vector (the same as without)
-    /// and its sketch.
-    #[tokio::test]
-    async fn background_texts_come_back_with_their_sketches() {
-        let pool = pool(8, 1000).await;
-        let texts: Vec<String> = vec!["pottery class".into(), "quantum flux".into()];
-        let sent = texts.clone();
-        let sketched = pool
-            .ask(
-                |reply| EmbedderMsg::EmbedBackgroundSketched { texts: sent, reply },
-                Duration::from_secs(5),
-                "embedder",
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        let mut expected = HashingEmbedder::default();
-        assert_eq!(
-            sketched.iter().map(|(v, _)| v.clone()).collect::<Vec<_>>(),
-            expected.embed(&texts).unwrap()
-        );
-        assert_eq!(sketched[0].1.len(), 1 + 2 * 64, "two tokens of 64 bytes");
-    }
-
-    /// An embedder that counts the texts it reads token by token.
-    struct Counting(HashingEmbedder, Arc<std::sync::atomic::AtomicUsize>);
-
-    impl Embedder for Counting {
-        fn info(&self) -> &ModelInfo {
-            self.0.info()
-        }
-        fn embed(&mut self, texts: &[String]) -> Result<Embeddings, EmbedError> {
-            self.0.embed(texts)
-        }
-        fn token_vectors(
-            &mut self,
-            texts: &[String],
-        ) -> Result<Vec<crate::embedder::TokenVectors>, EmbedError> {
-            self.1
-                .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
-            self.0.token_vectors(texts)
-        }
-    }
-
-    /// A pool whose one worker counts what it reads token by token.
-    async fn counting_pool(read: Arc<std::sync::atomic::AtomicUsize>) -> Mailbox<EmbedderMsg> {
-        let (actor, info) = counting_actor(read).await;
-        Mailbox::new(actor, info)
-    }
-
-    async fn counting_actor(
-        counter: Arc<std::sync::atomic::AtomicUsize>,
-    ) -> (ActorRef<EmbedderMsg>, Arc<ActorInfo>) {
-        let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
-        let (actor, _) = Actor::spawn(
-            None,
-            EmbedderPool,
-            EmbedderPoolArgs {
-                factory: Arc::new(move || {
-                    Ok(
-                        Box::new(Counting(HashingEmbedder::default(), counter.clone()))
-                            as Box<dyn Embedder>,
-                    )
-                }),
-                config: config(8, 1000),
-                info: info.clone(),
-            },
-        )
-        .await
-        .unwrap();
-        (actor, info)
-    }
-
-    /// A late interaction whose caller stopped waiting before a worker took it is dropped,
-    /// not run; the next one still is.
-    #[tokio::test]
-    async fn a_late_interaction_nobody_waits_for_is_not_run() {
-        let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (actor, info) = counting_actor(read.clone()).await;
-        let (sender, receiver) = ractor::concurrency::oneshot();
-        drop(receiver);
-        actor
-            .cast(EmbedderMsg::LateInteraction {
-                query: "abandoned".into(),
-                passages: vec![Passage::Text("a".into()), Passage::Text("b".into())],
-                reply: sender.into(),
-            })
-            .unwrap();
-        let pool = Mailbox::new(actor, info);
-        let measures = late_interaction(&pool, "q", &["c"]).await.unwrap();
-        assert_eq!(measures.len(), 1);
-        assert_eq!(
-            read.load(std::sync::atomic::Ordering::SeqCst),
-            2,
-            "q and c only"
-        );
-    }
-
-    /// A late interaction counts against the queue's bound like any texts waiting.
-    #[tokio::test]
-    async fn a_late_interaction_past_the_queue_bound_is_refused() {
-        let pool = pool(1, 2).await;
-        let err = late_interaction(&pool, "q", &["a", "b"]).await.unwrap_err();
-        assert_eq!(err.class(), crate::error::ErrorClass::Overloaded);
-    }
-}
+mod tests;

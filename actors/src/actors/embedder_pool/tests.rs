@@ -1,0 +1,280 @@
+//! The embedder pool's tests, with the hashing stand-in for the model: batching, the queue's
+//! bound, late interactions and sketches.
+
+use super::*;
+use crate::actors::directory::{ActorDirectory, ActorKind};
+use crate::actors::mailbox::Mailbox;
+use crate::embedder::hashing::HashingEmbedder;
+use std::num::NonZeroUsize;
+
+fn config(max_batch: usize, max_queue: usize) -> EmbedderConfig {
+    EmbedderConfig {
+        onnxruntime_path: "unused".into(),
+        model_path: "unused".into(),
+        tokenizer_path: "unused".into(),
+        model_name: "hashing".into(),
+        model_sha256: "none".into(),
+        workers: NonZeroUsize::MIN,
+        intra_threads: NonZeroUsize::MIN,
+        max_batch: NonZeroUsize::new(max_batch).unwrap(),
+        max_wait_ms: 1,
+        max_queue,
+        max_tokens: 256,
+        max_batch_tokens: 512,
+    }
+}
+
+async fn pool(max_batch: usize, max_queue: usize) -> Mailbox<EmbedderMsg> {
+    let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
+    let (actor, _) = Actor::spawn(
+        None,
+        EmbedderPool,
+        EmbedderPoolArgs {
+            factory: Arc::new(|| Ok(Box::new(HashingEmbedder::default()) as Box<dyn Embedder>)),
+            config: config(max_batch, max_queue),
+            info: info.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    Mailbox::new(actor, info)
+}
+
+#[tokio::test]
+async fn concurrent_requests_get_their_own_vectors_back() {
+    let pool = pool(8, 1000).await;
+    let mut expected = HashingEmbedder::default();
+    let requests: Vec<Vec<String>> = (0..20)
+        .map(|i| (0..(i % 3 + 1)).map(|j| format!("text {i} {j}")).collect())
+        .collect();
+    let answers = futures::future::join_all(requests.iter().map(|texts| {
+        let texts = texts.clone();
+        let pool = pool.clone();
+        async move {
+            pool.ask(
+                |reply| EmbedderMsg::Embed { texts, reply },
+                Duration::from_secs(5),
+                "embedder",
+            )
+            .await
+            .unwrap()
+            .unwrap()
+        }
+    }))
+    .await;
+    for (texts, got) in requests.iter().zip(answers) {
+        assert_eq!(got, expected.embed(texts).unwrap());
+    }
+}
+
+#[tokio::test]
+async fn a_full_queue_refuses_at_once() {
+    let pool = pool(1, 1).await;
+    let texts: Vec<String> = vec!["a".into(), "b".into()];
+    let err = pool
+        .ask(
+            |reply| EmbedderMsg::Embed { texts, reply },
+            Duration::from_secs(5),
+            "embedder",
+        )
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.class(), crate::error::ErrorClass::Overloaded);
+    assert!(err.retry_after_ms.is_some());
+}
+
+async fn late_interaction(
+    pool: &Mailbox<EmbedderMsg>,
+    query: &str,
+    passages: &[&str],
+) -> MemoryResult<Vec<f32>> {
+    let passages = passages
+        .iter()
+        .map(|p| Passage::Text(p.to_string()))
+        .collect();
+    measured(pool, query, passages).await
+}
+
+async fn measured(
+    pool: &Mailbox<EmbedderMsg>,
+    query: &str,
+    passages: Vec<Passage>,
+) -> MemoryResult<Vec<f32>> {
+    let query = query.to_owned();
+    pool.ask(
+        |reply| EmbedderMsg::LateInteraction {
+            query,
+            passages,
+            reply,
+        },
+        Duration::from_secs(5),
+        "embedder",
+    )
+    .await
+    .unwrap()
+}
+
+/// Each passage comes back with its own measure, in order, beside queries batched as
+/// usual.
+#[tokio::test]
+async fn late_interaction_measures_each_passage_against_the_query() {
+    let pool = pool(8, 1000).await;
+    let passages = ["she took a pottery class", "a pottery fair", "quantum flux"];
+    let (measures, query) = tokio::join!(
+        late_interaction(&pool, "the pottery class?", &passages),
+        pool.ask(
+            |reply| EmbedderMsg::Embed {
+                texts: vec!["pottery".into()],
+                reply
+            },
+            Duration::from_secs(5),
+            "embedder",
+        )
+    );
+    // The stand-in's token vectors are one bucket each: a word against its own sketch
+    // measures 1, against another word's about 0 (two random directions of ±1).
+    let measures = measures.unwrap();
+    assert_eq!(measures.len(), 3);
+    assert!((measures[0] - 1.0).abs() < 1e-5, "{measures:?}");
+    assert!((measures[1] - 0.5).abs() < 0.1, "{measures:?}");
+    assert!(measures[2] < 0.2, "{measures:?}");
+    assert_eq!(query.unwrap().unwrap().len(), 1);
+}
+
+/// A stored sketch is measured as it is: the model reads the query and the passages
+/// given as text only, and a passage measures the same either way.
+#[tokio::test]
+async fn a_stored_sketch_is_not_read_again() {
+    let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let pool = counting_pool(read.clone()).await;
+    let stored = HashingEmbedder::default()
+        .embed_with_sketches(&["she took a pottery class".into()])
+        .unwrap()
+        .remove(0)
+        .1;
+    let measures = measured(
+        &pool,
+        "the pottery class?",
+        vec![
+            Passage::Sketch(stored),
+            Passage::Text("she took a pottery class".into()),
+            Passage::Text("quantum flux".into()),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(measures[0], measures[1], "{measures:?}");
+    assert!(measures[2] < measures[0]);
+    assert_eq!(
+        read.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "the query and two texts"
+    );
+}
+
+/// A background request with sketches gets each text's vector (the same as without)
+/// and its sketch.
+#[tokio::test]
+async fn background_texts_come_back_with_their_sketches() {
+    let pool = pool(8, 1000).await;
+    let texts: Vec<String> = vec!["pottery class".into(), "quantum flux".into()];
+    let sent = texts.clone();
+    let sketched = pool
+        .ask(
+            |reply| EmbedderMsg::EmbedBackgroundSketched { texts: sent, reply },
+            Duration::from_secs(5),
+            "embedder",
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let mut expected = HashingEmbedder::default();
+    assert_eq!(
+        sketched.iter().map(|(v, _)| v.clone()).collect::<Vec<_>>(),
+        expected.embed(&texts).unwrap()
+    );
+    assert_eq!(sketched[0].1.len(), 1 + 2 * 64, "two tokens of 64 bytes");
+}
+
+/// An embedder that counts the texts it reads token by token.
+struct Counting(HashingEmbedder, Arc<std::sync::atomic::AtomicUsize>);
+
+impl Embedder for Counting {
+    fn info(&self) -> &ModelInfo {
+        self.0.info()
+    }
+    fn embed(&mut self, texts: &[String]) -> Result<Embeddings, EmbedError> {
+        self.0.embed(texts)
+    }
+    fn token_vectors(
+        &mut self,
+        texts: &[String],
+    ) -> Result<Vec<crate::embedder::TokenVectors>, EmbedError> {
+        self.1
+            .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        self.0.token_vectors(texts)
+    }
+}
+
+/// A pool whose one worker counts what it reads token by token.
+async fn counting_pool(read: Arc<std::sync::atomic::AtomicUsize>) -> Mailbox<EmbedderMsg> {
+    let (actor, info) = counting_actor(read).await;
+    Mailbox::new(actor, info)
+}
+
+async fn counting_actor(
+    counter: Arc<std::sync::atomic::AtomicUsize>,
+) -> (ActorRef<EmbedderMsg>, Arc<ActorInfo>) {
+    let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
+    let (actor, _) = Actor::spawn(
+        None,
+        EmbedderPool,
+        EmbedderPoolArgs {
+            factory: Arc::new(move || {
+                Ok(
+                    Box::new(Counting(HashingEmbedder::default(), counter.clone()))
+                        as Box<dyn Embedder>,
+                )
+            }),
+            config: config(8, 1000),
+            info: info.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    (actor, info)
+}
+
+/// A late interaction whose caller stopped waiting before a worker took it is dropped,
+/// not run; the next one still is.
+#[tokio::test]
+async fn a_late_interaction_nobody_waits_for_is_not_run() {
+    let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (actor, info) = counting_actor(read.clone()).await;
+    let (sender, receiver) = ractor::concurrency::oneshot();
+    drop(receiver);
+    actor
+        .cast(EmbedderMsg::LateInteraction {
+            query: "abandoned".into(),
+            passages: vec![Passage::Text("a".into()), Passage::Text("b".into())],
+            reply: sender.into(),
+        })
+        .unwrap();
+    let pool = Mailbox::new(actor, info);
+    let measures = late_interaction(&pool, "q", &["c"]).await.unwrap();
+    assert_eq!(measures.len(), 1);
+    assert_eq!(
+        read.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "q and c only"
+    );
+}
+
+/// A late interaction counts against the queue's bound like any texts waiting.
+#[tokio::test]
+async fn a_late_interaction_past_the_queue_bound_is_refused() {
+    let pool = pool(1, 2).await;
+    let err = late_interaction(&pool, "q", &["a", "b"]).await.unwrap_err();
+    assert_eq!(err.class(), crate::error::ErrorClass::Overloaded);
+}
