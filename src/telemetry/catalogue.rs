@@ -322,7 +322,7 @@ pub const FAMILIES: &[Family] = &[
         ..family(
             "butler_memory_rerank_passages_total",
             Kind::Counter,
-            "Candidates the second stage measured, by where their tokens came from: the sketch stored with them, or the model reading their text (embedded before sketches were stored).",
+            "Candidates the second stage set out to measure, by where their tokens come from: the sketch stored with them, or the model reading their text (embedded while it was off).",
         )
     },
     Family {
