@@ -6,6 +6,7 @@
 
 use serde::Deserialize;
 
+use super::scoring::min_max;
 use super::search::Scored;
 
 /// `[retrieval.rerank]`: whether searches have a second stage, over how many candidates,
@@ -51,31 +52,15 @@ pub fn apply(scored: &mut [Scored], set: &[usize], measures: &[f32], weight: f64
     }
     let first: Vec<f64> = set.iter().map(|&i| scored[i].scores.relevance).collect();
     let second: Vec<f64> = measures.iter().map(|&m| f64::from(m)).collect();
-    let (lo, hi) = bounds(&first);
-    let (first_n, second_n) = (normalised(&first), normalised(&second));
+    let lo = first.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = first.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (first_n, second_n) = (min_max(&first), min_max(&second));
     for (k, &i) in set.iter().enumerate() {
-        let blended = (1.0 - weight) * first_n[k] + weight * second_n[k];
+        let blended = (1.0 - weight) * first_n(first[k]) + weight * second_n(second[k]);
         let scores = &mut scored[i].scores;
         scores.relevance = lo + (hi - lo) * blended;
         scores.rerank = Some(second[k]);
     }
-}
-
-fn bounds(values: &[f64]) -> (f64, f64) {
-    values
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
-            (lo.min(v), hi.max(v))
-        })
-}
-
-/// Each value's place between the lowest (0) and the highest (1); all 1 when they are equal.
-fn normalised(values: &[f64]) -> Vec<f64> {
-    let (lo, hi) = bounds(values);
-    values
-        .iter()
-        .map(|&v| if hi > lo { (v - lo) / (hi - lo) } else { 1.0 })
-        .collect()
 }
 
 #[cfg(test)]
