@@ -45,16 +45,22 @@ impl EmbedderHandle {
         &self.0
     }
 
-    /// Embeds texts someone is waiting for (a query), batched with whatever else waits.
-    pub async fn embed(&self, texts: Vec<String>, timeout: Duration) -> MemoryResult<Embeddings> {
+    /// Asks the running pool, within `timeout`, for an answer that may itself be an error.
+    async fn call<R: Send + 'static>(
+        &self,
+        build: impl FnOnce(RpcReplyPort<MemoryResult<R>>) -> EmbedderMsg,
+        timeout: Duration,
+    ) -> MemoryResult<R> {
         self.0
             .get()?
-            .ask(
-                |reply| EmbedderMsg::Embed { texts, reply },
-                timeout,
-                "the embedder pool",
-            )
+            .ask(build, timeout, "the embedder pool")
             .await?
+    }
+
+    /// Embeds texts someone is waiting for (a query), batched with whatever else waits.
+    pub async fn embed(&self, texts: Vec<String>, timeout: Duration) -> MemoryResult<Embeddings> {
+        self.call(|reply| EmbedderMsg::Embed { texts, reply }, timeout)
+            .await
     }
 
     /// Embeds texts when no query is waiting (the indexer's backlog).
@@ -63,14 +69,14 @@ impl EmbedderHandle {
         texts: Vec<String>,
         timeout: Duration,
     ) -> MemoryResult<Embeddings> {
-        self.0
-            .get()?
-            .ask(
-                |reply| EmbedderMsg::EmbedBackground { texts, reply },
-                timeout,
-                "the embedder pool",
-            )
-            .await?
+        self.call(
+            |reply| EmbedderMsg::EmbedBackground {
+                texts,
+                reply: JobReply::Vectors(reply),
+            },
+            timeout,
+        )
+        .await
     }
 
     /// Embeds texts when no query is waiting, each with the sketch of its token vectors
@@ -80,14 +86,14 @@ impl EmbedderHandle {
         texts: Vec<String>,
         timeout: Duration,
     ) -> MemoryResult<Vec<Sketched>> {
-        self.0
-            .get()?
-            .ask(
-                |reply| EmbedderMsg::EmbedBackgroundSketched { texts, reply },
-                timeout,
-                "the embedder pool",
-            )
-            .await?
+        self.call(
+            |reply| EmbedderMsg::EmbedBackground {
+                texts,
+                reply: JobReply::Sketched(reply),
+            },
+            timeout,
+        )
+        .await
     }
 
     /// How well each passage covers `query`, token by token (`token_sketch`), in passage
@@ -99,18 +105,15 @@ impl EmbedderHandle {
         passages: Vec<Passage>,
         timeout: Duration,
     ) -> MemoryResult<Vec<f32>> {
-        self.0
-            .get()?
-            .ask(
-                |reply| EmbedderMsg::LateInteraction {
-                    query,
-                    passages,
-                    reply,
-                },
-                timeout,
-                "the embedder pool",
-            )
-            .await?
+        self.call(
+            |reply| EmbedderMsg::LateInteraction {
+                query,
+                passages,
+                reply,
+            },
+            timeout,
+        )
+        .await
     }
 
     /// The pool's model and workers.
@@ -150,12 +153,24 @@ pub struct Job {
 }
 
 /// Where a request's answer goes: vectors, or vectors with their texts' sketches.
-enum JobReply {
+pub enum JobReply {
     Vectors(RpcReplyPort<MemoryResult<Embeddings>>),
     Sketched(RpcReplyPort<MemoryResult<Vec<Sketched>>>),
 }
 
 impl JobReply {
+    /// The answer to a request of no texts.
+    fn nothing(self) {
+        match self {
+            JobReply::Vectors(reply) => {
+                let _ = reply.send(Ok(Vec::new()));
+            }
+            JobReply::Sketched(reply) => {
+                let _ = reply.send(Ok(Vec::new()));
+            }
+        }
+    }
+
     fn fail(self, error: MemoryError) {
         match self {
             JobReply::Vectors(reply) => {
@@ -181,15 +196,11 @@ pub enum EmbedderMsg {
         texts: Vec<String>,
         reply: RpcReplyPort<MemoryResult<Embeddings>>,
     },
-    /// Embed these texts when no query is waiting (the indexer's backlog).
+    /// Embed these texts (with their sketches, when the reply wants them) when no query is
+    /// waiting (the indexer's backlog).
     EmbedBackground {
         texts: Vec<String>,
-        reply: RpcReplyPort<MemoryResult<Embeddings>>,
-    },
-    /// Embed these texts, with their sketches, when no query is waiting.
-    EmbedBackgroundSketched {
-        texts: Vec<String>,
-        reply: RpcReplyPort<MemoryResult<Vec<Sketched>>>,
+        reply: JobReply,
     },
     /// Measure how well each passage covers the query, token by token, for a caller who
     /// is waiting (a second stage).
@@ -321,25 +332,10 @@ impl Actor for EmbedderPool {
             EmbedderMsg::EmbedBackground { texts, reply } => {
                 state.info.begin();
                 if texts.is_empty() {
-                    let _ = reply.send(Ok(Vec::new()));
+                    reply.nothing();
                     return Ok(());
                 }
-                state.background.push_back(Job {
-                    texts,
-                    reply: JobReply::Vectors(reply),
-                });
-                state.dispatch(&myself);
-            }
-            EmbedderMsg::EmbedBackgroundSketched { texts, reply } => {
-                state.info.begin();
-                if texts.is_empty() {
-                    let _ = reply.send(Ok(Vec::new()));
-                    return Ok(());
-                }
-                state.background.push_back(Job {
-                    texts,
-                    reply: JobReply::Sketched(reply),
-                });
+                state.background.push_back(Job { texts, reply });
                 state.dispatch(&myself);
             }
             EmbedderMsg::LateInteraction {

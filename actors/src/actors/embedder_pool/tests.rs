@@ -182,7 +182,10 @@ async fn background_texts_come_back_with_their_sketches() {
     let sent = texts.clone();
     let sketched = pool
         .ask(
-            |reply| EmbedderMsg::EmbedBackgroundSketched { texts: sent, reply },
+            |reply| EmbedderMsg::EmbedBackground {
+                texts: sent,
+                reply: JobReply::Sketched(reply),
+            },
             Duration::from_secs(5),
             "embedder",
         )
