@@ -429,34 +429,40 @@ impl IndexerState {
         Ok(count)
     }
 
-    /// The embeddings of `texts`, in order, asked for in requests of at most one batch each,
-    /// so that a query waiting for the model waits for one batch at most, never for this
-    /// whole round.
+    /// The embeddings of `texts`, in order.
     async fn embed_texts(&self, texts: &[String]) -> MemoryResult<Vec<Vec<f32>>> {
-        let chunk = self.services.config.embedder.max_batch.get();
-        let requests = texts
-            .chunks(chunk)
-            .map(|part| self.embedder.embed_background(part.to_vec(), EMBED_TIMEOUT));
-        let mut vectors = Vec::with_capacity(texts.len());
-        for answer in futures::future::join_all(requests).await {
-            vectors.extend(answer?);
-        }
-        Ok(vectors)
+        self.in_batches(texts, |part| {
+            self.embedder.embed_background(part, EMBED_TIMEOUT)
+        })
+        .await
     }
 
-    /// The embeddings of `texts` with their token sketches, in order, asked for as
-    /// `embed_texts` asks.
+    /// The embeddings of `texts` with their token sketches, in order.
     async fn embed_sketched(&self, texts: &[String]) -> MemoryResult<Vec<Sketched>> {
+        self.in_batches(texts, |part| {
+            self.embedder.embed_background_sketched(part, EMBED_TIMEOUT)
+        })
+        .await
+    }
+
+    /// `ask` of `texts`, in requests of at most one batch each, so that a query waiting for
+    /// the model waits for one batch at most, never for this whole round; the answers in
+    /// order.
+    async fn in_batches<T, F>(
+        &self,
+        texts: &[String],
+        ask: impl Fn(Vec<String>) -> F,
+    ) -> MemoryResult<Vec<T>>
+    where
+        F: std::future::Future<Output = MemoryResult<Vec<T>>>,
+    {
         let chunk = self.services.config.embedder.max_batch.get();
-        let requests = texts.chunks(chunk).map(|part| {
-            self.embedder
-                .embed_background_sketched(part.to_vec(), EMBED_TIMEOUT)
-        });
-        let mut sketched = Vec::with_capacity(texts.len());
+        let requests = texts.chunks(chunk).map(|part| ask(part.to_vec()));
+        let mut answers = Vec::with_capacity(texts.len());
         for answer in futures::future::join_all(requests).await {
-            sketched.extend(answer?);
+            answers.extend(answer?);
         }
-        Ok(sketched)
+        Ok(answers)
     }
 
     /// Each text's embedding, and its token sketch while the second stage is on. Sketches
