@@ -116,12 +116,7 @@ impl Embedder for MiniLm {
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.each_call(texts, |hidden, seq, encodings, mask| {
             (0..encodings.len())
-                .map(|b| {
-                    mean_pool(
-                        &hidden[b * seq * DIMENSIONS..(b + 1) * seq * DIMENSIONS],
-                        &mask[b * seq..(b + 1) * seq],
-                    )
-                })
+                .map(|b| pooled(hidden, seq, b, mask))
                 .collect()
         })
     }
@@ -143,16 +138,21 @@ impl Embedder for MiniLm {
                 .iter()
                 .enumerate()
                 .map(|(b, encoding)| {
-                    let vector = mean_pool(
-                        &hidden[b * seq * DIMENSIONS..(b + 1) * seq * DIMENSIONS],
-                        &mask[b * seq..(b + 1) * seq],
-                    );
+                    let vector = pooled(hidden, seq, b, mask);
                     let tokens = token_vectors(hidden, seq, b, encoding);
                     (vector, token_sketch::sketch(&tokens))
                 })
                 .collect()
         })
     }
+}
+
+/// Text `b`'s embedding from a call's last hidden state and attention mask.
+fn pooled(hidden: &[f32], seq: usize, b: usize, mask: &[i64]) -> Vec<f32> {
+    mean_pool(
+        &hidden[b * seq * DIMENSIONS..(b + 1) * seq * DIMENSIONS],
+        &mask[b * seq..(b + 1) * seq],
+    )
 }
 
 /// Text `b`'s own token vectors in a call's last hidden state: not [CLS] and [SEP], not
