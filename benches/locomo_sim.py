@@ -82,9 +82,9 @@ class Embedder:
         options.intra_op_num_threads = 2
         self.session = onnxruntime.InferenceSession(MODEL, options)
 
-    def tokens(self, texts):
-        """Each text's token vectors without [CLS] and [SEP], unit length, and its word pieces."""
-        out = []
+    def batches(self, texts):
+        """For every 16 texts: their encodings, token ids (cut at MAX_TOKENS as the service
+        cuts them), attention mask and the model's last hidden state."""
         for start in range(0, len(texts), 16):
             encodings = self.tokenizer.encode_batch(texts[start : start + 16])
             ids = [e.ids if len(e.ids) <= MAX_TOKENS else e.ids[: MAX_TOKENS - 1] + [e.ids[-1]] for e in encodings]
@@ -97,6 +97,12 @@ class Embedder:
             hidden = self.session.run(
                 None, {"input_ids": tokens, "attention_mask": mask, "token_type_ids": np.zeros_like(tokens)}
             )[0]
+            yield encodings, ids, mask, hidden
+
+    def tokens(self, texts):
+        """Each text's token vectors without [CLS] and [SEP], unit length, and its word pieces."""
+        out = []
+        for encodings, ids, _, hidden in self.batches(texts):
             for row, (x, e) in enumerate(zip(ids, encodings)):
                 h = hidden[row, 1 : len(x) - 1]
                 h = h / np.linalg.norm(h, axis=1, keepdims=True)
@@ -105,19 +111,7 @@ class Embedder:
 
     def __call__(self, texts):
         out = []
-        for start in range(0, len(texts), 16):
-            ids = []
-            for e in self.tokenizer.encode_batch(texts[start : start + 16]):
-                ids.append(e.ids if len(e.ids) <= MAX_TOKENS else e.ids[: MAX_TOKENS - 1] + [e.ids[-1]])
-            width = max(len(x) for x in ids)
-            tokens = np.zeros((len(ids), width), np.int64)
-            mask = np.zeros_like(tokens)
-            for row, x in enumerate(ids):
-                tokens[row, : len(x)] = x
-                mask[row, : len(x)] = 1
-            hidden = self.session.run(
-                None, {"input_ids": tokens, "attention_mask": mask, "token_type_ids": np.zeros_like(tokens)}
-            )[0]
+        for _, _, mask, hidden in self.batches(texts):
             pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
             out.append(pooled / np.linalg.norm(pooled, axis=1, keepdims=True))
         return np.vstack(out)
