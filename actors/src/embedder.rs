@@ -45,19 +45,26 @@ pub trait Embedder: Send + 'static {
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
     /// Each text's token vectors, before pooling (the second stage's late interaction).
     fn token_vectors(&mut self, texts: &[String]) -> Result<Vec<TokenVectors>, EmbedError>;
-    /// Each text's embedding and the sketch of its token vectors (`token_sketch`), for
-    /// storing both. This default runs the model twice; an embedder that can, reads both
-    /// from one run.
-    fn embed_with_sketches(&mut self, texts: &[String]) -> Result<Vec<Sketched>, EmbedError> {
+    /// Each text's embedding and its token vectors. This default runs the model twice; an
+    /// embedder that can, reads both from one run.
+    fn embed_with_tokens(&mut self, texts: &[String]) -> Result<Vec<Embedded>, EmbedError> {
         let vectors = self.embed(texts)?;
         let tokens = self.token_vectors(texts)?;
-        Ok(vectors
+        Ok(vectors.into_iter().zip(tokens).collect())
+    }
+    /// Each text's embedding and the sketch of its token vectors (`token_sketch`), for
+    /// storing both.
+    fn embed_with_sketches(&mut self, texts: &[String]) -> Result<Vec<Sketched>, EmbedError> {
+        Ok(self
+            .embed_with_tokens(texts)?
             .into_iter()
-            .zip(&tokens)
-            .map(|(v, t)| (v, token_sketch::sketch(t)))
+            .map(|(v, t)| (v, token_sketch::sketch(&t)))
             .collect())
     }
 }
+
+/// A text's embedding and its token vectors, from one run of the model.
+pub type Embedded = (Vec<f32>, TokenVectors);
 
 /// A text's embedding and the sketch of its token vectors.
 pub type Sketched = (Vec<f32>, Vec<u8>);

@@ -161,6 +161,7 @@ impl Engine {
             QueryCache::new(retrieval.query_cache_size),
             handles.embedder.clone(),
             Duration::from_millis(retrieval.embed_timeout_ms),
+            retrieval.rerank.enabled,
         ));
         let results = ResultCache::new(
             retrieval.result_cache_size,

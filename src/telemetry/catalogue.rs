@@ -326,11 +326,19 @@ pub const FAMILIES: &[Family] = &[
         )
     },
     Family {
-        zero: &[&[]],
+        zero: &[&[("source", "query")], &[("source", "model")]],
+        ..family(
+            "butler_memory_rerank_questions_total",
+            Kind::Counter,
+            "Questions the second stage measured candidates against, by where their tokens come from: the model run that embedded the query, or a model run of their own (a keyword search, or a query embedded while the second stage was off).",
+        )
+    },
+    Family {
+        zero: &[&[("reason", "unanswered")], &[("reason", "unsketched")]],
         ..family(
             "butler_memory_rerank_skipped_total",
             Kind::Counter,
-            "Second stages that did not answer in time or failed; the first stage's order stood.",
+            "Second stages skipped, the first stage's order standing: the model did not answer in time or failed (unanswered), or more candidates lacked a sketch than retrieval.rerank.max_model_reads (unsketched).",
         )
     },
     family(

@@ -23,11 +23,12 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 mod late_interaction;
 
-pub use late_interaction::{LateInteractionJob, Passage};
+pub use late_interaction::{LateInteractionJob, Passage, Question, measure_passages};
 
 use super::directory::ActorInfo;
 use super::mailbox::Slot;
-use crate::embedder::{EmbedError, Embedder, EmbedderConfig, ModelInfo, Sketched};
+use crate::embedder::token_sketch::{SketchQuery, sketch};
+use crate::embedder::{EmbedError, Embedder, EmbedderConfig, ModelInfo, Sketched, TokenVectors};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// How the rest of the engine reaches the pool, whichever pool is running: the supervisor
@@ -59,8 +60,31 @@ impl EmbedderHandle {
 
     /// Embeds texts someone is waiting for (a query), batched with whatever else waits.
     pub async fn embed(&self, texts: Vec<String>, timeout: Duration) -> MemoryResult<Embeddings> {
-        self.call(|reply| EmbedderMsg::Embed { texts, reply }, timeout)
-            .await
+        self.call(
+            |reply| EmbedderMsg::Embed {
+                texts,
+                reply: JobReply::Vectors(reply),
+            },
+            timeout,
+        )
+        .await
+    }
+
+    /// Embeds texts someone is waiting for, each also as a question the second stage can
+    /// measure sketches against (`token_sketch::SketchQuery`), from the same model run.
+    pub async fn embed_questions(
+        &self,
+        texts: Vec<String>,
+        timeout: Duration,
+    ) -> MemoryResult<Vec<Asked>> {
+        self.call(
+            |reply| EmbedderMsg::Embed {
+                texts,
+                reply: JobReply::Questions(reply),
+            },
+            timeout,
+        )
+        .await
     }
 
     /// Embeds texts when no query is waiting (the indexer's backlog).
@@ -96,18 +120,19 @@ impl EmbedderHandle {
         .await
     }
 
-    /// How well each passage covers `query`, token by token (`token_sketch`), in passage
-    /// order: the second stage's measure, for a read someone is waiting for. The model
-    /// reads the query and the passages given as text; a stored sketch is read as it is.
+    /// How well each passage covers `question`, token by token (`token_sketch`), in
+    /// passage order: the second stage's measure, for a read someone is waiting for. The
+    /// model reads the question when it comes as text, and the passages given as text; a
+    /// stored sketch is read as it is.
     pub async fn late_interaction(
         &self,
-        query: String,
+        question: Question,
         passages: Vec<Passage>,
         timeout: Duration,
     ) -> MemoryResult<Vec<f32>> {
         self.call(
             |reply| EmbedderMsg::LateInteraction {
-                query,
+                question,
                 passages,
                 reply,
             },
@@ -135,6 +160,9 @@ pub type EmbedderFactory = Arc<dyn Fn() -> Result<Box<dyn Embedder>, EmbedError>
 /// Embeddings for a request, in request order.
 pub type Embeddings = Vec<Vec<f32>>;
 
+/// A query's embedding and the query as the second stage's question.
+pub type Asked = (Vec<f32>, SketchQuery);
+
 pub struct EmbedderPool;
 
 pub struct EmbedderPoolArgs {
@@ -143,8 +171,8 @@ pub struct EmbedderPoolArgs {
     pub info: Arc<ActorInfo>,
 }
 
-/// A batch's texts embedded, each with its sketch when the batch made them.
-type BatchResult = Result<Vec<(Vec<f32>, Option<Vec<u8>>)>, EmbedError>;
+/// A batch's texts embedded, each with its token vectors when a job in it wants them.
+type BatchResult = Result<Vec<(Vec<f32>, Option<TokenVectors>)>, EmbedError>;
 
 /// One caller's request.
 pub struct Job {
@@ -152,10 +180,12 @@ pub struct Job {
     reply: JobReply,
 }
 
-/// Where a request's answer goes: vectors, or vectors with their texts' sketches.
+/// Where a request's answer goes: vectors, vectors with their texts' sketches (to store),
+/// or vectors with their texts as questions (to measure sketches against).
 pub enum JobReply {
     Vectors(RpcReplyPort<MemoryResult<Embeddings>>),
     Sketched(RpcReplyPort<MemoryResult<Vec<Sketched>>>),
+    Questions(RpcReplyPort<MemoryResult<Vec<Asked>>>),
 }
 
 impl JobReply {
@@ -168,6 +198,9 @@ impl JobReply {
             JobReply::Sketched(reply) => {
                 let _ = reply.send(Ok(Vec::new()));
             }
+            JobReply::Questions(reply) => {
+                let _ = reply.send(Ok(Vec::new()));
+            }
         }
     }
 
@@ -177,6 +210,9 @@ impl JobReply {
                 let _ = reply.send(Err(error));
             }
             JobReply::Sketched(reply) => {
+                let _ = reply.send(Err(error));
+            }
+            JobReply::Questions(reply) => {
                 let _ = reply.send(Err(error));
             }
         }
@@ -191,10 +227,11 @@ pub struct PoolStatus {
 }
 
 pub enum EmbedderMsg {
-    /// Embed these texts for a caller who is waiting (a query).
+    /// Embed these texts (as questions, when the reply wants them) for a caller who is
+    /// waiting (a query).
     Embed {
         texts: Vec<String>,
-        reply: RpcReplyPort<MemoryResult<Embeddings>>,
+        reply: JobReply,
     },
     /// Embed these texts (with their sketches, when the reply wants them) when no query is
     /// waiting (the indexer's backlog).
@@ -205,17 +242,16 @@ pub enum EmbedderMsg {
     /// Measure how well each passage covers the query, token by token, for a caller who
     /// is waiting (a second stage).
     LateInteraction {
-        query: String,
+        question: Question,
         passages: Vec<Passage>,
         reply: RpcReplyPort<MemoryResult<Vec<f32>>>,
     },
     /// The batching window closed: send what is queued.
     Dispatch,
-    /// A worker finished a batch. `worker` is `None` when it panicked.
+    /// A worker finished a batch (and answered its jobs). `worker` is `None` when it
+    /// panicked.
     Done {
         worker: Option<Box<dyn Embedder>>,
-        jobs: Vec<Job>,
-        result: BatchResult,
         texts: usize,
         elapsed: Duration,
     },
@@ -306,19 +342,16 @@ impl Actor for EmbedderPool {
             EmbedderMsg::Embed { texts, reply } => {
                 state.info.begin();
                 if texts.is_empty() {
-                    let _ = reply.send(Ok(Vec::new()));
+                    reply.nothing();
                     return Ok(());
                 }
                 if state.queued_texts + texts.len() > state.config.max_queue {
                     metrics::counter!("butler_memory_embedder_refused_total").increment(1);
-                    let _ = reply.send(Err(state.queue_full()));
+                    reply.fail(state.queue_full());
                     return Ok(());
                 }
                 state.queued_texts += texts.len();
-                state.queue.push_back(Job {
-                    texts,
-                    reply: JobReply::Vectors(reply),
-                });
+                state.queue.push_back(Job { texts, reply });
                 let full = state.queued_texts >= state.config.max_batch.get();
                 if state.config.max_wait_ms == 0 || full {
                     state.dispatch(&myself);
@@ -339,13 +372,13 @@ impl Actor for EmbedderPool {
                 state.dispatch(&myself);
             }
             EmbedderMsg::LateInteraction {
-                query,
+                question,
                 passages,
                 reply,
             } => {
                 state.info.begin();
                 let job = LateInteractionJob {
-                    query,
+                    question,
                     passages,
                     reply,
                 };
@@ -387,8 +420,6 @@ impl Actor for EmbedderPool {
             }
             EmbedderMsg::Done {
                 worker,
-                jobs,
-                result,
                 texts,
                 elapsed,
             } => {
@@ -400,7 +431,6 @@ impl Actor for EmbedderPool {
                     Some(worker) => state.idle.push(worker),
                     None => state.replace_lost_worker().await,
                 }
-                answer(jobs, result);
                 state.dispatch(&myself);
             }
             EmbedderMsg::Status { reply } => {
@@ -471,15 +501,16 @@ impl EmbedderPoolState {
             tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
                 let count = texts.len();
-                // A batch with a job that stores sketches reads them from the same run.
-                let sketched = jobs
+                // A batch with a job that wants token vectors (sketches to store, questions
+                // to measure) reads them from the same run.
+                let tokens = jobs
                     .iter()
-                    .any(|j| matches!(j.reply, JobReply::Sketched(_)));
+                    .any(|j| !matches!(j.reply, JobReply::Vectors(_)));
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    if sketched {
+                    if tokens {
                         worker
-                            .embed_with_sketches(&texts)
-                            .map(|all| all.into_iter().map(|(v, s)| (v, Some(s))).collect())
+                            .embed_with_tokens(&texts)
+                            .map(|all| all.into_iter().map(|(v, t)| (v, Some(t))).collect())
                     } else {
                         worker
                             .embed(&texts)
@@ -495,10 +526,11 @@ impl EmbedderPoolState {
                         )),
                     ),
                 };
+                // Answered here, on the blocking thread: sketches and questions are
+                // projections of every token, work for a worker rather than the actor.
+                answer(jobs, result);
                 let _ = myself.cast(EmbedderMsg::Done {
                     worker,
-                    jobs,
-                    result,
                     texts: count,
                     elapsed: started.elapsed(),
                 });
@@ -525,6 +557,9 @@ impl EmbedderPoolState {
     }
 }
 
+/// A batch with a job that wants token vectors reads them for every text.
+const TOKENS_READ: &str = "a batch that reads token vectors reads them for every text";
+
 /// Runs one late interaction on `worker`, on a blocking thread, and reports it as
 /// `Measured`.
 fn measure(mut worker: Box<dyn Embedder>, job: LateInteractionJob, myself: ActorRef<EmbedderMsg>) {
@@ -549,8 +584,8 @@ fn measure(mut worker: Box<dyn Embedder>, job: LateInteractionJob, myself: Actor
     });
 }
 
-/// Splits a batch's embeddings (and sketches, when it made them) back into the requests
-/// it came from.
+/// Splits a batch's embeddings back into the requests it came from, sketching or making
+/// questions of the token vectors where a request wants them.
 fn answer(jobs: Vec<Job>, result: BatchResult) {
     match result {
         Ok(mut embedded) => {
@@ -564,9 +599,16 @@ fn answer(jobs: Vec<Job>, result: BatchResult) {
                     JobReply::Sketched(reply) => {
                         let sketched = rest
                             .into_iter()
-                            .map(|(v, s)| (v, s.expect("a sketched batch sketches every text")))
+                            .map(|(v, t)| (v, sketch(&t.expect(TOKENS_READ))))
                             .collect();
                         let _ = reply.send(Ok(sketched));
+                    }
+                    JobReply::Questions(reply) => {
+                        let questions = rest
+                            .into_iter()
+                            .map(|(v, t)| (v, SketchQuery::new(&t.expect(TOKENS_READ))))
+                            .collect();
+                        let _ = reply.send(Ok(questions));
                     }
                 }
             }

@@ -23,6 +23,9 @@ pub struct RerankConfig {
     pub weight: f64,
     /// How long a read waits for it before keeping the first stage's order.
     pub timeout_ms: u64,
+    /// The most members of a set the model reads (those stored without a sketch); a set
+    /// with more keeps the first stage's order.
+    pub max_model_reads: usize,
 }
 
 /// Which of `scored` the second stage reads: the `k` most relevant whose text can be read,

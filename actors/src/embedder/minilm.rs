@@ -11,8 +11,8 @@ use ort::value::Tensor;
 use tokenizers::{PostProcessor, Tokenizer, TruncationDirection};
 
 use super::{
-    DIMENSIONS, EmbedError, Embedder, EmbedderConfig, ModelInfo, Sketched, TokenVectors,
-    shared_tokenizer, token_sketch,
+    DIMENSIONS, EmbedError, Embedded, Embedder, EmbedderConfig, ModelInfo, TokenVectors,
+    shared_tokenizer,
 };
 
 /// ONNX Runtime allows one environment per process; every session shares it.
@@ -131,16 +131,17 @@ impl Embedder for MiniLm {
         })
     }
 
-    /// One run for both: the pooled vector and the sketch of the same hidden states.
-    fn embed_with_sketches(&mut self, texts: &[String]) -> Result<Vec<Sketched>, EmbedError> {
+    /// One run for both: the pooled vector and the token vectors of the same hidden states.
+    fn embed_with_tokens(&mut self, texts: &[String]) -> Result<Vec<Embedded>, EmbedError> {
         self.each_call(texts, |hidden, seq, encodings, mask| {
             encodings
                 .iter()
                 .enumerate()
                 .map(|(b, encoding)| {
-                    let vector = pooled(hidden, seq, b, mask);
-                    let tokens = token_vectors(hidden, seq, b, encoding);
-                    (vector, token_sketch::sketch(&tokens))
+                    (
+                        pooled(hidden, seq, b, mask),
+                        token_vectors(hidden, seq, b, encoding),
+                    )
                 })
                 .collect()
         })

@@ -75,21 +75,43 @@ pub fn sketch(text: &TokenVectors) -> Vec<u8> {
 
 /// A question ready to be measured against sketches: its content tokens' projections, each
 /// row scaled to unit length and by 1 / sqrt(SKETCH_BITS), so that its product with a
-/// token's signs estimates their cosine (times sqrt(2 / pi)).
+/// token's signs estimates their cosine (times sqrt(2 / pi)). Kept as one signed byte per
+/// projection and a scale per token (half a kilobyte a token, not two): the query cache
+/// keeps a question with each query it remembers, and a byte's rounding moves a measure by
+/// well under a hundredth.
+#[derive(Debug, Clone, PartialEq)]
 pub struct SketchQuery {
-    tokens: Array2<f32>,
+    /// `SKETCH_BITS` projections per token, each `value / scale` rounded.
+    levels: Vec<i8>,
+    scales: Vec<f32>,
 }
 
 impl SketchQuery {
     pub fn new(query: &TokenVectors) -> SketchQuery {
         let rows: Vec<f32> = query.query_rows().flatten().copied().collect();
-        let mut tokens = project(&rows);
-        let scale = (SKETCH_BITS as f32).sqrt();
-        for mut row in tokens.rows_mut() {
-            let norm = row.dot(&row).sqrt().max(1e-12);
-            row /= norm * scale;
+        let projected = project(&rows);
+        let mut levels = Vec::with_capacity(projected.len());
+        let mut scales = Vec::with_capacity(projected.nrows());
+        let unit = (SKETCH_BITS as f32).sqrt();
+        for row in projected.rows() {
+            let norm = row.dot(&row).sqrt().max(1e-12) * unit;
+            let largest = row.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-12);
+            levels.extend(row.iter().map(|v| (v / largest * 127.0).round() as i8));
+            scales.push(largest / 127.0 / norm);
         }
-        SketchQuery { tokens }
+        SketchQuery { levels, scales }
+    }
+
+    /// The bytes it holds (a cache weighs it by them).
+    pub fn bytes(&self) -> usize {
+        self.levels.len() + 4 * self.scales.len()
+    }
+
+    /// The projections, one row per token, as the measure multiplies them.
+    fn tokens(&self) -> Array2<f32> {
+        Array2::from_shape_fn((self.scales.len(), SKETCH_BITS), |(t, b)| {
+            f32::from(self.levels[t * SKETCH_BITS + b]) * self.scales[t]
+        })
     }
 
     /// How well the sketched text covers the question: the mean, over the question's content
@@ -101,7 +123,7 @@ impl SketchQuery {
             return None;
         }
         let count = tokens.len() / TOKEN_BYTES;
-        if count == 0 || self.tokens.nrows() == 0 {
+        if count == 0 || self.scales.is_empty() {
             return Some(0.0);
         }
         // The text's signs as a SKETCH_BITS x tokens matrix of +1 and -1.
@@ -112,7 +134,7 @@ impl SketchQuery {
                 -1.0
             }
         });
-        let matches = self.tokens.dot(&signs);
+        let matches = self.tokens().dot(&signs);
         let best = matches.map_axis(Axis(1), |row| row.fold(f32::MIN, |a, &b| a.max(b)));
         Some(best.mean().unwrap_or(0.0))
     }
@@ -179,6 +201,36 @@ mod tests {
         // A token against its own sketch: the mean |projection| over their root mean
         // square, about 0.8 (sqrt(2 / pi)) rather than 1; the ranking is what counts.
         assert!(measures[0] > 0.7, "{measures:?}");
+    }
+
+    /// The question's bytes measure as its exact projections would: within a hundredth.
+    #[test]
+    fn a_question_in_bytes_measures_as_in_floats() {
+        let query = text(&[("what", 9), ("garden", 1), ("party", 2)]);
+        let q = SketchQuery::new(&query);
+        assert_eq!(q.bytes(), 2 * (SKETCH_BITS + 4), "two content tokens");
+        let rows: Vec<f32> = query.query_rows().flatten().copied().collect();
+        let mut exact = project(&rows);
+        for mut row in exact.rows_mut() {
+            let norm = row.dot(&row).sqrt();
+            row /= norm * (SKETCH_BITS as f32).sqrt();
+        }
+        for seeds in [[1, 2, 3], [4, 5, 6], [1, 7, 8]] {
+            let passage = sketch(&text(&[("a", seeds[0]), ("b", seeds[1]), ("c", seeds[2])]));
+            let signs = Array2::from_shape_fn((SKETCH_BITS, 3), |(b, t)| {
+                if passage[1 + t * TOKEN_BYTES + b / 8] >> (b % 8) & 1 == 1 {
+                    1.0f32
+                } else {
+                    -1.0
+                }
+            });
+            let best = exact
+                .dot(&signs)
+                .map_axis(Axis(1), |r| r.fold(f32::MIN, |a, &b| a.max(b)));
+            let want = best.mean().unwrap();
+            let got = q.measure(&passage).unwrap();
+            assert!((got - want).abs() < 0.01, "{got} against {want}");
+        }
     }
 
     #[test]

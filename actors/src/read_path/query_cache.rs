@@ -1,11 +1,36 @@
 //! Query embeddings remembered by text. Session-start prompts repeat ("good morning",
 //! scheduled triggers), and embedding is the costliest part of a read; the model is
-//! deterministic, so a cached vector is exactly the one the model would give.
+//! deterministic, so a cached vector is exactly the one the model would give. With the
+//! second stage on, the question's projected tokens are remembered beside it.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use crate::byte_lru::ByteLru;
+use crate::embedder::token_sketch::SketchQuery;
+
+/// A query's embedding, and the query as the second stage measures candidates against it
+/// (when the second stage is on), both from one model run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryVectors {
+    pub vector: Arc<Vec<f32>>,
+    pub question: Option<Arc<SketchQuery>>,
+}
+
+impl QueryVectors {
+    /// A query's embedding alone.
+    pub fn vector(vector: Vec<f32>) -> Self {
+        QueryVectors {
+            vector: Arc::new(vector),
+            question: None,
+        }
+    }
+
+    /// The bytes it holds.
+    fn bytes(&self) -> usize {
+        4 * self.vector.len() + self.question.as_ref().map_or(0, |q| q.bytes())
+    }
+}
 
 /// The most bytes the remembered texts and vectors hold: a query may be 32 KiB, and a count
 /// of entries alone would let a few thousand long ones take a hundred megabytes.
@@ -15,7 +40,7 @@ const BUDGET_BYTES: usize = 16 << 20;
 #[derive(Debug)]
 pub struct QueryCache {
     // A mutex, not a sharded map: lookups are tiny next to the queries they save.
-    entries: Option<Mutex<ByteLru<String, Arc<Vec<f32>>>>>,
+    entries: Option<Mutex<ByteLru<String, QueryVectors>>>,
 }
 
 impl QueryCache {
@@ -30,7 +55,7 @@ impl QueryCache {
         }
     }
 
-    pub fn get(&self, text: &str) -> Option<Arc<Vec<f32>>> {
+    pub fn get(&self, text: &str) -> Option<QueryVectors> {
         let entries = self.entries.as_ref()?;
         let hit = entries
             .lock()
@@ -42,9 +67,9 @@ impl QueryCache {
         hit
     }
 
-    pub fn put(&self, text: String, embedding: Arc<Vec<f32>>) {
+    pub fn put(&self, text: String, embedding: QueryVectors) {
         if let Some(entries) = &self.entries {
-            let weight = text.len() + 4 * embedding.len();
+            let weight = text.len() + embedding.bytes();
             entries
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -60,19 +85,22 @@ mod tests {
     #[test]
     fn keeps_the_most_recent_entries() {
         let cache = QueryCache::new(2);
-        cache.put("a".into(), Arc::new(vec![1.0]));
-        cache.put("b".into(), Arc::new(vec![2.0]));
+        cache.put("a".into(), QueryVectors::vector(vec![1.0]));
+        cache.put("b".into(), QueryVectors::vector(vec![2.0]));
         assert!(cache.get("a").is_some());
-        cache.put("c".into(), Arc::new(vec![3.0]));
+        cache.put("c".into(), QueryVectors::vector(vec![3.0]));
         assert!(cache.get("b").is_none(), "least recently used goes first");
-        assert_eq!(cache.get("a").unwrap()[0], 1.0);
+        assert_eq!(cache.get("a").unwrap().vector[0], 1.0);
     }
 
     #[test]
     fn long_queries_are_bounded_by_their_bytes() {
         let cache = QueryCache::with_budget(100, 10_000);
         for i in 0..5 {
-            cache.put(format!("{i}{}", "q".repeat(3000)), Arc::new(vec![0.0; 384]));
+            cache.put(
+                format!("{i}{}", "q".repeat(3000)),
+                QueryVectors::vector(vec![0.0; 384]),
+            );
         }
         let held = cache.entries.as_ref().unwrap().lock().unwrap().held();
         assert!(held <= 10_000, "{held}");
@@ -83,7 +111,7 @@ mod tests {
     #[test]
     fn zero_capacity_disables_it() {
         let cache = QueryCache::new(0);
-        cache.put("a".into(), Arc::new(vec![1.0]));
+        cache.put("a".into(), QueryVectors::vector(vec![1.0]));
         assert!(cache.get("a").is_none());
     }
 }

@@ -9,6 +9,10 @@
 //! own, so the embedding also runs while the read waits for a retrieval actor. It is never
 //! waited for past `retrieval.embed_timeout_ms`: a read without its embedding answers from
 //! the keyword path, marked `degraded`.
+//!
+//! With the second stage on (`retrieval.rerank`), the same model run also gives the query
+//! as a question to measure candidates' sketches against: the second stage needs no model
+//! run of its own for the query.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,8 +21,9 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use tracing::Instrument;
 
-use super::query_cache::QueryCache;
+use super::query_cache::{QueryCache, QueryVectors};
 use crate::actors::EmbedderHandle;
+use crate::embedder::token_sketch::SketchQuery;
 
 type Vector = Arc<Vec<f32>>;
 
@@ -28,9 +33,9 @@ pub struct QueryEmbedding(Slot);
 
 #[derive(Clone)]
 enum Slot {
-    Ready(Option<Vector>),
+    Ready(Option<QueryVectors>),
     Pending {
-        batch: Shared<BoxFuture<'static, Arc<Vec<Option<Vector>>>>>,
+        batch: Shared<BoxFuture<'static, Arc<Vec<Option<QueryVectors>>>>>,
         index: usize,
     },
 }
@@ -55,8 +60,18 @@ impl QueryEmbedding {
     /// The vector, once embedded; `None` where the embedder failed or did not answer within
     /// `embed_timeout_ms`. Any number of waiters share the one batch.
     pub async fn vector(&self) -> Option<Vector> {
+        self.vectors().await.map(|v| v.vector)
+    }
+
+    /// The query as the second stage's question, from the run that embedded it; `None`
+    /// where the vector is, or when the second stage was off when it was embedded.
+    pub async fn question(&self) -> Option<Arc<SketchQuery>> {
+        self.vectors().await.and_then(|v| v.question)
+    }
+
+    async fn vectors(&self) -> Option<QueryVectors> {
         match &self.0 {
-            Slot::Ready(vector) => vector.clone(),
+            Slot::Ready(vectors) => vectors.clone(),
             Slot::Pending { batch, index } => batch.clone().await.get(*index).cloned().flatten(),
         }
     }
@@ -69,14 +84,22 @@ pub struct QueryEmbedder {
     embedder: EmbedderHandle,
     /// How long a read waits for its embedding (`retrieval.embed_timeout_ms`).
     timeout: Duration,
+    /// Whether queries are also made questions for the second stage (`retrieval.rerank`).
+    questions: bool,
 }
 
 impl QueryEmbedder {
-    pub fn new(cache: QueryCache, embedder: EmbedderHandle, timeout: Duration) -> Self {
+    pub fn new(
+        cache: QueryCache,
+        embedder: EmbedderHandle,
+        timeout: Duration,
+        questions: bool,
+    ) -> Self {
         QueryEmbedder {
             cache,
             embedder,
             timeout,
+            questions,
         }
     }
 
@@ -114,15 +137,32 @@ impl QueryEmbedder {
     }
 
     /// One embedder call for `texts`, remembered in the cache; all `None` on failure.
-    async fn embed_batch(self: Arc<Self>, texts: Vec<String>) -> Vec<Option<Vector>> {
-        match self.embedder.embed(texts.clone(), self.timeout).await {
+    async fn embed_batch(self: Arc<Self>, texts: Vec<String>) -> Vec<Option<QueryVectors>> {
+        let embedded = if self.questions {
+            self.embedder
+                .embed_questions(texts.clone(), self.timeout)
+                .await
+                .map(|all| {
+                    all.into_iter()
+                        .map(|(vector, question)| QueryVectors {
+                            vector: Arc::new(vector),
+                            question: Some(Arc::new(question)),
+                        })
+                        .collect::<Vec<_>>()
+                })
+        } else {
+            self.embedder
+                .embed(texts.clone(), self.timeout)
+                .await
+                .map(|all| all.into_iter().map(QueryVectors::vector).collect())
+        };
+        match embedded {
             Ok(vectors) => texts
                 .into_iter()
                 .zip(vectors)
-                .map(|(text, vector)| {
-                    let vector = Arc::new(vector);
-                    self.cache.put(text, vector.clone());
-                    Some(vector)
+                .map(|(text, vectors)| {
+                    self.cache.put(text, vectors.clone());
+                    Some(vectors)
                 })
                 .collect(),
             Err(e) => {
@@ -137,8 +177,8 @@ impl QueryEmbedder {
 /// each distinct one once, in order of first appearance.
 fn slots(
     texts: &[String],
-    cached: impl Fn(&str) -> Option<Vector>,
-) -> (Vec<Result<Vector, usize>>, Vec<String>) {
+    cached: impl Fn(&str) -> Option<QueryVectors>,
+) -> (Vec<Result<QueryVectors, usize>>, Vec<String>) {
     let mut missing: Vec<String> = Vec::new();
     let slots = texts
         .iter()
@@ -162,7 +202,7 @@ mod tests {
 
     #[test]
     fn cached_texts_are_ready_and_each_other_text_is_embedded_once() {
-        let cached = Arc::new(vec![1.0_f32]);
+        let cached = QueryVectors::vector(vec![1.0_f32]);
         let texts: Vec<String> = ["new a", "known", "new b", "new a", "known", "new b"]
             .map(String::from)
             .to_vec();
@@ -170,13 +210,17 @@ mod tests {
         assert_eq!(missing, vec!["new a", "new b"]);
         let places: Vec<Option<usize>> = slots.iter().map(|s| s.as_ref().err().copied()).collect();
         assert_eq!(places, vec![Some(0), None, Some(1), Some(0), None, Some(1)]);
-        assert!(slots[1].as_ref().is_ok_and(|v| Arc::ptr_eq(v, &cached)));
+        assert!(
+            slots[1]
+                .as_ref()
+                .is_ok_and(|v| Arc::ptr_eq(&v.vector, &cached.vector))
+        );
     }
 
     #[tokio::test]
     async fn waiters_share_the_batch_and_read_their_own_place() {
-        let batch: Shared<BoxFuture<'static, Arc<Vec<Option<Vector>>>>> =
-            async { Arc::new(vec![Some(Arc::new(vec![0.5])), None]) }
+        let batch: Shared<BoxFuture<'static, Arc<Vec<Option<QueryVectors>>>>> =
+            async { Arc::new(vec![Some(QueryVectors::vector(vec![0.5])), None]) }
                 .boxed()
                 .shared();
         let pending = |index| {

@@ -1,9 +1,10 @@
 //! The second stage (`retrieval.rerank`), with the real model: two services on one database
 //! with one pinned clock, the second stage off in one and on in the other. On, it reads the
 //! first stage's top candidates again, from the token sketches the indexer stored with them
-//! or, for a row without one, from its text, and reorders those only, each showing its
-//! measure in `scores.rerank`; when it cannot answer in time, or the model is down, the first
-//! stage's order stands and the search still answers.
+//! or, for a row without one, from its text, against the question made by the run that
+//! embedded the query (a keyword search's by a run of its own), and reorders those only,
+//! each showing its measure in `scores.rerank`; when it cannot answer in time, or the model
+//! is down, the first stage's order stands and the search still answers.
 
 use std::sync::Arc;
 
@@ -18,6 +19,10 @@ const SET: usize = 5;
 /// An indexer that embeds only what its own service writes (it looks for other rows once an
 /// hour): the test decides which service embeds, and so whether sketches are stored.
 const QUIET_INDEXER: &str = "[indexer]\npoll_interval_ms = 3600000\n";
+
+/// The second stage's counters are the test process's: its tests take turns, so that each
+/// reads its own.
+static COUNTERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Episodes in sessions of their own (no neighbours, no diversity cluster), so that with
 /// one clock the first stage's order is its keyword relevance alone.
@@ -58,12 +63,15 @@ fn counter(metrics: &str, series: &str) -> f64 {
 
 #[tokio::test]
 async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
+    let _turn = COUNTERS.lock().await;
     let clock = Arc::new(ManualClock::new(t0()));
     let first = spawn_app_at(QUIET_INDEXER, clock.clone()).await;
     let on = format!(
         "[retrieval.rerank]\nenabled = true\ncandidates = {SET}\nweight = 1.0\ntimeout_ms = 60000\n"
     );
     let second = spawn_beside(&first, &on, clock.clone()).await;
+    let base = second.metrics().await;
+    let delta = |metrics: &str, series: &str| counter(metrics, series) - counter(&base, series);
     // Written through the service with the second stage on: its indexer embeds them and,
     // the second stage being on, stores their sketches.
     let mcp = second.client(TENANT_A_HEALTH).await;
@@ -95,6 +103,31 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
             .all(|s| s.is_some_and(|n| n > 64 && (n - 1) % 64 == 0)),
         "{sizes:?}"
     );
+    let stored = r#"butler_memory_rerank_passages_total{source="stored"}"#;
+    let model = r#"butler_memory_rerank_passages_total{source="model"}"#;
+    let from_query = r#"butler_memory_rerank_questions_total{source="query"}"#;
+    let from_model = r#"butler_memory_rerank_questions_total{source="model"}"#;
+    // A hybrid search: the run that embeds the query also makes it the second stage's
+    // question, and every member of the set has its sketch, so the set is measured without
+    // another model run.
+    let hybrid = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "who baked lemon bars for a party", "mode": "hybrid",
+                   "types": ["episode"], "limit": 10}),
+        )
+        .await;
+    let hits = results(&hybrid);
+    assert!(hits.len() > SET, "{hits:?}");
+    assert!(hits[..SET].iter().all(|h| measure(h).is_some()), "{hits:?}");
+    assert!(hits[SET..].iter().all(|h| measure(h).is_none()), "{hits:?}");
+    assert_eq!(hits[0]["content"], contents[0], "{hits:?}");
+    let metrics = second.metrics().await;
+    assert_eq!(delta(&metrics, stored), SET as f64, "{metrics}");
+    assert_eq!(delta(&metrics, model), 0.0, "{metrics}");
+    assert_eq!(delta(&metrics, from_query), 1.0, "{metrics}");
+    assert_eq!(delta(&metrics, from_model), 0.0, "{metrics}");
+
     // One row as if embedded before sketches were stored: the model reads its text, and its
     // measure compares with the stored ones.
     sqlx::query("UPDATE episodes SET token_sketch = NULL WHERE content = $1")
@@ -152,24 +185,30 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
         |hits: &[Value], content: &str| hits.iter().position(|h| h["content"] == content);
     assert!(position(before, &contents[2]) > position(before, &contents[1]));
     let metrics = second.metrics().await;
-    let stored = r#"butler_memory_rerank_passages_total{source="stored"}"#;
-    let model = r#"butler_memory_rerank_passages_total{source="model"}"#;
-    assert_eq!(counter(&metrics, stored), (SET - 1) as f64, "{metrics}");
-    assert_eq!(counter(&metrics, model), 1.0, "{metrics}");
+    assert_eq!(delta(&metrics, stored), (2 * SET - 1) as f64, "{metrics}");
+    assert_eq!(delta(&metrics, model), 1.0, "{metrics}");
+    // A keyword search embeds no query: the model reads the question as well.
+    assert_eq!(delta(&metrics, from_model), 1.0, "{metrics}");
     second.stop().await;
     first.stop().await;
 }
 
 #[tokio::test]
 async fn without_an_answer_in_time_the_first_stage_order_stands() {
+    let _turn = COUNTERS.lock().await;
     let clock = Arc::new(ManualClock::new(t0()));
     let first = spawn_app_at("", clock.clone()).await;
     // Twenty long candidates without sketches (embedded by the service with the second
     // stage off) take the model far longer than a millisecond to read.
     let late = format!(
-        "{QUIET_INDEXER}[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 1\n"
+        "{QUIET_INDEXER}[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 1\nmax_model_reads = 20\n"
     );
     let second = spawn_beside(&first, &late, clock.clone()).await;
+    // With the default bound on model reads (4), the set is not read at all.
+    let bounded = format!(
+        "{QUIET_INDEXER}[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 60000\n"
+    );
+    let third = spawn_beside(&first, &bounded, clock.clone()).await;
     let mcp = first.client(TENANT_A_HEALTH).await;
     let contents: Vec<String> = (0..24)
         .map(|i| {
@@ -197,9 +236,28 @@ async fn without_an_answer_in_time_the_first_stage_order_stands() {
     assert!(results(&after).iter().all(|h| measure(h).is_none()));
     let skipped = counter(
         &second.metrics().await,
-        "butler_memory_rerank_skipped_total",
+        r#"butler_memory_rerank_skipped_total{reason="unanswered"}"#,
     );
     assert!(skipped >= 2.0, "{skipped}");
+
+    // Past `max_model_reads`: the first stage's order, not read, and remembered like any
+    // answer (asked again, it is not tried again).
+    let unsketched = r#"butler_memory_rerank_skipped_total{reason="unsketched"}"#;
+    let model = r#"butler_memory_rerank_passages_total{source="model"}"#;
+    let bounded_client = third.client(TENANT_A_HEALTH).await;
+    let base = third.metrics().await;
+    let plain = search(&bounded_client, query).await;
+    let again = search(&bounded_client, query).await;
+    assert_eq!(time_free(plain.clone()), time_free(again));
+    assert_eq!(
+        time_free(before["results"].clone()),
+        time_free(plain["results"].clone())
+    );
+    let metrics = third.metrics().await;
+    let delta = |series: &str| counter(&metrics, series) - counter(&base, series);
+    assert_eq!(delta(unsketched), 1.0, "{metrics}");
+    assert_eq!(delta(model), 0.0, "{metrics}");
+    third.stop().await;
 
     // The model down: the search answers at once, in the first stage's order.
     second.engine().set_embedder_running(false).await.unwrap();

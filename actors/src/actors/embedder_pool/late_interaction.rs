@@ -1,7 +1,11 @@
 //! The second stage's work for the embedder pool: a question and its candidates, each given
 //! as text (the model reads it) or as the token sketch stored with it, measured token by
 //! token (`embedder::token_sketch`). Every candidate is measured against a sketch, fresh or
-//! stored, so that the two compare.
+//! stored, so that the two compare. A question usually comes ready, projected from the run
+//! that embedded it for the first stage (`read_path::query_embedding`); then a set whose
+//! candidates all have stored sketches needs no model at all (`measure_passages`).
+
+use std::sync::Arc;
 
 use ractor::RpcReplyPort;
 
@@ -17,50 +21,94 @@ pub enum Passage {
     Sketch(Vec<u8>),
 }
 
-/// One caller's late interaction: a query and the passages to measure against it.
+/// What passages are measured against: the question's text (the model reads it first), or
+/// the question ready, from the model run that embedded it.
+#[derive(Debug, Clone)]
+pub enum Question {
+    Text(String),
+    Ready(Arc<SketchQuery>),
+}
+
+/// One caller's late interaction: a question and the passages to measure against it.
 pub struct LateInteractionJob {
-    pub(super) query: String,
+    pub(super) question: Question,
     pub(super) passages: Vec<Passage>,
     pub(super) reply: RpcReplyPort<MemoryResult<Vec<f32>>>,
 }
 
 impl LateInteractionJob {
-    /// The texts the model reads: the query, then the passages given as text.
+    /// The texts the model reads: the question when it is text, and the passages given as
+    /// text.
     pub(super) fn texts(&self) -> usize {
-        1 + self
-            .passages
-            .iter()
-            .filter(|p| matches!(p, Passage::Text(_)))
-            .count()
+        usize::from(matches!(self.question, Question::Text(_)))
+            + self
+                .passages
+                .iter()
+                .filter(|p| matches!(p, Passage::Text(_)))
+                .count()
     }
 
-    /// Each passage's coverage of the query, in order: the token vectors of the query and
-    /// of the passages given as text in one call, the latter sketched.
+    /// Each passage's coverage of the question, in order: the token vectors of what the
+    /// model reads (the question when it is text, the passages given as text) in one call,
+    /// the passages' sketched.
     pub(super) fn run(&self, worker: &mut dyn Embedder) -> Result<Vec<f32>, EmbedError> {
-        let texts: Vec<String> = std::iter::once(self.query.clone())
+        let question_text = match &self.question {
+            Question::Text(text) => Some(text.clone()),
+            Question::Ready(_) => None,
+        };
+        let texts: Vec<String> = question_text
+            .into_iter()
             .chain(self.passages.iter().filter_map(|p| match p {
                 Passage::Text(text) => Some(text.clone()),
                 Passage::Sketch(_) => None,
             }))
             .collect();
         let mut vectors = worker.token_vectors(&texts)?.into_iter();
-        let query = SketchQuery::new(&vectors.next().expect("the query is first"));
-        Ok(self
-            .passages
-            .iter()
-            .map(|p| {
-                let fresh;
-                let stored = match p {
-                    Passage::Sketch(s) => s,
-                    Passage::Text(_) => {
-                        fresh = sketch(&vectors.next().expect("a vector per text"));
-                        &fresh
-                    }
-                };
-                // A sketch of another format (stored by another version) counts as no match
-                // rather than failing the read.
-                query.measure(stored).unwrap_or(0.0)
-            })
-            .collect())
+        let question = match &self.question {
+            Question::Ready(question) => question.clone(),
+            Question::Text(_) => Arc::new(SketchQuery::new(
+                &vectors.next().expect("the question is first"),
+            )),
+        };
+        Ok(measure(
+            &question,
+            &self.passages,
+            vectors.map(|t| sketch(&t)),
+        ))
     }
+}
+
+/// Each passage's coverage of `question` when every passage comes with its stored sketch
+/// (no model run: the caller measures them itself); `None` when one must be read by the
+/// model.
+pub fn measure_passages(question: &SketchQuery, passages: &[Passage]) -> Option<Vec<f32>> {
+    passages
+        .iter()
+        .all(|p| matches!(p, Passage::Sketch(_)))
+        .then(|| measure(question, passages, std::iter::empty()))
+}
+
+/// Each passage's coverage of `question`, in order; the passages given as text take their
+/// sketches from `fresh`, in order.
+fn measure(
+    question: &SketchQuery,
+    passages: &[Passage],
+    mut fresh: impl Iterator<Item = Vec<u8>>,
+) -> Vec<f32> {
+    passages
+        .iter()
+        .map(|p| {
+            let read;
+            let stored = match p {
+                Passage::Sketch(s) => s,
+                Passage::Text(_) => {
+                    read = fresh.next().expect("a sketch per text");
+                    &read
+                }
+            };
+            // A sketch of another format (stored by another version) counts as no match
+            // rather than failing the read.
+            question.measure(stored).unwrap_or(0.0)
+        })
+        .collect()
 }

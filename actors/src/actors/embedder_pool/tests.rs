@@ -52,7 +52,10 @@ async fn concurrent_requests_get_their_own_vectors_back() {
         let pool = pool.clone();
         async move {
             pool.ask(
-                |reply| EmbedderMsg::Embed { texts, reply },
+                |reply| EmbedderMsg::Embed {
+                    texts,
+                    reply: JobReply::Vectors(reply),
+                },
                 Duration::from_secs(5),
                 "embedder",
             )
@@ -73,7 +76,10 @@ async fn a_full_queue_refuses_at_once() {
     let texts: Vec<String> = vec!["a".into(), "b".into()];
     let err = pool
         .ask(
-            |reply| EmbedderMsg::Embed { texts, reply },
+            |reply| EmbedderMsg::Embed {
+                texts,
+                reply: JobReply::Vectors(reply),
+            },
             Duration::from_secs(5),
             "embedder",
         )
@@ -93,18 +99,17 @@ async fn late_interaction(
         .iter()
         .map(|p| Passage::Text(p.to_string()))
         .collect();
-    measured(pool, query, passages).await
+    measured(pool, Question::Text(query.to_owned()), passages).await
 }
 
 async fn measured(
     pool: &Mailbox<EmbedderMsg>,
-    query: &str,
+    question: Question,
     passages: Vec<Passage>,
 ) -> MemoryResult<Vec<f32>> {
-    let query = query.to_owned();
     pool.ask(
         |reply| EmbedderMsg::LateInteraction {
-            query,
+            question,
             passages,
             reply,
         },
@@ -126,7 +131,7 @@ async fn late_interaction_measures_each_passage_against_the_query() {
         pool.ask(
             |reply| EmbedderMsg::Embed {
                 texts: vec!["pottery".into()],
-                reply
+                reply: JobReply::Vectors(reply),
             },
             Duration::from_secs(5),
             "embedder",
@@ -155,7 +160,7 @@ async fn a_stored_sketch_is_not_read_again() {
         .1;
     let measures = measured(
         &pool,
-        "the pottery class?",
+        Question::Text("the pottery class?".into()),
         vec![
             Passage::Sketch(stored),
             Passage::Text("she took a pottery class".into()),
@@ -259,7 +264,7 @@ async fn a_late_interaction_nobody_waits_for_is_not_run() {
     drop(receiver);
     actor
         .cast(EmbedderMsg::LateInteraction {
-            query: "abandoned".into(),
+            question: Question::Text("abandoned".into()),
             passages: vec![Passage::Text("a".into()), Passage::Text("b".into())],
             reply: sender.into(),
         })
@@ -280,4 +285,85 @@ async fn a_late_interaction_past_the_queue_bound_is_refused() {
     let pool = pool(1, 2).await;
     let err = late_interaction(&pool, "q", &["a", "b"]).await.unwrap_err();
     assert_eq!(err.class(), crate::error::ErrorClass::Overloaded);
+}
+
+/// A query embedded as a question gets its vector (the same as without) and the question
+/// its token vectors make, from one request.
+#[tokio::test]
+async fn questions_come_back_with_their_vectors() {
+    let pool = pool(8, 1000).await;
+    let texts: Vec<String> = vec!["the pottery class?".into(), "quantum".into()];
+    let sent = texts.clone();
+    let questions = pool
+        .ask(
+            |reply| EmbedderMsg::Embed {
+                texts: sent,
+                reply: JobReply::Questions(reply),
+            },
+            Duration::from_secs(5),
+            "embedder",
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let mut expected = HashingEmbedder::default();
+    let tokens = expected.token_vectors(&texts).unwrap();
+    assert_eq!(
+        questions.iter().map(|(v, _)| v.clone()).collect::<Vec<_>>(),
+        expected.embed(&texts).unwrap()
+    );
+    for ((_, question), tokens) in questions.iter().zip(&tokens) {
+        assert_eq!(question, &SketchQuery::new(tokens));
+    }
+}
+
+/// A question that comes ready is not read by the model again: only the passages given as
+/// text are, and every passage measures as it would against the question read from text.
+/// With every passage stored, the measure needs no model (`measure_passages`).
+#[tokio::test]
+async fn a_ready_question_is_not_read_again() {
+    let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let pool = counting_pool(read.clone()).await;
+    let mut model = HashingEmbedder::default();
+    let question = Arc::new(SketchQuery::new(
+        &model.token_vectors(&["the pottery class?".into()]).unwrap()[0],
+    ));
+    let stored = |text: &str| {
+        Passage::Sketch(
+            HashingEmbedder::default()
+                .embed_with_sketches(&[text.to_owned()])
+                .unwrap()
+                .remove(0)
+                .1,
+        )
+    };
+    let passages = vec![
+        stored("she took a pottery class"),
+        Passage::Text("a pottery fair".into()),
+        Passage::Text("quantum flux".into()),
+    ];
+    let ready = measured(&pool, Question::Ready(question.clone()), passages.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        read.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "the two passages given as text, not the question"
+    );
+    let from_text = measured(&pool, Question::Text("the pottery class?".into()), passages)
+        .await
+        .unwrap();
+    assert_eq!(ready, from_text);
+
+    let all_stored = vec![
+        stored("she took a pottery class"),
+        stored("a pottery fair"),
+        stored("quantum flux"),
+    ];
+    assert_eq!(measure_passages(&question, &all_stored), Some(ready));
+    assert_eq!(
+        measure_passages(&question, &[Passage::Text("a pottery fair".into())]),
+        None,
+        "a passage the model must read"
+    );
 }

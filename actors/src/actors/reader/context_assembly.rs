@@ -81,6 +81,7 @@ pub async fn run(
         state,
         &request.scope.tenant_id,
         &request.trigger_prompt,
+        embedding,
         relevant,
     )
     .await;

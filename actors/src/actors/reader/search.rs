@@ -186,8 +186,14 @@ pub async fn run(
         neighbours_reach(query.limit),
     )
     .await?;
-    let (scored, rerank_skipped) =
-        reranked(state, &query.scope.tenant_id, &query.text, scored).await;
+    let (scored, rerank_skipped) = reranked(
+        state,
+        &query.scope.tenant_id,
+        &query.text,
+        embedding,
+        scored,
+    )
+    .await;
     Ok(SearchOutcome {
         hits: rank(&ranking, scored, query),
         mode,

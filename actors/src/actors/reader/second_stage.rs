@@ -1,10 +1,15 @@
 //! The second stage of a read, when `retrieval.rerank` is on: the first stage's most
 //! relevant candidates measured against the query token by token (`domain::rerank`), each
 //! from the token sketch stored with it, or, when it has none (embedded before sketches
-//! were stored), from its text read by the model. The query's own tokens always take a
-//! model run. A read never waits for it longer than `timeout_ms`, and never fails because
-//! of it: on a timeout, a full queue or a failed model the first stage's order stands
-//! (`butler_memory_rerank_skipped_total`).
+//! were stored), from its text read by the model. The query comes as a question from the
+//! model run that embedded it (`read_path::query_embedding`), so that a set whose members
+//! all have sketches is measured here, without the embedder pool; the pool reads what has
+//! no sketch (and the query, if its embedding came without a question). A read never
+//! waits for it longer than `timeout_ms`, and never fails because of it: on a timeout, a
+//! full queue or a failed model the first stage's order stands
+//! (`butler_memory_rerank_skipped_total`). Nor does it read more than `max_model_reads`
+//! members by the model: a set with more (memories embedded before the second stage was
+//! on) keeps the first stage's order.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -13,10 +18,12 @@ use futures::future::join_all;
 use uuid::Uuid;
 
 use super::ReaderState;
-use crate::actors::embedder_pool::Passage;
+use crate::actors::embedder_pool::{Passage, Question, measure_passages};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::rerank::{apply, candidate_set};
 use crate::domain::search::Scored;
+use crate::error::{ErrorCode, MemoryError, MemoryResult};
+use crate::read_path::QueryEmbedding;
 
 /// `scored` with the second stage applied, or as it was when the second stage is off or
 /// did not answer in time; and whether it was skipped (on, and without an answer).
@@ -24,6 +31,7 @@ pub async fn reranked(
     state: &ReaderState,
     tenant_id: &str,
     query: &str,
+    embedding: &QueryEmbedding,
     mut scored: Vec<Scored>,
 ) -> (Vec<Scored>, bool) {
     let config = &state.services.config.retrieval.rerank;
@@ -50,19 +58,28 @@ pub async fn reranked(
         .iter()
         .filter(|p| matches!(p, Passage::Text(_)))
         .count();
+    if read > config.max_model_reads {
+        // Rows embedded before sketches were stored (the second stage just turned on over
+        // old memories): reading them all would cost a model run each on every search.
+        // Nothing failed, so the answer may be remembered like any other.
+        metrics::counter!("butler_memory_rerank_skipped_total", "reason" => "unsketched")
+            .increment(1);
+        return (scored, false);
+    }
     metrics::counter!("butler_memory_rerank_passages_total", "source" => "stored")
         .increment((passages.len() - read) as u64);
     metrics::counter!("butler_memory_rerank_passages_total", "source" => "model")
         .increment(read as u64);
-    let measured = state
-        .kit
-        .embedder
-        .late_interaction(
-            query.to_owned(),
-            passages,
-            Duration::from_millis(config.timeout_ms),
-        )
-        .await;
+    let question = match embedding.question().await {
+        Some(question) => Question::Ready(question),
+        None => Question::Text(query.to_owned()),
+    };
+    let source = match question {
+        Question::Ready(_) => "query",
+        Question::Text(_) => "model",
+    };
+    metrics::counter!("butler_memory_rerank_questions_total", "source" => source).increment(1);
+    let measured = measure(state, question, passages, config.timeout_ms).await;
     match measured {
         Ok(measures) => {
             metrics::histogram!("butler_memory_rerank_seconds")
@@ -71,10 +88,50 @@ pub async fn reranked(
             (scored, false)
         }
         Err(e) => {
-            metrics::counter!("butler_memory_rerank_skipped_total").increment(1);
+            metrics::counter!("butler_memory_rerank_skipped_total", "reason" => "unanswered")
+                .increment(1);
             tracing::debug!(error = %e, "second stage skipped; first-stage order kept");
             (scored, true)
         }
+    }
+}
+
+/// Each passage's measure: here, when the question is ready and every passage has its
+/// sketch (a few small matrix products, on a blocking thread), or by the embedder pool.
+async fn measure(
+    state: &ReaderState,
+    question: Question,
+    passages: Vec<Passage>,
+    timeout_ms: u64,
+) -> MemoryResult<Vec<f32>> {
+    let timeout = Duration::from_millis(timeout_ms);
+    let ready = match &question {
+        Question::Ready(ready) if passages.iter().all(|p| matches!(p, Passage::Sketch(_))) => {
+            ready.clone()
+        }
+        _ => {
+            return state
+                .kit
+                .embedder
+                .late_interaction(question, passages, timeout)
+                .await;
+        }
+    };
+    let here = tokio::task::spawn_blocking(move || measure_passages(&ready, &passages));
+    match tokio::time::timeout(timeout, here).await {
+        Ok(Ok(Some(measures))) => Ok(measures),
+        Ok(Ok(None)) => Err(MemoryError::new(
+            ErrorCode::Internal,
+            "a passage without its sketch was measured without the model",
+        )),
+        Ok(Err(e)) => Err(MemoryError::new(
+            ErrorCode::Internal,
+            format!("the second stage's measure failed: {e}"),
+        )),
+        Err(_) => Err(MemoryError::new(
+            ErrorCode::Timeout,
+            format!("the second stage took longer than {timeout_ms} ms"),
+        )),
     }
 }
 
