@@ -20,6 +20,9 @@ const SET: usize = 5;
 /// hour): the test decides which service embeds, and so whether sketches are stored.
 const QUIET_INDEXER: &str = "[indexer]\npoll_interval_ms = 3600000\n";
 
+/// The second stage off (it is on by default).
+const OFF: &str = "[retrieval.rerank]\nenabled = false\n";
+
 /// The second stage's counters are the test process's: its tests take turns, so that each
 /// reads its own.
 static COUNTERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -65,7 +68,7 @@ fn counter(metrics: &str, series: &str) -> f64 {
 async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
     let _turn = COUNTERS.lock().await;
     let clock = Arc::new(ManualClock::new(t0()));
-    let first = spawn_app_at(QUIET_INDEXER, clock.clone()).await;
+    let first = spawn_app_at(&format!("{QUIET_INDEXER}{OFF}"), clock.clone()).await;
     let on = format!(
         "[retrieval.rerank]\nenabled = true\ncandidates = {SET}\nweight = 1.0\ntimeout_ms = 60000\n"
     );
@@ -197,7 +200,7 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
 async fn without_an_answer_in_time_the_first_stage_order_stands() {
     let _turn = COUNTERS.lock().await;
     let clock = Arc::new(ManualClock::new(t0()));
-    let first = spawn_app_at("", clock.clone()).await;
+    let first = spawn_app_at(OFF, clock.clone()).await;
     // Twenty long candidates without sketches (embedded by the service with the second
     // stage off) take the model far longer than a millisecond to read.
     let late = format!(
