@@ -20,7 +20,7 @@ const SET: usize = 5;
 /// hour): the test decides which service embeds, and so whether sketches are stored.
 const QUIET_INDEXER: &str = "[indexer]\npoll_interval_ms = 3600000\n";
 
-/// The second stage off (it is on by default).
+/// The second stage off, whatever the default.
 const OFF: &str = "[retrieval.rerank]\nenabled = false\n";
 
 /// The second stage's counters are the test process's: its tests take turns, so that each
