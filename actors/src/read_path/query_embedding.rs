@@ -64,7 +64,7 @@ impl QueryEmbedding {
     }
 
     /// The query as the second stage's question, from the run that embedded it; `None`
-    /// where the vector is, or when the second stage was off when it was embedded.
+    /// where there is no vector, or when the second stage is off.
     pub async fn question(&self) -> Option<Arc<SketchQuery>> {
         self.vectors().await.and_then(|v| v.question)
     }
