@@ -4,8 +4,9 @@
 //! Supervised by the root supervisor, which rebuilds it if it fails. Requests queue in the
 //! actor; whenever a worker is idle it takes up to `max_batch` queued texts, so batches grow
 //! with load and a lone request at low load goes out at once (after at most `max_wait_ms`).
-//! Inference is CPU-bound and runs on a blocking thread; the result comes back as a `Done`
-//! message. Beyond `max_queue` waiting texts, requests are refused as `overloaded` at once.
+//! Inference is CPU-bound and runs on a blocking thread, which answers the batch's requests
+//! (`jobs.rs`) and reports the worker free with a `Done` message. Beyond `max_queue`
+//! waiting texts, requests are refused as `overloaded` at once.
 //!
 //! Two queues: queries (someone is waiting for a read) and background work (the indexer
 //! embedding stored rows). A batch takes queries first and fills up with background work,
@@ -21,14 +22,16 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+mod jobs;
 mod late_interaction;
 
+use jobs::answer;
+pub use jobs::{Asked, Job, JobReply};
 pub use late_interaction::{LateInteractionJob, Passage, Question, measure_passages};
 
 use super::directory::ActorInfo;
 use super::mailbox::Slot;
-use crate::embedder::token_sketch::{SketchQuery, sketch};
-use crate::embedder::{EmbedError, Embedder, EmbedderConfig, ModelInfo, Sketched, TokenVectors};
+use crate::embedder::{EmbedError, Embedder, EmbedderConfig, ModelInfo, Sketched};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// How the rest of the engine reaches the pool, whichever pool is running: the supervisor
@@ -160,63 +163,12 @@ pub type EmbedderFactory = Arc<dyn Fn() -> Result<Box<dyn Embedder>, EmbedError>
 /// Embeddings for a request, in request order.
 pub type Embeddings = Vec<Vec<f32>>;
 
-/// A query's embedding and the query as the second stage's question.
-pub type Asked = (Vec<f32>, SketchQuery);
-
 pub struct EmbedderPool;
 
 pub struct EmbedderPoolArgs {
     pub factory: EmbedderFactory,
     pub config: EmbedderConfig,
     pub info: Arc<ActorInfo>,
-}
-
-/// A batch's texts embedded, each with its token vectors when a job in it wants them.
-type BatchResult = Result<Vec<(Vec<f32>, Option<TokenVectors>)>, EmbedError>;
-
-/// One caller's request.
-pub struct Job {
-    texts: Vec<String>,
-    reply: JobReply,
-}
-
-/// Where a request's answer goes: vectors, vectors with their texts' sketches (to store),
-/// or vectors with their texts as questions (to measure sketches against).
-pub enum JobReply {
-    Vectors(RpcReplyPort<MemoryResult<Embeddings>>),
-    Sketched(RpcReplyPort<MemoryResult<Vec<Sketched>>>),
-    Questions(RpcReplyPort<MemoryResult<Vec<Asked>>>),
-}
-
-impl JobReply {
-    /// The answer to a request of no texts.
-    fn nothing(self) {
-        match self {
-            JobReply::Vectors(reply) => {
-                let _ = reply.send(Ok(Vec::new()));
-            }
-            JobReply::Sketched(reply) => {
-                let _ = reply.send(Ok(Vec::new()));
-            }
-            JobReply::Questions(reply) => {
-                let _ = reply.send(Ok(Vec::new()));
-            }
-        }
-    }
-
-    fn fail(self, error: MemoryError) {
-        match self {
-            JobReply::Vectors(reply) => {
-                let _ = reply.send(Err(error));
-            }
-            JobReply::Sketched(reply) => {
-                let _ = reply.send(Err(error));
-            }
-            JobReply::Questions(reply) => {
-                let _ = reply.send(Err(error));
-            }
-        }
-    }
 }
 
 /// What the pool runs, for readiness and the embedding registry.
@@ -557,9 +509,6 @@ impl EmbedderPoolState {
     }
 }
 
-/// A batch with a job that wants token vectors reads them for every text.
-const TOKENS_READ: &str = "a batch that reads token vectors reads them for every text";
-
 /// Runs one late interaction on `worker`, on a blocking thread, and reports it as
 /// `Measured`.
 fn measure(mut worker: Box<dyn Embedder>, job: LateInteractionJob, myself: ActorRef<EmbedderMsg>) {
@@ -582,47 +531,6 @@ fn measure(mut worker: Box<dyn Embedder>, job: LateInteractionJob, myself: Actor
             elapsed: started.elapsed(),
         });
     });
-}
-
-/// Splits a batch's embeddings back into the requests it came from, sketching or making
-/// questions of the token vectors where a request wants them.
-fn answer(jobs: Vec<Job>, result: BatchResult) {
-    match result {
-        Ok(mut embedded) => {
-            // Peel from the back so each job gets its own slice without copying.
-            for job in jobs.into_iter().rev() {
-                let rest = embedded.split_off(embedded.len() - job.texts.len());
-                match job.reply {
-                    JobReply::Vectors(reply) => {
-                        let _ = reply.send(Ok(rest.into_iter().map(|(v, _)| v).collect()));
-                    }
-                    JobReply::Sketched(reply) => {
-                        let sketched = rest
-                            .into_iter()
-                            .map(|(v, t)| (v, sketch(&t.expect(TOKENS_READ))))
-                            .collect();
-                        let _ = reply.send(Ok(sketched));
-                    }
-                    JobReply::Questions(reply) => {
-                        let questions = rest
-                            .into_iter()
-                            .map(|(v, t)| (v, SketchQuery::new(&t.expect(TOKENS_READ))))
-                            .collect();
-                        let _ = reply.send(Ok(questions));
-                    }
-                }
-            }
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "embedding batch failed");
-            for job in jobs {
-                job.reply.fail(MemoryError::new(
-                    ErrorCode::EmbedderFailed,
-                    format!("embedding failed: {e}"),
-                ));
-            }
-        }
-    }
 }
 
 #[cfg(test)]
