@@ -5,6 +5,7 @@ use super::*;
 use crate::actors::directory::{ActorDirectory, ActorKind};
 use crate::actors::mailbox::Mailbox;
 use crate::embedder::hashing::HashingEmbedder;
+use crate::embedder::token_sketch::SketchQuery;
 use std::num::NonZeroUsize;
 
 fn config(max_batch: usize, max_queue: usize) -> EmbedderConfig {
