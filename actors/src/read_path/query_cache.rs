@@ -108,6 +108,34 @@ mod tests {
         assert!(cache.get(&format!("4{}", "q".repeat(3000))).is_some());
     }
 
+    /// A remembered question weighs its bytes too: the budget holds fewer queries with
+    /// questions than without, never more bytes.
+    #[test]
+    fn questions_count_against_the_budget() {
+        use crate::embedder::TokenVectors;
+        let mut rows = vec![0.0f32; 2 * crate::embedder::DIMENSIONS];
+        rows[0] = 1.0;
+        rows[crate::embedder::DIMENSIONS + 1] = 1.0;
+        let question = Arc::new(SketchQuery::new(&TokenVectors::new(
+            rows,
+            &["garden", "party"],
+        )));
+        let with_question = QueryVectors {
+            vector: Arc::new(vec![0.0; 384]),
+            question: Some(question.clone()),
+        };
+        let entry = 2 + with_question.bytes();
+        assert_eq!(entry, 2 + 4 * 384 + question.bytes());
+        let cache = QueryCache::with_budget(100, 3 * entry);
+        for i in 10..20 {
+            cache.put(i.to_string(), with_question.clone());
+        }
+        let held = cache.entries.as_ref().unwrap().lock().unwrap().held();
+        assert_eq!(held, 3 * entry, "three queries with their questions fit");
+        assert_eq!(cache.get("19"), Some(with_question));
+        assert!(cache.get("16").is_none());
+    }
+
     #[test]
     fn zero_capacity_disables_it() {
         let cache = QueryCache::new(0);
