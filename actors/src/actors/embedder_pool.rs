@@ -27,7 +27,7 @@ mod late_interaction;
 
 use jobs::answer;
 pub use jobs::{Asked, Job, JobReply};
-pub use late_interaction::{LateInteractionJob, Passage, Question, measure_passages};
+pub use late_interaction::{LateInteractionJob, Passage, Question, measure_sketches};
 
 use super::directory::ActorInfo;
 use super::mailbox::Slot;
@@ -61,16 +61,32 @@ impl EmbedderHandle {
             .await?
     }
 
-    /// Embeds texts someone is waiting for (a query), batched with whatever else waits.
-    pub async fn embed(&self, texts: Vec<String>, timeout: Duration) -> MemoryResult<Embeddings> {
+    /// Asks for `texts` embedded, answered through `reply` (vectors, or with sketches or
+    /// questions): as a query someone waits for, or as background work.
+    async fn job<R: Send + 'static>(
+        &self,
+        texts: Vec<String>,
+        background: bool,
+        reply: fn(RpcReplyPort<MemoryResult<R>>) -> JobReply,
+        timeout: Duration,
+    ) -> MemoryResult<R> {
         self.call(
-            |reply| EmbedderMsg::Embed {
-                texts,
-                reply: JobReply::Vectors(reply),
+            |port| {
+                let reply = reply(port);
+                if background {
+                    EmbedderMsg::EmbedBackground { texts, reply }
+                } else {
+                    EmbedderMsg::Embed { texts, reply }
+                }
             },
             timeout,
         )
         .await
+    }
+
+    /// Embeds texts someone is waiting for (a query), batched with whatever else waits.
+    pub async fn embed(&self, texts: Vec<String>, timeout: Duration) -> MemoryResult<Embeddings> {
+        self.job(texts, false, JobReply::Vectors, timeout).await
     }
 
     /// Embeds texts someone is waiting for, each also as a question the second stage can
@@ -80,14 +96,7 @@ impl EmbedderHandle {
         texts: Vec<String>,
         timeout: Duration,
     ) -> MemoryResult<Vec<Asked>> {
-        self.call(
-            |reply| EmbedderMsg::Embed {
-                texts,
-                reply: JobReply::Questions(reply),
-            },
-            timeout,
-        )
-        .await
+        self.job(texts, false, JobReply::Questions, timeout).await
     }
 
     /// Embeds texts when no query is waiting (the indexer's backlog).
@@ -96,14 +105,7 @@ impl EmbedderHandle {
         texts: Vec<String>,
         timeout: Duration,
     ) -> MemoryResult<Embeddings> {
-        self.call(
-            |reply| EmbedderMsg::EmbedBackground {
-                texts,
-                reply: JobReply::Vectors(reply),
-            },
-            timeout,
-        )
-        .await
+        self.job(texts, true, JobReply::Vectors, timeout).await
     }
 
     /// Embeds texts when no query is waiting, each with the sketch of its token vectors
@@ -113,14 +115,7 @@ impl EmbedderHandle {
         texts: Vec<String>,
         timeout: Duration,
     ) -> MemoryResult<Vec<Sketched>> {
-        self.call(
-            |reply| EmbedderMsg::EmbedBackground {
-                texts,
-                reply: JobReply::Sketched(reply),
-            },
-            timeout,
-        )
-        .await
+        self.job(texts, true, JobReply::Sketched, timeout).await
     }
 
     /// How well each passage covers `question`, token by token (`token_sketch`), in

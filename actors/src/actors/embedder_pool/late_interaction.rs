@@ -3,7 +3,7 @@
 //! token (`embedder::token_sketch`). Every candidate is measured against a sketch, fresh or
 //! stored, so that the two compare. A question usually comes ready, projected from the run
 //! that embedded it for the first stage (`read_path::query_embedding`); then a set whose
-//! candidates all have stored sketches needs no model at all (`measure_passages`).
+//! candidates all have stored sketches needs no model at all (`measure_sketches`).
 
 use std::sync::Arc;
 
@@ -78,14 +78,10 @@ impl LateInteractionJob {
     }
 }
 
-/// Each passage's coverage of `question` when every passage comes with its stored sketch
-/// (no model run: the caller measures them itself); `None` when one must be read by the
-/// model.
-pub fn measure_passages(question: &SketchQuery, passages: &[Passage]) -> Option<Vec<f32>> {
-    passages
-        .iter()
-        .all(|p| matches!(p, Passage::Sketch(_)))
-        .then(|| measure(question, passages, std::iter::empty()))
+/// Each stored sketch's coverage of `question`, in order: what a set whose members all
+/// have sketches needs, without a model run (the caller measures them itself).
+pub fn measure_sketches(question: &SketchQuery, sketches: &[Vec<u8>]) -> Vec<f32> {
+    sketches.iter().map(|s| coverage(question, s)).collect()
 }
 
 /// Each passage's coverage of `question`, in order; the passages given as text take their
@@ -97,18 +93,15 @@ fn measure(
 ) -> Vec<f32> {
     passages
         .iter()
-        .map(|p| {
-            let read;
-            let stored = match p {
-                Passage::Sketch(s) => s,
-                Passage::Text(_) => {
-                    read = fresh.next().expect("a sketch per text");
-                    &read
-                }
-            };
-            // A sketch of another format (stored by another version) counts as no match
-            // rather than failing the read.
-            question.measure(stored).unwrap_or(0.0)
+        .map(|p| match p {
+            Passage::Sketch(stored) => coverage(question, stored),
+            Passage::Text(_) => coverage(question, &fresh.next().expect("a sketch per text")),
         })
         .collect()
+}
+
+/// A sketch of another format (stored by another version) counts as no match rather than
+/// failing the read.
+fn coverage(question: &SketchQuery, sketch: &[u8]) -> f32 {
+    question.measure(sketch).unwrap_or(0.0)
 }

@@ -320,7 +320,7 @@ async fn questions_come_back_with_their_vectors() {
 
 /// A question that comes ready is not read by the model again: only the passages given as
 /// text are, and every passage measures as it would against the question read from text.
-/// With every passage stored, the measure needs no model (`measure_passages`).
+/// With every passage stored, the measure needs no model (`measure_sketches`).
 #[tokio::test]
 async fn a_ready_question_is_not_read_again() {
     let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -329,15 +329,14 @@ async fn a_ready_question_is_not_read_again() {
     let question = Arc::new(SketchQuery::new(
         &model.token_vectors(&["the pottery class?".into()]).unwrap()[0],
     ));
-    let stored = |text: &str| {
-        Passage::Sketch(
-            HashingEmbedder::default()
-                .embed_with_sketches(&[text.to_owned()])
-                .unwrap()
-                .remove(0)
-                .1,
-        )
+    let sketch_of = |text: &str| {
+        HashingEmbedder::default()
+            .embed_with_sketches(&[text.to_owned()])
+            .unwrap()
+            .remove(0)
+            .1
     };
+    let stored = |text: &str| Passage::Sketch(sketch_of(text));
     let passages = vec![
         stored("she took a pottery class"),
         Passage::Text("a pottery fair".into()),
@@ -356,15 +355,10 @@ async fn a_ready_question_is_not_read_again() {
         .unwrap();
     assert_eq!(ready, from_text);
 
-    let all_stored = vec![
-        stored("she took a pottery class"),
-        stored("a pottery fair"),
-        stored("quantum flux"),
+    let all_stored = [
+        sketch_of("she took a pottery class"),
+        sketch_of("a pottery fair"),
+        sketch_of("quantum flux"),
     ];
-    assert_eq!(measure_passages(&question, &all_stored), Some(ready));
-    assert_eq!(
-        measure_passages(&question, &[Passage::Text("a pottery fair".into())]),
-        None,
-        "a passage the model must read"
-    );
+    assert_eq!(measure_sketches(&question, &all_stored), ready);
 }

@@ -18,7 +18,7 @@ use futures::future::join_all;
 use uuid::Uuid;
 
 use super::ReaderState;
-use crate::actors::embedder_pool::{Passage, Question, measure_passages};
+use crate::actors::embedder_pool::{Passage, Question, measure_sketches};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::rerank::{apply, candidate_set};
 use crate::domain::search::Scored;
@@ -117,13 +117,16 @@ async fn measure(
                 .await;
         }
     };
-    let here = tokio::task::spawn_blocking(move || measure_passages(&ready, &passages));
+    let sketches: Vec<Vec<u8>> = passages
+        .into_iter()
+        .filter_map(|p| match p {
+            Passage::Sketch(sketch) => Some(sketch),
+            Passage::Text(_) => None,
+        })
+        .collect();
+    let here = tokio::task::spawn_blocking(move || measure_sketches(&ready, &sketches));
     match tokio::time::timeout(timeout, here).await {
-        Ok(Ok(Some(measures))) => Ok(measures),
-        Ok(Ok(None)) => Err(MemoryError::new(
-            ErrorCode::Internal,
-            "a passage without its sketch was measured without the model",
-        )),
+        Ok(Ok(measures)) => Ok(measures),
         Ok(Err(e)) => Err(MemoryError::new(
             ErrorCode::Internal,
             format!("the second stage's measure failed: {e}"),
