@@ -149,11 +149,21 @@ async fn a_butlers_view_over_rest_is_what_the_butler_sees_whoever_looks() {
     let rules = Seeded::rules(&seeded.seen);
     let episodes: BTreeSet<String> = seeded.episodes.iter().cloned().collect();
     // What the butler's own key reads of its tenant, the reference for its view, once the
-    // indexer has embedded the episodes (it moves their counts meanwhile).
+    // indexer has embedded the episodes, the facts and the rules (it moves their counts
+    // meanwhile: episodes' `unembedded`, facts' and rules' `embedding` breakdown).
     let as_health = eventually(std::time::Duration::from_secs(30), || async {
         let stats = ok(&app, TENANT_A_HEALTH, "/api/memory/stats").await;
-        match stats["episodes"]["unembedded"].as_i64() {
-            Some(0) => Ok(settled(stats)),
+        let pending = |kind: &str| {
+            stats[kind]["breakdown"]["embedding"]
+                .get("pending")
+                .cloned()
+        };
+        match (
+            stats["episodes"]["unembedded"].as_i64(),
+            pending("facts"),
+            pending("rules"),
+        ) {
+            (Some(0), None, None) => Ok(settled(stats)),
             _ => Err(stats.to_string()),
         }
     })
