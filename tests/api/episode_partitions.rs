@@ -174,8 +174,11 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
     let (old, old_partition) = months_ago(now, 3);
     let (recent, recent_partition) = months_ago(now, 2);
     let clock = Arc::new(ManualClock::new(old));
+    // The second stage on: the indexer stores a token sketch with each embedding (migration
+    // 32), which must go with its episode however the episode goes.
     let app = spawn_app_at(
-        "[lifecycle]\nepisode_cleanup_cron = \"0 4 * * *\"\nscheduler_tick_ms = 20\ncatch_up_missed_runs = false\n",
+        "[lifecycle]\nepisode_cleanup_cron = \"0 4 * * *\"\nscheduler_tick_ms = 20\ncatch_up_missed_runs = false\n\
+         [retrieval.rerank]\nenabled = true\n",
         clock.clone(),
     )
     .await;
@@ -203,6 +206,7 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
     // (Embedded first: an episode embedded while its month is retired makes the retirement
     // roll back, to the next cleanup, a day away on this clock.)
     app.engine().flush().await.unwrap();
+    assert_eq!(sketched(&app).await, 3);
     clock.set(recent);
     wait_for(&app, "the expired month retired", |p| {
         !p.iter().any(|(name, _)| *name == old_partition)
@@ -219,6 +223,8 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
             .await;
         assert_eq!(missing["class"], "not_found", "{missing}");
     }
+    // The month's sketches went with it (a TRUNCATE fires no delete trigger).
+    assert_eq!(sketched(&app).await, 0);
 
     // A month holding a live episode stays: its expired one goes row by row.
     store(&health, "Booked the dentist", 1.0, None).await;
@@ -238,6 +244,16 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
         .ok("memory_get", json!({"type": "episode", "id": kept["id"]}))
         .await;
     assert_eq!(got["content"], "Moved to the house by the river");
+    // The expired one's sketch went with its row, the kept one's stays.
+    app.engine().flush().await.unwrap();
+    let ids: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM episode_sketches")
+        .fetch_all(&mut app.sql().await)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids.iter().map(|id| id.to_string()).collect::<Vec<_>>(),
+        [kept["id"].as_str().unwrap()]
+    );
 
     // Each deletion is logged, as a row-by-row cleanup logs it.
     let deleted: Vec<Value> = activity(&admin, 100)
@@ -258,4 +274,12 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
     let (answered, scanned) = answered_and_scanned(&app, TENANT_A_ADMIN, "").await;
     assert_eq!(answered, scanned);
     app.stop().await;
+}
+
+/// How many episodes have a token sketch stored.
+async fn sketched(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM episode_sketches")
+        .fetch_one(&mut app.sql().await)
+        .await
+        .unwrap()
 }

@@ -15,6 +15,7 @@ mod intent_routing;
 mod keyword_statistics;
 mod neighbour_reach;
 mod second_stage;
+mod sketches;
 mod time_aware;
 
 fn t0() -> DateTime<Utc> {

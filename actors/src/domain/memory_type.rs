@@ -22,4 +22,13 @@ impl MemoryType {
             MemoryType::Rule => "rules",
         }
     }
+
+    /// The table of the second stage's token sketches of this type's rows (migration 32).
+    pub fn sketch_table(self) -> &'static str {
+        match self {
+            MemoryType::Episode => "episode_sketches",
+            MemoryType::Fact => "fact_sketches",
+            MemoryType::Rule => "rule_sketches",
+        }
+    }
 }

@@ -38,15 +38,14 @@ fn row_json(table: &str, embeddings: bool) -> String {
     };
     let generated = match table {
         "episodes" => {
-            "- 'search_vector' - 'consolidated' - 'embedding' - 'embedding_version_id'
-             - 'token_sketch'"
+            "- 'search_vector' - 'consolidated' - 'embedding' - 'embedding_version_id'"
         }
         "facts" => {
-            "- 'search_vector' - 'embedding' - 'embedding_version_id' - 'sealed' - 'token_sketch'
+            "- 'search_vector' - 'embedding' - 'embedding_version_id' - 'sealed'
              || CASE WHEN t.sealed IS NULL THEN '{}'::jsonb
                      ELSE jsonb_build_object('sealed', replace(encode(t.sealed, 'base64'), E'\\n', '')) END"
         }
-        "rules" => "- 'search_vector' - 'embedding' - 'embedding_version_id' - 'token_sketch'",
+        "rules" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
         "orchestrator_memories" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
         _ => "",
     };

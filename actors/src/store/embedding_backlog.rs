@@ -237,7 +237,8 @@ impl Store {
     /// (`Replacing::OtherModel`), in one statement. Returns the tenant of
     /// each row updated. Both are asked of `embedding_version_id` (set and cleared with the
     /// embedding, a CHECK says so), which no index covers: asked of `embedding`, it let the
-    /// planner scan the whole backlog through its partial index.
+    /// planner scan the whole backlog through its partial index. A row embedded without a
+    /// sketch (the second stage off) loses one it had: it was another text's or model's.
     #[tracing::instrument(target = "otel", name = "db.set_embeddings", skip_all, fields(db.system.name = "postgresql", db.operation.name = "UPDATE"))]
     pub async fn set_embeddings(
         &self,
@@ -253,13 +254,28 @@ impl Store {
             Replacing::OtherModel => "t.embedding_version_id <> $1",
         };
         let sql = format!(
-            "UPDATE {} AS t SET embedding = v.embedding, embedding_version_id = $1,
-                    token_sketch = v.token_sketch
-             FROM unnest($2::text[], $3::uuid[], $4::vector[], $5::bytea[])
-                  AS v(tenant_id, id, embedding, token_sketch)
-             WHERE t.tenant_id = v.tenant_id AND t.id = v.id AND {still}
-             RETURNING t.tenant_id",
-            memory_type.table()
+            "WITH v AS (
+                 SELECT * FROM unnest($2::text[], $3::uuid[], $4::vector[], $5::bytea[])
+                     AS v(tenant_id, id, embedding, sketch)),
+             embedded AS (
+                 UPDATE {table} AS t SET embedding = v.embedding, embedding_version_id = $1
+                 FROM v WHERE t.tenant_id = v.tenant_id AND t.id = v.id AND {still}
+                 RETURNING t.tenant_id, t.id),
+             sketched AS (
+                 INSERT INTO {sketches} (tenant_id, id, embedding_version_id, sketch)
+                 SELECT v.tenant_id, v.id, $1, v.sketch
+                 FROM v JOIN embedded e ON e.tenant_id = v.tenant_id AND e.id = v.id
+                 WHERE v.sketch IS NOT NULL
+                 ON CONFLICT (tenant_id, id) DO UPDATE
+                     SET embedding_version_id = excluded.embedding_version_id,
+                         sketch = excluded.sketch),
+             unsketched AS (
+                 DELETE FROM {sketches} s USING v, embedded e
+                 WHERE s.tenant_id = v.tenant_id AND s.id = v.id
+                   AND e.tenant_id = v.tenant_id AND e.id = v.id AND v.sketch IS NULL)
+             SELECT tenant_id FROM embedded",
+            table = memory_type.table(),
+            sketches = memory_type.sketch_table(),
         );
         let (tenants, ids): (Vec<&str>, Vec<Uuid>) =
             rows.iter().map(|(t, id)| (t.as_str(), *id)).unzip();

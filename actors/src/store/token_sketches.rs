@@ -1,6 +1,7 @@
-//! The second stage's stored token sketches (`embedder::token_sketch`): the indexer writes a
-//! row's sketch with its embedding (`embedding_backlog.rs`), and a search reads those of its
-//! candidate set here instead of running the model over their texts again.
+//! The second stage's stored token sketches (`embedder::token_sketch`), in tables of their own
+//! beside the memory rows (migration 32): the indexer writes a row's sketch with its
+//! embedding (`embedding_backlog.rs`), and a search reads those of its candidate set here
+//! instead of running the model over their texts again.
 
 use uuid::Uuid;
 
@@ -10,7 +11,8 @@ use crate::error::MemoryResult;
 
 impl Store {
     /// The sketches stored for `ids` (of one tenant and type) by the model `version`: a row
-    /// embedded by another model, or before sketches were stored, has none here.
+    /// embedded by another model, or before sketches were stored, or whose embedding was
+    /// cleared (its text changed since), has none here.
     pub async fn token_sketches(
         &self,
         memory_type: MemoryType,
@@ -19,9 +21,12 @@ impl Store {
         version: i16,
     ) -> MemoryResult<Vec<(Uuid, Vec<u8>)>> {
         let sql = format!(
-            "SELECT id, token_sketch FROM {} WHERE tenant_id = $1 AND id = ANY($2)
-               AND embedding_version_id = $3 AND token_sketch IS NOT NULL",
-            memory_type.table()
+            "SELECT s.id, s.sketch FROM {sketches} s
+             JOIN {table} t ON t.tenant_id = s.tenant_id AND t.id = s.id
+             WHERE s.tenant_id = $1 AND s.id = ANY($2)
+               AND s.embedding_version_id = $3 AND t.embedding_version_id = $3",
+            sketches = memory_type.sketch_table(),
+            table = memory_type.table(),
         );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(tenant_id)

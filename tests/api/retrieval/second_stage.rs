@@ -94,11 +94,14 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
     second.engine().flush().await.unwrap();
     // The indexer stored a sketch with every embedding: a format byte, 64 bytes a token.
     let mut sql = first.sql().await;
-    let sizes: Vec<Option<i32>> =
-        sqlx::query_scalar("SELECT length(token_sketch) FROM episodes ORDER BY content")
-            .fetch_all(&mut sql)
-            .await
-            .unwrap();
+    let sizes: Vec<Option<i32>> = sqlx::query_scalar(
+        "SELECT length(s.sketch) FROM episodes e
+         LEFT JOIN episode_sketches s ON s.tenant_id = e.tenant_id AND s.id = e.id
+         ORDER BY e.content",
+    )
+    .fetch_all(&mut sql)
+    .await
+    .unwrap();
     assert_eq!(sizes.len(), contents.len());
     assert!(
         sizes
@@ -133,11 +136,14 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
 
     // One row as if embedded before sketches were stored: the model reads its text, and its
     // measure compares with the stored ones.
-    sqlx::query("UPDATE episodes SET token_sketch = NULL WHERE content = $1")
-        .bind(&contents[2])
-        .execute(&mut sql)
-        .await
-        .unwrap();
+    sqlx::query(
+        "DELETE FROM episode_sketches s USING episodes e
+         WHERE s.tenant_id = e.tenant_id AND s.id = e.id AND e.content = $1",
+    )
+    .bind(&contents[2])
+    .execute(&mut sql)
+    .await
+    .unwrap();
     let query = "what did Maya bake for the garden party";
     let before = search(&first.client(TENANT_A_HEALTH).await, query).await;
     let after = search(&mcp, query).await;

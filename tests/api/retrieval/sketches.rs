@@ -1,0 +1,132 @@
+//! The second stage's token sketches live in tables of their own beside the memory rows
+//! (migration 32), and only as long as the row, its text and its model: a purged fact or
+//! rule takes its sketch, a row whose embedding was cleared (its text changed) is not
+//! measured from its old sketch, and a row embedded again with the second stage off loses
+//! the one it had. (A retired month's episodes take theirs: tests/api/episode_partitions.rs.)
+
+use butler_memory_actors::MemoryType;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::helpers::*;
+
+fn id(answer: &Value) -> Uuid {
+    answer["id"].as_str().unwrap().parse().unwrap()
+}
+
+/// The ids with a sketch stored in `table`, in id order.
+async fn sketched(app: &TestApp, table: &str) -> Vec<Uuid> {
+    let sql = format!("SELECT id FROM {table} ORDER BY id");
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&mut app.sql().await)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_sketch_lives_as_long_as_its_row_its_text_and_its_model() {
+    let app = spawn_app_with("[retrieval.rerank]\nenabled = true\n").await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let mut episodes = Vec::new();
+    for content in [
+        "Walked the dog by the canal",
+        "Baked rye bread for the market",
+    ] {
+        episodes.push(id(&health
+            .ok(
+                "memory_store_episode",
+                json!({"butler": "health", "content": content}),
+            )
+            .await));
+    }
+    episodes.sort();
+    let fact = id(&health
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "bakes", "content": "The user bakes rye bread"}),
+        )
+        .await);
+    let rule = id(&health
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Ask about the market before suggesting recipes"}),
+        )
+        .await);
+    app.engine().flush().await.unwrap();
+    assert_eq!(sketched(&app, "episode_sketches").await, episodes);
+    assert_eq!(sketched(&app, "fact_sketches").await, [fact]);
+    assert_eq!(sketched(&app, "rule_sketches").await, [rule]);
+    // The rows' own shape does not change with the second stage: no sketch column.
+    let columns: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.columns
+         WHERE table_name IN ('episodes', 'facts', 'rules') AND column_name LIKE '%sketch%'",
+    )
+    .fetch_one(&mut app.sql().await)
+    .await
+    .unwrap();
+    assert_eq!(columns, 0);
+
+    // Purged, a fact and a rule take their sketches.
+    for (memory_type, id) in [("fact", fact), ("rule", rule)] {
+        admin
+            .ok(
+                "memory_purge",
+                json!({"type": memory_type, "id": id, "reason": "asked to"}),
+            )
+            .await;
+    }
+    assert!(sketched(&app, "fact_sketches").await.is_empty());
+    assert!(sketched(&app, "rule_sketches").await.is_empty());
+    assert_eq!(sketched(&app, "episode_sketches").await, episodes);
+
+    // A row whose embedding was cleared (as a changed text clears it) is read without its
+    // old sketch: the second stage would read its new text instead.
+    let (kept, changed) = (episodes[0], episodes[1]);
+    let mut sql = app.sql().await;
+    let version: i16 =
+        sqlx::query_scalar("SELECT embedding_version_id FROM episodes WHERE id = $1")
+            .bind(kept)
+            .fetch_one(&mut sql)
+            .await
+            .unwrap();
+    sqlx::query("UPDATE episodes SET embedding = NULL, embedding_version_id = NULL WHERE id = $1")
+        .bind(changed)
+        .execute(&mut sql)
+        .await
+        .unwrap();
+    let read = app
+        .engine()
+        .store()
+        .token_sketches(MemoryType::Episode, "tenant-a", &episodes, version)
+        .await
+        .unwrap();
+    assert_eq!(read.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [kept]);
+    // Nor by another model's number.
+    let other = app
+        .engine()
+        .store()
+        .token_sketches(MemoryType::Episode, "tenant-a", &episodes, version + 1)
+        .await
+        .unwrap();
+    assert!(other.is_empty());
+    let database = (app.db_url.clone(), app.db.clone());
+    app.stop().await;
+
+    // Embedded again by a service with the second stage off: the old sketch goes, the
+    // other row's stays.
+    let app = spawn_on_database(database, |config| {
+        config.engine.retrieval.rerank.enabled = false;
+    })
+    .await;
+    app.engine().flush().await.unwrap();
+    let embedded: Option<i16> =
+        sqlx::query_scalar("SELECT embedding_version_id FROM episodes WHERE id = $1")
+            .bind(changed)
+            .fetch_one(&mut app.sql().await)
+            .await
+            .unwrap();
+    assert_eq!(embedded, Some(version));
+    assert_eq!(sketched(&app, "episode_sketches").await, [kept]);
+    app.stop().await;
+}
