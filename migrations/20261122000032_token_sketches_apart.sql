@@ -5,11 +5,13 @@
 -- than with the second stage off. Apart, the rows are the same whether it is on or off, and
 -- a search reads the sketches of its candidate set by primary key.
 --
--- Derived data, like the embedding: never exported. A sketch is the text's as the model
--- `embedding_version_id` read it; a search reads it only while its row holds an embedding of
--- that model (a row whose text changed has its embedding cleared until it is embedded again,
--- which replaces or removes the sketch). Rows deleted take their sketches with them (the
--- triggers below); a retired month's sketches are deleted with it (store/episode_partitions.rs).
+-- Derived data, like the embedding: never exported, and held exactly as long as the
+-- embedding it was made with. A sketch is the text's as the model `embedding_version_id` read
+-- it, written in the statement that stores the embedding (store/embedding_backlog.rs); a row
+-- whose embedding is cleared (its text changed, or a fact sealed in place: a sketch of the
+-- text would leak it) loses its sketch in the same statement, and deleted rows take theirs
+-- (the triggers below); a retired month's sketches are deleted with it
+-- (store/episode_partitions.rs).
 CREATE TABLE episode_sketches (
     tenant_id            TEXT NOT NULL,
     id                   UUID NOT NULL,
@@ -68,3 +70,25 @@ CREATE TRIGGER facts_drop_sketches AFTER DELETE ON facts
     REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION drop_deleted_sketches();
 CREATE TRIGGER rules_drop_sketches AFTER DELETE ON rules
     REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION drop_deleted_sketches();
+
+-- An embedding cleared takes its sketch: only statements that set the embedding's model fire
+-- this (the reads' reference bumps never do).
+CREATE FUNCTION drop_cleared_sketch() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_TABLE_NAME LIKE 'episodes%' THEN
+        DELETE FROM episode_sketches WHERE tenant_id = NEW.tenant_id AND id = NEW.id;
+    ELSIF TG_TABLE_NAME = 'facts' THEN
+        DELETE FROM fact_sketches WHERE tenant_id = NEW.tenant_id AND id = NEW.id;
+    ELSE
+        DELETE FROM rule_sketches WHERE tenant_id = NEW.tenant_id AND id = NEW.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER episodes_clear_sketch AFTER UPDATE OF embedding_version_id ON episodes
+    FOR EACH ROW WHEN (NEW.embedding_version_id IS NULL) EXECUTE FUNCTION drop_cleared_sketch();
+CREATE TRIGGER facts_clear_sketch AFTER UPDATE OF embedding_version_id ON facts
+    FOR EACH ROW WHEN (NEW.embedding_version_id IS NULL) EXECUTE FUNCTION drop_cleared_sketch();
+CREATE TRIGGER rules_clear_sketch AFTER UPDATE OF embedding_version_id ON rules
+    FOR EACH ROW WHEN (NEW.embedding_version_id IS NULL) EXECUTE FUNCTION drop_cleared_sketch();

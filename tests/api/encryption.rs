@@ -368,7 +368,11 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
     let (database, options) = fresh_database().await;
     let dir = tempfile::tempdir().unwrap();
     let env = [("BUTLER_MEMORY_DATABASE_URL", database.as_str())];
-    let config = write_config(dir.path(), &policy(MASTER_A));
+    // The second stage on: a fact stored in the clear gets a token sketch with its embedding.
+    let config = write_config(
+        dir.path(),
+        &format!("{}[retrieval.rerank]\nenabled = true\n", policy(MASTER_A)),
+    );
     let service = Service::start_with(&config, &env);
     let mut ids = Vec::new();
     for (i, condition) in ["Migraine", "Hay fever", "Gout"].iter().enumerate() {
@@ -398,6 +402,18 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
     // now names `diagnosis`: the service is restarted with them, and runs on while the
     // rotation re-seals.
     service.stop().await;
+    let sketched = |id: String| {
+        let options = options.clone();
+        async move {
+            let mut sql = sqlx::PgConnection::connect_with(&options).await.unwrap();
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM fact_sketches WHERE id = $1::uuid")
+                .bind(id)
+                .fetch_one(&mut sql)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(sketched(clear_id.clone()).await, 1, "embedded and sketched");
     let rotated = write_config(
         dir.path(),
         &format!(
@@ -451,6 +467,8 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
         (content.as_str(), metadata, embedded),
         ("[encrypted]", json!({}), false)
     );
+    // A sketch of the text would leak it as the vector would: gone with it.
+    assert_eq!(sketched(clear_id.clone()).await, 0);
     let sealed_events: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM memory_events WHERE entity_id = $1::uuid AND event_type = 'fact_sealed'
            AND NOT payload::text LIKE '%Tinnitus%'",

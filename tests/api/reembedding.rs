@@ -79,6 +79,17 @@ async fn semantic_ids(app: &TestApp, query: &str) -> Vec<String> {
         .collect()
 }
 
+/// The token sketches stored, of every type.
+async fn sketches(app: &TestApp) -> i64 {
+    sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM episode_sketches) + (SELECT count(*) FROM fact_sketches)
+              + (SELECT count(*) FROM rule_sketches)",
+    )
+    .fetch_one(&mut app.sql().await)
+    .await
+    .unwrap()
+}
+
 /// The test configuration with the model under `name` at `path`, indexing one row per
 /// batch so that the re-embedding walk takes many windows.
 fn model(name: &str, path: &Path) -> impl FnOnce(&mut Config) {
@@ -97,8 +108,8 @@ async fn a_model_change_re_embeds_every_row_and_searches_one_model_at_a_time() {
     let second = dir.path().join("second-model.onnx");
     std::fs::copy(&first, &second).unwrap();
 
-    // The first model embeds everything.
-    let app = spawn_app().await;
+    // The first model embeds everything, with the second stage's token sketches.
+    let app = spawn_app_with("[retrieval.rerank]\nenabled = true\n").await;
     let mcp = app.client(TENANT_A_HEALTH).await;
     let mut episodes = Vec::new();
     for i in 0..20 {
@@ -142,13 +153,15 @@ async fn a_model_change_re_embeds_every_row_and_searches_one_model_at_a_time() {
             ("rule".into(), first_name.clone(), 1),
         ]
     );
+    assert_eq!(sketches(&app).await, 22);
     let database = app.database();
     app.stop().await;
 
     // The second model file: every row is re-embedded with it, in windows; the
-    // orchestrator's nodes too.
+    // orchestrator's nodes too. With the second stage off, the first model's sketches go.
     let app = spawn_on_database(database.clone(), model("second-model", &second)).await;
     app.engine().flush().await.unwrap();
+    assert_eq!(sketches(&app).await, 0);
     assert_eq!(
         node_models(&app).await,
         vec![("second-model".to_owned(), 2)]

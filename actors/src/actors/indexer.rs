@@ -16,13 +16,16 @@
 //! Until a row is re-embedded, semantic search leaves it out (it compares vectors of the
 //! running model only) and keyword search finds it. Orchestrator memory nodes another model
 //! embedded simply lose that vector at the first look and are embedded again as new ones.
+//! With the second stage on, rows embedded while it was off get their token sketches by a
+//! walk of the same kind, begun at start (`indexer/walks.rs`).
 //!
 //! Background work yields to foreground work: while episodes are being admitted faster than
 //! `indexer.yield_above_writes_per_sec`, the indexer leaves the CPU to the writes and
 //! catches up when the burst is over — unless its oldest row has waited longer than
 //! `indexer.max_defer_secs`, so that semantic search is never stale without bound.
 
-use std::collections::VecDeque;
+mod walks;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -36,14 +39,11 @@ use crate::domain::memory_type::MemoryType;
 use crate::embedder::Sketched;
 use crate::error::MemoryResult;
 use crate::services::{CommitNotices, Services};
-use crate::store::embedding_backlog::{Replacing, RowKey, StaleWindow, Unembedded};
+use crate::store::embedding_backlog::{Replacing, RowKey, Unembedded};
+use walks::{TableWalk, Walk};
 
 /// How long one embedding batch may take before the indexer gives up on it for now.
 const EMBED_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Rows looked at per step of a re-embedding walk, in indexer batches: bounded, so that a
-/// table of mostly current rows is walked in short statements.
-const WALK_WINDOW_BATCHES: i64 = 8;
 
 /// How often a flush looks again at rows another instance is embedding.
 const CLAIMED_ELSEWHERE_POLL: Duration = Duration::from_millis(20);
@@ -69,7 +69,7 @@ pub enum IndexerMsg {
     Kick,
     /// Periodic look for work.
     Tick,
-    /// Answer once every row has an embedding.
+    /// Answer once every row has an embedding (and the walks begun at start are done).
     Flush {
         reply: RpcReplyPort<MemoryResult<()>>,
     },
@@ -91,22 +91,9 @@ pub struct IndexerState {
     hot: bool,
     /// Re-embedding rows another model embedded.
     walk: Walk,
-}
-
-/// Where re-embedding stands.
-#[derive(Debug)]
-enum Walk {
-    /// Not looked at yet (the first drain does).
-    Unknown,
-    /// Re-embedding: the tables left, the first one's position, and the rows left in all.
-    Walking {
-        tables: VecDeque<MemoryType>,
-        /// The last (tenant, id) looked at in the first one.
-        after: Option<RowKey>,
-        stale: i64,
-    },
-    /// Every row has the running model's embedding or none.
-    Done,
+    /// Storing the sketches of rows embedded while the second stage was off: begun at start
+    /// while it is on, `None` once done or when it is off.
+    sketch_walk: Option<TableWalk>,
 }
 
 impl Actor for Indexer {
@@ -129,6 +116,8 @@ impl Actor for Indexer {
         // Rows left by an earlier run are work to do now.
         myself.cast(IndexerMsg::Tick)?;
         args.info.started();
+        let sketch_walk =
+            (args.services.config.retrieval.rerank.enabled).then(TableWalk::every_table);
         Ok(IndexerState {
             services: args.services,
             embedder: args.embedder,
@@ -138,6 +127,7 @@ impl Actor for Indexer {
             writes_seen: None,
             hot: false,
             walk: Walk::Unknown,
+            sketch_walk,
         })
     }
 
@@ -190,8 +180,9 @@ impl IndexerState {
             }
             round += self.embed_orchestrator_batch().await?;
             total += round;
-            // New rows first: re-embedding old ones waits until none is unembedded.
-            if round == 0 && !self.reembed_step().await? {
+            // New rows first: re-embedding old ones, then sketching them, waits until none
+            // is unembedded.
+            if round == 0 && !self.reembed_step().await? && !self.sketch_step().await? {
                 // Rows another instance has claimed are still waiting: a flush waits for
                 // them too (that instance is embedding them, or will let them go).
                 if !yielding && self.services.store.oldest_unembedded().await?.is_some() {
@@ -201,113 +192,6 @@ impl IndexerState {
                 return Ok(total);
             }
         }
-    }
-
-    /// One bounded step of re-embedding; `false` when there is nothing (left) to do.
-    async fn reembed_step(&mut self) -> MemoryResult<bool> {
-        let store = &self.services.store;
-        if matches!(self.walk, Walk::Unknown) {
-            // A database that only ever had this model has nothing to re-embed: no scan.
-            let other_models = store.other_embedding_versions(self.version_id).await?;
-            let stale = if other_models {
-                store.stale_embeddings(self.version_id).await?
-            } else {
-                0
-            };
-            if other_models {
-                // Orchestrator nodes another model embedded lose that vector (recall never
-                // compares it) and are embedded again like new ones, in the next rounds.
-                let released = store
-                    .release_orchestrator_embeddings(self.version_id)
-                    .await?;
-                if released > 0 {
-                    tracing::info!(
-                        nodes = released,
-                        "orchestrator memories embedded by another model; embedding them again"
-                    );
-                }
-            }
-            metrics::gauge!("butler_memory_embeddings_stale").set(stale as f64);
-            self.services
-                .other_model_vectors
-                .store(stale > 0, Ordering::Release);
-            self.walk = if stale == 0 {
-                Walk::Done
-            } else {
-                tracing::info!(
-                    rows = stale,
-                    "rows embedded by another model; re-embedding them in the background"
-                );
-                Walk::Walking {
-                    tables: VecDeque::from([
-                        MemoryType::Fact,
-                        MemoryType::Rule,
-                        MemoryType::Episode,
-                    ]),
-                    after: None,
-                    stale,
-                }
-            };
-        }
-        let Walk::Walking { tables, after, .. } = &mut self.walk else {
-            return Ok(false);
-        };
-        let Some(&memory_type) = tables.front() else {
-            self.walk = Walk::Done;
-            return Ok(false);
-        };
-        let window = WALK_WINDOW_BATCHES * i64::from(self.services.config.indexer.batch_size.get());
-        let StaleWindow { rows, last, claim } = store
-            .stale_window(
-                memory_type,
-                self.version_id,
-                after.as_ref(),
-                window,
-                self.services.config.episodes.conversation_gap_secs,
-            )
-            .await?;
-        match last {
-            Some(key) => *after = Some(key),
-            None => {
-                tables.pop_front();
-                *after = None;
-            }
-        }
-        if !rows.is_empty() {
-            let span = tracing::info_span!(
-                target: crate::TRACE_SPANS,
-                "indexer.reembed",
-                memory.type = memory_type.as_str(),
-                rows = rows.len(),
-            );
-            let embedded = rows.len() as u64;
-            let done = self
-                .embed_rows(memory_type, rows, Replacing::OtherModel)
-                .instrument(span)
-                .await;
-            if let Some(claim) = claim {
-                claim.release().await;
-            }
-            let done = done?;
-            self.info.embedded(embedded);
-            metrics::counter!("butler_memory_reembedded_total", "type" => memory_type.as_str())
-                .increment(done);
-            if let Walk::Walking { stale, .. } = &mut self.walk {
-                *stale = (*stale - done as i64).max(0);
-                metrics::gauge!("butler_memory_embeddings_stale").set(*stale as f64);
-            }
-        }
-        if let Walk::Walking { tables, .. } = &self.walk
-            && tables.is_empty()
-        {
-            tracing::info!("re-embedding done: every row has the running model's embedding");
-            metrics::gauge!("butler_memory_embeddings_stale").set(0.0);
-            self.services
-                .other_model_vectors
-                .store(false, Ordering::Release);
-            self.walk = Walk::Done;
-        }
-        Ok(true)
     }
 
     /// Whether episodes are being admitted faster than the yield threshold and the backlog

@@ -64,6 +64,10 @@ macro_rules! embedding_text {
          FROM episodes e"
         )
     };
+    // An episode's own words, without the turn before it: what its token sketch is made of.
+    (episode_own) => {
+        "SELECT e.tenant_id, e.id, e.content AS text, NULL::text AS context FROM episodes e"
+    };
     (fact) => {
         "SELECT e.tenant_id, e.id, e.subject || ' ' || replace(e.predicate, '_', ' ') || ': ' || e.content AS text,
                 NULL::text AS context
@@ -230,6 +234,96 @@ impl Store {
             last,
             claim: Some(claim),
         })
+    }
+
+    /// The next `window` rows of `memory_type` in id order after `after`, and those of them
+    /// that hold an embedding of the model `version` but no token sketch (embedded while the
+    /// second stage was off), with their own text: one bounded step of the walk that stores
+    /// their sketches once the second stage is on. Not claimed: two instances walking at once
+    /// would each make a sketch and the second would keep the first's.
+    #[tracing::instrument(target = "otel", name = "db.sketchless_window", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
+    pub async fn sketchless_window(
+        &self,
+        memory_type: MemoryType,
+        version: i16,
+        after: Option<&RowKey>,
+        window: i64,
+    ) -> MemoryResult<(Vec<Unembedded>, Option<RowKey>)> {
+        let scan = format!(
+            "SELECT t.tenant_id, t.id,
+                    t.embedding_version_id = $1 AND NOT EXISTS (
+                        SELECT 1 FROM {sketches} s WHERE s.tenant_id = t.tenant_id AND s.id = t.id)
+             FROM {table} t
+             WHERE $2::text IS NULL OR (t.tenant_id, t.id) > ($2, $4)
+             ORDER BY t.tenant_id, t.id LIMIT $3",
+            sketches = memory_type.sketch_table(),
+            table = memory_type.table(),
+        );
+        let seen: Vec<(String, Uuid, Option<bool>)> = sqlx::query_as(sqlx::AssertSqlSafe(scan))
+            .bind(version)
+            .bind(after.map(|(t, _)| t))
+            .bind(window)
+            .bind(after.map(|(_, id)| *id))
+            .fetch_all(self.pool())
+            .await?;
+        let last = seen.last().map(|(t, id, _)| (t.clone(), *id));
+        let (tenants, ids): (Vec<String>, Vec<Uuid>) = seen
+            .into_iter()
+            .filter(|(_, _, missing)| *missing == Some(true))
+            .map(|(t, id, _)| (t, id))
+            .unzip();
+        if ids.is_empty() {
+            return Ok((Vec::new(), last));
+        }
+        let own = match memory_type {
+            MemoryType::Episode => embedding_text!(episode_own),
+            MemoryType::Fact => embedding_text!(fact),
+            MemoryType::Rule => embedding_text!(rule),
+        };
+        let sql = format!(
+            "{own} WHERE (e.tenant_id, e.id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+               AND e.embedding_version_id = $3 ORDER BY e.tenant_id, e.id"
+        );
+        let rows = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(&tenants)
+            .bind(&ids)
+            .bind(version)
+            .fetch_all(self.pool())
+            .await?;
+        Ok((rows, last))
+    }
+
+    /// Stores token sketches made by the model `version` for rows that still hold its
+    /// embedding and have no sketch: one made meanwhile (the row re-embedded with a new
+    /// text) is kept. Returns how many were stored.
+    #[tracing::instrument(target = "otel", name = "db.set_sketches", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
+    pub async fn set_sketches(
+        &self,
+        memory_type: MemoryType,
+        version: i16,
+        rows: &[RowKey],
+        sketches: Vec<Vec<u8>>,
+    ) -> MemoryResult<u64> {
+        let sql = format!(
+            "INSERT INTO {sketches} (tenant_id, id, embedding_version_id, sketch)
+             SELECT v.tenant_id, v.id, $1, v.sketch
+             FROM unnest($2::text[], $3::uuid[], $4::bytea[]) AS v(tenant_id, id, sketch)
+             JOIN {table} t ON t.tenant_id = v.tenant_id AND t.id = v.id
+             WHERE t.embedding_version_id = $1
+             ON CONFLICT (tenant_id, id) DO NOTHING",
+            sketches = memory_type.sketch_table(),
+            table = memory_type.table(),
+        );
+        let (tenants, ids): (Vec<&str>, Vec<Uuid>) =
+            rows.iter().map(|(t, id)| (t.as_str(), *id)).unzip();
+        Ok(sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(version)
+            .bind(tenants)
+            .bind(ids)
+            .bind(sketches)
+            .execute(self.writer())
+            .await?
+            .rows_affected())
     }
 
     /// Stores embeddings, each with its text's token sketch (`store/token_sketches.rs`), for

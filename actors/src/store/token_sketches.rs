@@ -11,8 +11,8 @@ use crate::error::MemoryResult;
 
 impl Store {
     /// The sketches stored for `ids` (of one tenant and type) by the model `version`: a row
-    /// embedded by another model, or before sketches were stored, or whose embedding was
-    /// cleared (its text changed since), has none here.
+    /// embedded by another model, or while the second stage was off, has none here, nor a
+    /// row whose embedding was cleared (migration 32 deletes the sketch with it).
     pub async fn token_sketches(
         &self,
         memory_type: MemoryType,
@@ -21,12 +21,9 @@ impl Store {
         version: i16,
     ) -> MemoryResult<Vec<(Uuid, Vec<u8>)>> {
         let sql = format!(
-            "SELECT s.id, s.sketch FROM {sketches} s
-             JOIN {table} t ON t.tenant_id = s.tenant_id AND t.id = s.id
-             WHERE s.tenant_id = $1 AND s.id = ANY($2)
-               AND s.embedding_version_id = $3 AND t.embedding_version_id = $3",
-            sketches = memory_type.sketch_table(),
-            table = memory_type.table(),
+            "SELECT id, sketch FROM {} WHERE tenant_id = $1 AND id = ANY($2)
+               AND embedding_version_id = $3",
+            memory_type.sketch_table(),
         );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(tenant_id)

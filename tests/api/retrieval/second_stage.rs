@@ -218,6 +218,10 @@ async fn without_an_answer_in_time_the_first_stage_order_stands() {
         "{QUIET_INDEXER}[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 60000\n"
     );
     let third = spawn_beside(&first, &bounded, clock.clone()).await;
+    // Their walks for rows embedded without a sketch done (over the empty tables) before the
+    // rows come, so that these stay without one.
+    second.engine().flush().await.unwrap();
+    third.engine().flush().await.unwrap();
     let mcp = first.client(TENANT_A_HEALTH).await;
     let contents: Vec<String> = (0..24)
         .map(|i| {

@@ -2,7 +2,8 @@
 //! (migration 32), and only as long as the row, its text and its model: a purged fact or
 //! rule takes its sketch, a row whose embedding was cleared (its text changed) is not
 //! measured from its old sketch, and a row embedded again with the second stage off loses
-//! the one it had. (A retired month's episodes take theirs: tests/api/episode_partitions.rs.)
+//! the one it had; the second stage turned on over rows embedded without it stores their
+//! sketches. (A retired month's episodes take theirs: tests/api/episode_partitions.rs.)
 
 use butler_memory_actors::MemoryType;
 use serde_json::{Value, json};
@@ -21,6 +22,17 @@ async fn sketched(app: &TestApp, table: &str) -> Vec<Uuid> {
         .fetch_all(&mut app.sql().await)
         .await
         .unwrap()
+}
+
+/// Every row's embedding, as text, in id order.
+async fn embeddings(app: &TestApp) -> Vec<(Uuid, Option<String>)> {
+    sqlx::query_as(
+        "SELECT id, embedding::text FROM episodes UNION ALL SELECT id, embedding::text FROM facts
+         UNION ALL SELECT id, embedding::text FROM rules ORDER BY 1",
+    )
+    .fetch_all(&mut app.sql().await)
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -80,8 +92,8 @@ async fn a_sketch_lives_as_long_as_its_row_its_text_and_its_model() {
     assert!(sketched(&app, "rule_sketches").await.is_empty());
     assert_eq!(sketched(&app, "episode_sketches").await, episodes);
 
-    // A row whose embedding was cleared (as a changed text clears it) is read without its
-    // old sketch: the second stage would read its new text instead.
+    // A row whose embedding was cleared (as a changed text clears it) loses its sketch with
+    // it: the second stage would read its new text instead.
     let (kept, changed) = (episodes[0], episodes[1]);
     let mut sql = app.sql().await;
     let version: i16 =
@@ -102,6 +114,7 @@ async fn a_sketch_lives_as_long_as_its_row_its_text_and_its_model() {
         .await
         .unwrap();
     assert_eq!(read.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [kept]);
+    assert_eq!(sketched(&app, "episode_sketches").await, [kept]);
     // Nor by another model's number.
     let other = app
         .engine()
@@ -128,5 +141,44 @@ async fn a_sketch_lives_as_long_as_its_row_its_text_and_its_model() {
             .unwrap();
     assert_eq!(embedded, Some(version));
     assert_eq!(sketched(&app, "episode_sketches").await, [kept]);
+    // Meanwhile a fact and a rule, embedded without sketches.
+    let health = app.client(TENANT_A_HEALTH).await;
+    let fact = id(&health
+        .ok(
+            "memory_store_fact",
+            json!({"subject": "user", "predicate": "walks", "content": "The user walks the dog daily"}),
+        )
+        .await);
+    let rule = id(&health
+        .ok(
+            "memory_store_rule",
+            json!({"content": "Suggest walks along the canal"}),
+        )
+        .await);
+    app.engine().flush().await.unwrap();
+    assert!(sketched(&app, "fact_sketches").await.is_empty());
+    let before = embeddings(&app).await;
+    let database = (app.db_url.clone(), app.db.clone());
+    app.stop().await;
+
+    // The second stage turned on over that store: the indexer walks the tables and stores
+    // the missing sketches, from each row's own text (the embeddings stay as they were).
+    let app = spawn_on_database(database, |config| {
+        config.engine.retrieval.rerank.enabled = true;
+    })
+    .await;
+    app.engine().flush().await.unwrap();
+    assert_eq!(sketched(&app, "episode_sketches").await, episodes);
+    assert_eq!(sketched(&app, "fact_sketches").await, [fact]);
+    assert_eq!(sketched(&app, "rule_sketches").await, [rule]);
+    assert_eq!(embeddings(&app).await, before);
+    let backfilled: f64 = app
+        .metrics()
+        .await
+        .lines()
+        .filter(|l| l.starts_with("butler_memory_sketches_backfilled_total{"))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .sum();
+    assert!(backfilled >= 3.0, "{backfilled}");
     app.stop().await;
 }
