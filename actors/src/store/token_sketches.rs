@@ -3,6 +3,8 @@
 //! embedding (`embedding_backlog.rs`), and a search reads those of its candidate set here
 //! instead of running the model over their texts again.
 
+use std::collections::HashMap;
+
 use uuid::Uuid;
 
 use super::Store;
@@ -10,26 +12,33 @@ use crate::domain::memory_type::MemoryType;
 use crate::error::MemoryResult;
 
 impl Store {
-    /// The sketches stored for `ids` (of one tenant and type) by the model `version`: a row
-    /// embedded by another model, or while the second stage was off, has none here, nor a
-    /// row whose embedding was cleared (migration 32 deletes the sketch with it).
+    /// The sketches stored by the model `version` for the members of a candidate set (of one
+    /// tenant, by type), in one statement: a row embedded by another model, or while the
+    /// second stage was off, has none here, nor a row whose embedding was cleared
+    /// (migration 32 deletes the sketch with it).
     pub async fn token_sketches(
         &self,
-        memory_type: MemoryType,
         tenant_id: &str,
-        ids: &[Uuid],
+        ids: &HashMap<MemoryType, Vec<Uuid>>,
         version: i16,
     ) -> MemoryResult<Vec<(Uuid, Vec<u8>)>> {
-        let sql = format!(
-            "SELECT id, sketch FROM {} WHERE tenant_id = $1 AND id = ANY($2)
-               AND embedding_version_id = $3",
-            memory_type.sketch_table(),
-        );
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(tenant_id)
-            .bind(ids)
-            .bind(version)
-            .fetch_all(self.pool())
-            .await?)
+        let of = |memory_type| ids.get(&memory_type).map_or(&[][..], Vec::as_slice);
+        Ok(sqlx::query_as(
+            "SELECT id, sketch FROM episode_sketches
+             WHERE tenant_id = $1 AND id = ANY($2) AND embedding_version_id = $5
+             UNION ALL
+             SELECT id, sketch FROM fact_sketches
+             WHERE tenant_id = $1 AND id = ANY($3) AND embedding_version_id = $5
+             UNION ALL
+             SELECT id, sketch FROM rule_sketches
+             WHERE tenant_id = $1 AND id = ANY($4) AND embedding_version_id = $5",
+        )
+        .bind(tenant_id)
+        .bind(of(MemoryType::Episode))
+        .bind(of(MemoryType::Fact))
+        .bind(of(MemoryType::Rule))
+        .bind(version)
+        .fetch_all(self.pool())
+        .await?)
     }
 }

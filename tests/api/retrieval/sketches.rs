@@ -5,6 +5,8 @@
 //! the one it had; the second stage turned on over rows embedded without it stores their
 //! sketches. (A retired month's episodes take theirs: tests/api/episode_partitions.rs.)
 
+use std::collections::HashMap;
+
 use butler_memory_actors::MemoryType;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -107,10 +109,11 @@ async fn a_sketch_lives_as_long_as_its_row_its_text_and_its_model() {
         .execute(&mut sql)
         .await
         .unwrap();
+    let of_episodes = HashMap::from([(MemoryType::Episode, episodes.clone())]);
     let read = app
         .engine()
         .store()
-        .token_sketches(MemoryType::Episode, "tenant-a", &episodes, version)
+        .token_sketches("tenant-a", &of_episodes, version)
         .await
         .unwrap();
     assert_eq!(read.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [kept]);
@@ -119,7 +122,7 @@ async fn a_sketch_lives_as_long_as_its_row_its_text_and_its_model() {
     let other = app
         .engine()
         .store()
-        .token_sketches(MemoryType::Episode, "tenant-a", &episodes, version + 1)
+        .token_sketches("tenant-a", &of_episodes, version + 1)
         .await
         .unwrap();
     assert!(other.is_empty());

@@ -14,7 +14,6 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
 use uuid::Uuid;
 
 use super::ReaderState;
@@ -138,8 +137,8 @@ async fn measure(
     }
 }
 
-/// The sketches stored for the set's members by the running model, one statement per
-/// memory type. A failed lookup costs the set a model run, not the read.
+/// The sketches stored for the set's members by the running model, in one statement. A
+/// failed lookup costs the set a model run, not the read.
 async fn stored_sketches(
     state: &ReaderState,
     tenant_id: &str,
@@ -151,16 +150,16 @@ async fn stored_sketches(
         let c = &scored[i].candidate;
         by_type.entry(c.memory_type()).or_default().push(c.id);
     }
-    let store = &state.kit.store;
-    let lookups = by_type.iter().map(|(memory_type, ids)| {
-        store.token_sketches(*memory_type, tenant_id, ids, state.embedding_version)
-    });
-    let mut found = HashMap::new();
-    for answer in join_all(lookups).await {
-        match answer {
-            Ok(rows) => found.extend(rows),
-            Err(e) => tracing::debug!(error = %e, "stored sketches not read; the model reads"),
+    match state
+        .kit
+        .store
+        .token_sketches(tenant_id, &by_type, state.embedding_version)
+        .await
+    {
+        Ok(rows) => rows.into_iter().collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, "stored sketches not read; the model reads");
+            HashMap::new()
         }
     }
-    found
 }
