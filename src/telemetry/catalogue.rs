@@ -274,6 +274,18 @@ pub const FAMILIES: &[Family] = &[
         )
     },
     Family {
+        zero: &[
+            &[("type", "episode")],
+            &[("type", "fact")],
+            &[("type", "rule")],
+        ],
+        ..family(
+            "butler_memory_sketches_backfilled_total",
+            Kind::Counter,
+            "Token sketches stored for rows embedded while the second stage was off, once it is on, by memory type.",
+        )
+    },
+    Family {
         zero: &[&[]],
         ..family(
             "butler_memory_indexer_yields_total",
