@@ -236,6 +236,28 @@ impl Store {
         })
     }
 
+    /// Whether any row of `memory_type` holds an embedding of the model `version` but no
+    /// token sketch: one anti-join over the table, so that a walk for them (at every start
+    /// while the second stage is on) costs one statement where there is nothing to do.
+    pub async fn sketches_missing(
+        &self,
+        memory_type: MemoryType,
+        version: i16,
+    ) -> MemoryResult<bool> {
+        let sql = format!(
+            "SELECT EXISTS (
+                 SELECT 1 FROM {table} t
+                 WHERE t.embedding_version_id = $1 AND NOT EXISTS (
+                     SELECT 1 FROM {sketches} s WHERE s.tenant_id = t.tenant_id AND s.id = t.id))",
+            table = memory_type.table(),
+            sketches = memory_type.sketch_table(),
+        );
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(version)
+            .fetch_one(self.pool())
+            .await?)
+    }
+
     /// The next `window` rows of `memory_type` in id order after `after`, and those of them
     /// that hold an embedding of the model `version` but no token sketch (embedded while the
     /// second stage was off), with their own text: one bounded step of the walk that stores

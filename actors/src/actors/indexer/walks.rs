@@ -60,6 +60,7 @@ pub(super) enum Walk {
 }
 
 impl IndexerState {
+    /// Rows a walk looks at per step.
     fn walk_window(&self) -> i64 {
         WALK_WINDOW_BATCHES * i64::from(self.services.config.indexer.batch_size.get())
     }
@@ -175,6 +176,12 @@ impl IndexerState {
             return Ok(false);
         };
         let store = &self.services.store;
+        // A table where every embedded row has its sketch (each start but the first after
+        // the second stage was turned on) is passed in one statement.
+        if walk.after.is_none() && !store.sketches_missing(memory_type, self.version_id).await? {
+            walk.advance(None);
+            return Ok(true);
+        }
         let (rows, last) = store
             .sketchless_window(memory_type, self.version_id, walk.after.as_ref(), window)
             .await?;
