@@ -185,3 +185,56 @@ async fn a_sketch_lives_as_long_as_its_row_its_text_and_its_model() {
     assert!(backfilled >= 3.0, "{backfilled}");
     app.stop().await;
 }
+
+/// The last migration before the sketches moved out of the rows.
+const SKETCHES_IN_ROWS: i64 = 20261122000031;
+
+#[tokio::test]
+async fn the_migration_moves_stored_sketches_beside_their_rows() {
+    let (_database, pool) = database_at(SKETCHES_IN_ROWS).await;
+    let version: i16 = sqlx::query_scalar(
+        "INSERT INTO embedding_versions (model, model_sha256, dimensions, pooling)
+         VALUES ('a-model', 'abc', 384, 'mean') RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    // Two embedded episodes with sketches, one embedded without, one whose embedding was
+    // cleared with its sketch left behind (as sealing in place left it).
+    sqlx::query(
+        "INSERT INTO episodes (id, tenant_id, butler, content, created_at, last_referenced_at,
+                               expires_at, embedding, embedding_version_id, token_sketch)
+         SELECT ('00000000-0000-7000-8000-00000000000' || i)::uuid, 'tenant-a', 'health',
+                'Episode ' || i, now(), now(), now() + interval '1 year',
+                CASE WHEN i < 4 THEN array_fill(0.05::real, ARRAY[384])::vector END,
+                CASE WHEN i < 4 THEN $1::smallint END,
+                CASE WHEN i IN (1, 2, 4) THEN decode('01' || repeat('ab', 64), 'hex') END
+         FROM generate_series(1, 4) AS i",
+    )
+    .bind(version)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    butler_memory_actors::MIGRATOR.run(&pool).await.unwrap();
+    let moved: Vec<(Uuid, i16, i32)> = sqlx::query_as(
+        "SELECT id, embedding_version_id, length(sketch) FROM episode_sketches ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let id = |i: u8| {
+        format!("00000000-0000-7000-8000-00000000000{i}")
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(moved, [(id(1), version, 65), (id(2), version, 65)]);
+    let left: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.columns
+         WHERE table_name = 'episodes' AND column_name = 'token_sketch'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0);
+}
