@@ -12,7 +12,7 @@
 
 use std::sync::LazyLock;
 
-use ndarray::{Array2, ArrayView2, Axis};
+use ndarray::{Array2, ArrayView1, ArrayView2};
 use sha2::{Digest, Sha256};
 
 use super::DIMENSIONS;
@@ -114,36 +114,67 @@ impl SketchQuery {
         })
     }
 
-    /// How well the sketched text covers the question: the mean, over the question's content
-    /// tokens, of each one's best match among the text's tokens (`token_vectors::max_sim`
-    /// with the text's side in signs). `None` for a sketch of another format or a damaged one.
-    pub fn measure(&self, sketch: &[u8]) -> Option<f32> {
-        let (&format, tokens) = sketch.split_first()?;
-        if format != FORMAT || tokens.len() % TOKEN_BYTES != 0 {
-            return None;
-        }
-        let count = tokens.len() / TOKEN_BYTES;
-        if count == 0 || self.scales.is_empty() {
-            return Some(0.0);
-        }
-        // The text's signs as a SKETCH_BITS x tokens matrix of +1 and -1.
-        let signs = Array2::from_shape_fn((SKETCH_BITS, count), |(b, t)| {
-            if tokens[t * TOKEN_BYTES + b / 8] >> (b % 8) & 1 == 1 {
-                1.0f32
-            } else {
-                -1.0
-            }
-        });
-        let matches = self.tokens().dot(&signs);
-        let best = matches.map_axis(Axis(1), |row| row.fold(f32::MIN, |a, &b| a.max(b)));
-        Some(best.mean().unwrap_or(0.0))
+    /// How well each sketched text covers the question, in order: the mean, over the
+    /// question's content tokens, of each one's best match among the text's tokens
+    /// (`token_vectors::max_sim` with the text's side in signs); `None` for a sketch of
+    /// another format or a damaged one. The question is expanded once and each text token's
+    /// signs into one buffer on the stack: a search measures its whole set without a matrix
+    /// product (and its packing buffers) per candidate, so the second stage allocates next to
+    /// nothing while the cores are busy.
+    pub fn measure_all<'a>(
+        &self,
+        sketches: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Vec<Option<f32>> {
+        let question = self.tokens();
+        let mut signs = [0f32; SKETCH_BITS];
+        let mut best = vec![f32::MIN; self.scales.len()];
+        sketches
+            .into_iter()
+            .map(|sketch| {
+                let (&format, tokens) = sketch.split_first()?;
+                if format != FORMAT || tokens.len() % TOKEN_BYTES != 0 {
+                    return None;
+                }
+                if tokens.is_empty() || best.is_empty() {
+                    return Some(0.0);
+                }
+                best.fill(f32::MIN);
+                for token in tokens.chunks_exact(TOKEN_BYTES) {
+                    for (eight, &byte) in signs.chunks_exact_mut(8).zip(token) {
+                        eight.copy_from_slice(&SIGNS[usize::from(byte)]);
+                    }
+                    let signs = ArrayView1::from(&signs);
+                    for (row, best) in question.rows().into_iter().zip(best.iter_mut()) {
+                        *best = best.max(row.dot(&signs));
+                    }
+                }
+                Some(best.iter().sum::<f32>() / best.len() as f32)
+            })
+            .collect()
     }
 }
 
+/// Each byte of a sketch as the signs of its eight projections (bit `i`, projection `i`).
+static SIGNS: LazyLock<[[f32; 8]; 256]> = LazyLock::new(|| {
+    let mut table = [[0f32; 8]; 256];
+    for (byte, signs) in table.iter_mut().enumerate() {
+        for (i, sign) in signs.iter_mut().enumerate() {
+            *sign = if byte >> i & 1 == 1 { 1.0 } else { -1.0 };
+        }
+    }
+    table
+});
+
 #[cfg(test)]
 mod tests {
+    use ndarray::Axis;
+
     use super::*;
     use crate::embedder::token_vectors::max_sim;
+
+    fn measure(q: &SketchQuery, sketch: &[u8]) -> Option<f32> {
+        q.measure_all([sketch]).pop().flatten()
+    }
 
     /// A deterministic vector per seed, spread over every dimension.
     fn vector(seed: u32) -> Vec<f32> {
@@ -190,7 +221,7 @@ mod tests {
         let q = SketchQuery::new(&query);
         let measures: Vec<f32> = texts
             .iter()
-            .map(|t| q.measure(&sketch(t)).unwrap())
+            .map(|t| measure(&q, &sketch(t)).unwrap())
             .collect();
         let exact: Vec<f32> = texts.iter().map(|t| max_sim(&query, t)).collect();
         assert!(
@@ -228,19 +259,42 @@ mod tests {
                 .dot(&signs)
                 .map_axis(Axis(1), |r| r.fold(f32::MIN, |a, &b| a.max(b)));
             let want = best.mean().unwrap();
-            let got = q.measure(&passage).unwrap();
+            let got = measure(&q, &passage).unwrap();
             assert!((got - want).abs() < 0.01, "{got} against {want}");
         }
+    }
+
+    /// A set measured at once gives each member's own measure, a damaged member among them
+    /// none, whatever came before it (the best matches start again for each member).
+    #[test]
+    fn a_set_measures_as_its_members_one_by_one() {
+        let q = SketchQuery::new(&text(&[("garden", 1), ("party", 2)]));
+        let members = [
+            sketch(&text(&[("garden", 1), ("party", 2)])),
+            vec![FORMAT, 1, 2],
+            sketch(&text(&[("quantum", 6)])),
+            sketch(&text(&[])),
+            sketch(&text(&[("a", 8), ("garden", 1), ("fair", 5)])),
+        ];
+        let together = q.measure_all(members.iter().map(Vec::as_slice));
+        let alone: Vec<Option<f32>> = members.iter().map(|m| measure(&q, m)).collect();
+        assert_eq!(together, alone);
+        assert_eq!(together[1], None);
+        assert_eq!(together[3], Some(0.0));
+        assert!(
+            together[0] > together[4] && together[4] > together[2],
+            "{together:?}"
+        );
     }
 
     #[test]
     fn a_sketch_of_another_format_or_damaged_is_none() {
         let q = SketchQuery::new(&text(&[("garden", 1)]));
         let mut s = sketch(&text(&[("garden", 1)]));
-        assert!(q.measure(&s).is_some());
+        assert!(measure(&q, &s).is_some());
         s[0] = 2;
-        assert_eq!(q.measure(&s), None);
-        assert_eq!(q.measure(&[FORMAT, 1, 2, 3]), None);
-        assert_eq!(q.measure(&[]), None);
+        assert_eq!(measure(&q, &s), None);
+        assert_eq!(measure(&q, &[FORMAT, 1, 2, 3]), None);
+        assert_eq!(measure(&q, &[]), None);
     }
 }

@@ -81,7 +81,7 @@ impl LateInteractionJob {
 /// Each stored sketch's coverage of `question`, in order: what a set whose members all
 /// have sketches needs, without a model run (the caller measures them itself).
 pub fn measure_sketches(question: &SketchQuery, sketches: &[Vec<u8>]) -> Vec<f32> {
-    sketches.iter().map(|s| coverage(question, s)).collect()
+    coverage(question, sketches.iter().map(Vec::as_slice))
 }
 
 /// Each passage's coverage of `question`, in order; the passages given as text take their
@@ -89,19 +89,25 @@ pub fn measure_sketches(question: &SketchQuery, sketches: &[Vec<u8>]) -> Vec<f32
 fn measure(
     question: &SketchQuery,
     passages: &[Passage],
-    mut fresh: impl Iterator<Item = Vec<u8>>,
+    fresh: impl Iterator<Item = Vec<u8>>,
 ) -> Vec<f32> {
-    passages
-        .iter()
-        .map(|p| match p {
-            Passage::Sketch(stored) => coverage(question, stored),
-            Passage::Text(_) => coverage(question, &fresh.next().expect("a sketch per text")),
-        })
-        .collect()
+    let fresh: Vec<Vec<u8>> = fresh.collect();
+    let mut fresh = fresh.iter();
+    coverage(
+        question,
+        passages.iter().map(|p| match p {
+            Passage::Sketch(stored) => stored.as_slice(),
+            Passage::Text(_) => fresh.next().expect("a sketch per text").as_slice(),
+        }),
+    )
 }
 
 /// A sketch of another format (stored by another version) counts as no match rather than
 /// failing the read.
-fn coverage(question: &SketchQuery, sketch: &[u8]) -> f32 {
-    question.measure(sketch).unwrap_or(0.0)
+fn coverage<'a>(question: &SketchQuery, sketches: impl Iterator<Item = &'a [u8]>) -> Vec<f32> {
+    question
+        .measure_all(sketches)
+        .into_iter()
+        .map(|m| m.unwrap_or(0.0))
+        .collect()
 }
