@@ -173,25 +173,15 @@ impl Store {
         window: i64,
         conversation_gap_secs: f64,
     ) -> MemoryResult<StaleWindow> {
-        let scan = format!(
-            "SELECT tenant_id, id, embedding_version_id <> $1 AS stale FROM {}
-             WHERE $2::text IS NULL OR (tenant_id, id) > ($2, $4)
-             ORDER BY tenant_id, id LIMIT $3",
-            memory_type.table()
-        );
-        let seen: Vec<(String, Uuid, Option<bool>)> = sqlx::query_as(sqlx::AssertSqlSafe(scan))
-            .bind(version)
-            .bind(after.map(|(t, _)| t))
-            .bind(window)
-            .bind(after.map(|(_, id)| *id))
-            .fetch_all(self.pool())
+        let (stale, last) = self
+            .walk_window(
+                memory_type,
+                "t.embedding_version_id <> $1".to_owned(),
+                version,
+                after,
+                window,
+            )
             .await?;
-        let last = seen.last().map(|(t, id, _)| (t.clone(), *id));
-        let stale: Vec<RowKey> = seen
-            .into_iter()
-            .filter(|(_, _, stale)| *stale == Some(true))
-            .map(|(t, id, _)| (t, id))
-            .collect();
         if stale.is_empty() {
             return Ok(StaleWindow {
                 rows: Vec::new(),
@@ -236,6 +226,39 @@ impl Store {
         })
     }
 
+    /// One window of a walk through `memory_type`'s table (as `t`) in key order: the next
+    /// `window` rows after `after`, those of them `picked` (a condition on `t`; `$1` is the
+    /// model's `version`), and the last row looked at (`None` at the end of the table).
+    async fn walk_window(
+        &self,
+        memory_type: MemoryType,
+        picked: String,
+        version: i16,
+        after: Option<&RowKey>,
+        window: i64,
+    ) -> MemoryResult<(Vec<RowKey>, Option<RowKey>)> {
+        let scan = format!(
+            "SELECT t.tenant_id, t.id, {picked} FROM {} t
+             WHERE $2::text IS NULL OR (t.tenant_id, t.id) > ($2, $4)
+             ORDER BY t.tenant_id, t.id LIMIT $3",
+            memory_type.table()
+        );
+        let seen: Vec<(String, Uuid, Option<bool>)> = sqlx::query_as(sqlx::AssertSqlSafe(scan))
+            .bind(version)
+            .bind(after.map(|(t, _)| t))
+            .bind(window)
+            .bind(after.map(|(_, id)| *id))
+            .fetch_all(self.pool())
+            .await?;
+        let last = seen.last().map(|(t, id, _)| (t.clone(), *id));
+        let picked = seen
+            .into_iter()
+            .filter(|(_, _, picked)| *picked == Some(true))
+            .map(|(t, id, _)| (t, id))
+            .collect();
+        Ok((picked, last))
+    }
+
     /// Whether any row of `memory_type` holds an embedding of the model `version` but no
     /// token sketch: one anti-join over the table, so that a walk for them (at every start
     /// while the second stage is on) costs one statement where there is nothing to do.
@@ -271,29 +294,15 @@ impl Store {
         after: Option<&RowKey>,
         window: i64,
     ) -> MemoryResult<(Vec<Unembedded>, Option<RowKey>)> {
-        let scan = format!(
-            "SELECT t.tenant_id, t.id,
-                    t.embedding_version_id = $1 AND NOT EXISTS (
-                        SELECT 1 FROM {sketches} s WHERE s.tenant_id = t.tenant_id AND s.id = t.id)
-             FROM {table} t
-             WHERE $2::text IS NULL OR (t.tenant_id, t.id) > ($2, $4)
-             ORDER BY t.tenant_id, t.id LIMIT $3",
-            sketches = memory_type.sketch_table(),
-            table = memory_type.table(),
+        let unsketched = format!(
+            "t.embedding_version_id = $1 AND NOT EXISTS (
+                 SELECT 1 FROM {} s WHERE s.tenant_id = t.tenant_id AND s.id = t.id)",
+            memory_type.sketch_table(),
         );
-        let seen: Vec<(String, Uuid, Option<bool>)> = sqlx::query_as(sqlx::AssertSqlSafe(scan))
-            .bind(version)
-            .bind(after.map(|(t, _)| t))
-            .bind(window)
-            .bind(after.map(|(_, id)| *id))
-            .fetch_all(self.pool())
+        let (missing, last) = self
+            .walk_window(memory_type, unsketched, version, after, window)
             .await?;
-        let last = seen.last().map(|(t, id, _)| (t.clone(), *id));
-        let (tenants, ids): (Vec<String>, Vec<Uuid>) = seen
-            .into_iter()
-            .filter(|(_, _, missing)| *missing == Some(true))
-            .map(|(t, id, _)| (t, id))
-            .unzip();
+        let (tenants, ids): (Vec<String>, Vec<Uuid>) = missing.into_iter().unzip();
         if ids.is_empty() {
             return Ok((Vec::new(), last));
         }

@@ -42,13 +42,13 @@ pub async fn reranked(
         return (scored, false);
     }
     let started = Instant::now();
-    let stored = stored_sketches(state, tenant_id, &scored, &set).await;
+    let mut stored = stored_sketches(state, tenant_id, &scored, &set).await;
     let passages: Vec<Passage> = set
         .iter()
         .map(|&i| {
             let candidate = &scored[i].candidate;
-            match stored.get(&candidate.id) {
-                Some(sketch) => Passage::Sketch(sketch.clone()),
+            match stored.remove(&candidate.id) {
+                Some(sketch) => Passage::Sketch(sketch),
                 None => Passage::Text(candidate.content.clone()),
             }
         })
