@@ -73,7 +73,7 @@ impl LateInteractionJob {
         Ok(measure(
             &question,
             &self.passages,
-            vectors.map(|t| sketch(&t)),
+            vectors.map(|t| sketch(&t)).collect(),
         ))
     }
 }
@@ -86,12 +86,7 @@ pub fn measure_sketches(question: &SketchQuery, sketches: &[Vec<u8>]) -> Vec<f32
 
 /// Each passage's coverage of `question`, in order; the passages given as text take their
 /// sketches from `fresh`, in order.
-fn measure(
-    question: &SketchQuery,
-    passages: &[Passage],
-    fresh: impl Iterator<Item = Vec<u8>>,
-) -> Vec<f32> {
-    let fresh: Vec<Vec<u8>> = fresh.collect();
+fn measure(question: &SketchQuery, passages: &[Passage], fresh: Vec<Vec<u8>>) -> Vec<f32> {
     let mut fresh = fresh.iter();
     coverage(
         question,
