@@ -238,19 +238,19 @@ pub async fn in_sessions(
     // Episodes in a session, or without one when episodes stored close together make a
     // conversation (`episodes.conversation_gap_secs`).
     let gap = state.services.config.episodes.conversation_gap_secs;
-    let mut episodes: Vec<(f64, Uuid)> = scored
+    let mut episodes: Vec<(f64, &Candidate)> = scored
         .iter()
         .filter(|s| {
             s.candidate.memory_type() == MemoryType::Episode
                 && (s.candidate.session_id.is_some() || gap > 0.0)
         })
-        .map(|s| (s.scores.relevance, s.candidate.id))
+        .map(|s| (s.scores.relevance, &s.candidate))
         .collect();
     if episodes.is_empty() {
         return Ok(scored);
     }
-    episodes.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    let episodes: Vec<Uuid> = episodes.into_iter().take(reach).map(|(_, id)| id).collect();
+    episodes.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    let episodes: Vec<&Candidate> = episodes.into_iter().take(reach).map(|(_, c)| c).collect();
     let known: HashSet<Uuid> = scored.iter().map(|s| s.candidate.id).collect();
     let (neighbours, fetched) = state
         .kit

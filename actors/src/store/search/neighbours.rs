@@ -23,10 +23,10 @@ struct NeighbourRow {
 }
 
 impl Store {
-    /// For each episode in `ids`, its neighbours in its conversation among the episodes
+    /// For each episode in `found`, its neighbours in its conversation among the episodes
     /// `filter` lets the caller see: the `reach` episodes before and after it in its
-    /// session (one for those after the first `wide` of `ids`, the most relevant first), or
-    /// for an episode without one, the butler's episodes without one stored before and
+    /// session (one for those after the first `wide` of `found`, the most relevant first),
+    /// or for an episode without one, the butler's episodes without one stored before and
     /// after it within `conversation_gap_secs` (0: none). Their ids with their distances,
     /// and the neighbours themselves as candidates (`signal` 0) unless `known` has them
     /// already. One statement, so that session context costs a read one round trip, not
@@ -35,59 +35,80 @@ impl Store {
     pub async fn session_neighbours(
         &self,
         filter: &Filter<'_>,
-        ids: &[uuid::Uuid],
+        found: &[&Candidate],
         known: &HashSet<uuid::Uuid>,
         conversation_gap_secs: f64,
         reach: u32,
         wide: usize,
     ) -> MemoryResult<(Vec<SessionNeighbours>, Vec<Candidate>)> {
-        // The candidates are looked up by primary key first: with statistics from when the
-        // table was small (a fresh table in a burst, before its first analysis), the planner
-        // otherwise walked the tenant's whole index to match the ids (0.2-0.3 s a read,
-        // docs/benchmarks.md).
+        // The found episodes come with where they are (butler, session, time) from the
+        // search's own rows, rather than being looked up again by key: 40 lookups across
+        // the monthly partitions were a third of the statement (docs/benchmarks.md, "The
+        // keyword list's exact score, and neighbours without a lookup").
+        let ids: Vec<uuid::Uuid> = found.iter().map(|c| c.id).collect();
+        let butlers: Vec<Option<&str>> = found.iter().map(|c| c.butler.as_deref()).collect();
+        let sessions: Vec<Option<&str>> = found.iter().map(|c| c.session_id.as_deref()).collect();
+        let times: Vec<chrono::DateTime<chrono::Utc>> =
+            found.iter().map(|c| c.created_at).collect();
         let mut rows: Vec<NeighbourRow> = sqlx::query_as(concat!(
             "WITH c AS MATERIALIZED (
-                 SELECT id, tenant_id, butler, session_id, created_at,
+                 SELECT c.id, c.butler, c.session_id, c.created_at,
                         make_interval(secs => $6::float8) AS gap,
-                        CASE WHEN array_position($5, id) <= $8 THEN $7 ELSE 1 END AS turns
-                 FROM episodes
-                 WHERE id = ANY($5) AND tenant_id = $1
-                   AND (session_id IS NOT NULL OR $6::float8 > 0))
+                        CASE WHEN c.n <= $8 THEN $7 ELSE 1 END AS turns
+                 FROM unnest($5::uuid[], $9::text[], $10::text[], $11::timestamptz[])
+                      WITH ORDINALITY AS c(id, butler, session_id, created_at, n)
+                 WHERE c.session_id IS NOT NULL OR $6::float8 > 0)
              SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal,
+                 SELECT ",
+            episode_candidate!(),
+            ", 0.0::float8 AS signal,
                         row_number() OVER (ORDER BY e.created_at DESC, e.id DESC) AS distance
                  FROM episodes e
-                 WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
-                   AND (e.created_at, e.id) < (c.created_at, c.id) AND ", episode_filter!(), "
+                 WHERE e.butler = c.butler AND e.session_id = c.session_id
+                   AND (e.created_at, e.id) < (c.created_at, c.id) AND ",
+            episode_filter!(),
+            "
                  ORDER BY e.created_at DESC, e.id DESC LIMIT c.turns) n
              WHERE c.session_id IS NOT NULL
              UNION ALL
              SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal,
+                 SELECT ",
+            episode_candidate!(),
+            ", 0.0::float8 AS signal,
                         row_number() OVER (ORDER BY e.created_at, e.id) AS distance
                  FROM episodes e
-                 WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id = c.session_id
-                   AND (e.created_at, e.id) > (c.created_at, c.id) AND ", episode_filter!(), "
+                 WHERE e.butler = c.butler AND e.session_id = c.session_id
+                   AND (e.created_at, e.id) > (c.created_at, c.id) AND ",
+            episode_filter!(),
+            "
                  ORDER BY e.created_at, e.id LIMIT c.turns) n
              WHERE c.session_id IS NOT NULL
              UNION ALL
              SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal,
+                 SELECT ",
+            episode_candidate!(),
+            ", 0.0::float8 AS signal,
                         row_number() OVER (ORDER BY e.created_at DESC, e.id DESC) AS distance
                  FROM episodes e
-                 WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id IS NULL
+                 WHERE e.butler = c.butler AND e.session_id IS NULL
                    AND (e.created_at, e.id) < (c.created_at, c.id)
-                   AND e.created_at >= c.created_at - c.gap AND ", episode_filter!(), "
+                   AND e.created_at >= c.created_at - c.gap AND ",
+            episode_filter!(),
+            "
                  ORDER BY e.created_at DESC, e.id DESC LIMIT c.turns) n
              WHERE c.session_id IS NULL
              UNION ALL
              SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ", episode_candidate!(), ", 0.0::float8 AS signal,
+                 SELECT ",
+            episode_candidate!(),
+            ", 0.0::float8 AS signal,
                         row_number() OVER (ORDER BY e.created_at, e.id) AS distance
                  FROM episodes e
-                 WHERE e.tenant_id = c.tenant_id AND e.butler = c.butler AND e.session_id IS NULL
+                 WHERE e.butler = c.butler AND e.session_id IS NULL
                    AND (e.created_at, e.id) > (c.created_at, c.id)
-                   AND e.created_at <= c.created_at + c.gap AND ", episode_filter!(), "
+                   AND e.created_at <= c.created_at + c.gap AND ",
+            episode_filter!(),
+            "
                  ORDER BY e.created_at, e.id LIMIT c.turns) n
              WHERE c.session_id IS NULL"
         ))
@@ -95,17 +116,20 @@ impl Store {
         .bind(filter.visibility(MemoryType::Episode))
         .bind(filter.now)
         .bind(filter.min_confidence)
-        .bind(ids)
+        .bind(&ids)
         .bind(conversation_gap_secs)
         .bind(i64::from(reach))
         .bind(i64::try_from(wide).unwrap_or(i64::MAX))
+        .bind(&butlers)
+        .bind(&sessions)
+        .bind(&times)
         .fetch_all(self.pool())
         .await?;
         // A read in a time window sees no neighbour outside it.
         if let Some(window) = &filter.window {
             rows.retain(|r| window.admits_episode(r.neighbour.created_at));
         }
-        Ok(session_links(ids, rows, known))
+        Ok(session_links(&ids, rows, known))
     }
 }
 
