@@ -218,21 +218,21 @@ impl CorpusCache {
         });
     }
 
-    /// The collection statistics and the plan of a keyword search for `text`.
+    /// The collection statistics and the plan of a keyword search for the query words
+    /// `lexemes` (`CorpusCache::lexemes`).
     pub async fn keyword_plan(
         &self,
         store: &Store,
         generations: &Arc<Generations>,
         memory_type: MemoryType,
         tenant_id: &str,
-        text: &str,
+        lexemes: &[String],
         now: DateTime<Utc>,
     ) -> MemoryResult<(CorpusStats, KeywordPlan)> {
         let common_df = self.common_df;
         let generation = generations.current_of(tenant_id, memory_type);
         let key = (tenant_id.to_owned(), memory_type);
         let (corpus, stale_stats) = self.stats(store, &key, generation, now).await?;
-        let lexemes = self.lexemes(store, text).await?;
         let mut stale = Vec::new();
         let mut frequencies: Vec<Option<f64>> = {
             let mut words = lock(&self.counts.words);
@@ -320,8 +320,10 @@ impl CorpusCache {
             })
     }
 
-    /// `text`'s words as the full-text index holds them (stemmed, deduplicated).
-    async fn lexemes(&self, store: &Store, text: &str) -> MemoryResult<Arc<Vec<String>>> {
+    /// `text`'s words as the full-text index holds them (stemmed, deduplicated). A search
+    /// asks once for all its types: asked by each type's plan at once, a new text was two
+    /// statements before the first answer could be cached.
+    pub async fn lexemes(&self, store: &Store, text: &str) -> MemoryResult<Arc<Vec<String>>> {
         if let Some(hit) = lock(&self.lexemes).get(text) {
             return Ok(hit.clone());
         }

@@ -106,9 +106,10 @@ pub async fn candidate_lists(
         // A semantic search whose embedding never comes answers from keywords instead.
         let wants_keyword =
             mode.uses_keyword() || (wants_semantic && embedding.vector().await.is_none());
-        if !wants_keyword {
+        if !wants_keyword || types.is_empty() {
             return Ok(Vec::new());
         }
+        let lexemes = state.kit.corpus_cache.lexemes(store, text).await?;
         try_join_all(types.iter().map(|t| async {
             let (corpus, plan) = state
                 .kit
@@ -118,7 +119,7 @@ pub async fn candidate_lists(
                     &state.services.generations,
                     *t,
                     &filter.scope.tenant_id,
-                    text,
+                    &lexemes,
                     filter.now,
                 )
                 .await?;
