@@ -105,3 +105,40 @@ async fn without_a_gap_only_a_session_makes_a_conversation() {
     );
     app.stop().await;
 }
+
+/// One search that finds an episode of a session and one without brings both kinds of
+/// neighbours along (the statement then holds both kinds of turns).
+#[tokio::test]
+async fn a_search_finding_both_kinds_brings_both_kinds_of_neighbours() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = spawn_app_at(
+        "[episodes]\nconversation_gap_secs = 1800.0\n",
+        clock.clone(),
+    )
+    .await;
+    let mut day = DAY.to_vec();
+    day.push((3, Some("work"), "Charts for the slides are still missing"));
+    let ids = store(&app, &clock, &day).await;
+    let [tent, ferry, report, dinner, lamp, charts] = &ids[..] else {
+        unreachable!()
+    };
+    let found = app
+        .client(TENANT_A_ADMIN)
+        .await
+        .ok(
+            "memory_search",
+            json!({"query": "ferry island quarterly report", "mode": "keyword", "butler": "health"}),
+        )
+        .await;
+    let scores = neighbour_scores(&found);
+    let score = |id: &String| scores.iter().find(|(i, _)| i == id).map(|(_, s)| *s);
+    assert_eq!(score(ferry), Some(0.0), "a match: {found}");
+    assert_eq!(score(report), Some(0.0), "a match: {found}");
+    // The ferry's conversation without a session, and the report's session.
+    for neighbour in [tent, dinner, charts] {
+        let inherited = score(neighbour).unwrap_or_else(|| panic!("{neighbour}: {found}"));
+        assert!(inherited > 0.0, "{found}");
+    }
+    assert_eq!(score(lamp), None, "{found}");
+    app.stop().await;
+}

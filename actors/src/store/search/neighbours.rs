@@ -22,6 +22,87 @@ struct NeighbourRow {
     neighbour: Candidate,
 }
 
+/// The found episodes (`$5`, `$9`-`$11`), with where they are (butler, session, time) from
+/// the search's own rows rather than looked up again by key: 40 lookups across the monthly
+/// partitions were a third of the statement (docs/benchmarks.md, "The keyword list's exact
+/// score, and neighbours without a lookup"); and how many turns each side each reaches.
+macro_rules! found_episodes {
+    () => {
+        "WITH c AS MATERIALIZED (
+             SELECT c.id, c.butler, c.session_id, c.created_at,
+                    make_interval(secs => $6::float8) AS gap,
+                    CASE WHEN c.n <= $8 THEN $7 ELSE 1 END AS turns
+             FROM unnest($5::uuid[], $9::text[], $10::text[], $11::timestamptz[])
+                  WITH ORDINALITY AS c(id, butler, session_id, created_at, n)
+             WHERE c.session_id IS NOT NULL OR $6::float8 > 0)"
+    };
+}
+
+/// One side of each found episode: the turns before it (`<`, newest first) or after it
+/// (`>`, oldest first) among the episodes `$1`-`$4` let the caller see, `$near` saying which
+/// of them are its conversation, up to its number of turns.
+macro_rules! turns {
+    ($side:literal, $order:literal, $near:literal) => {
+        concat!(
+            "SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
+                 SELECT ",
+            episode_candidate!(),
+            ", 0.0::float8 AS signal,
+                        row_number() OVER (ORDER BY ",
+            $order,
+            ") AS distance
+                 FROM episodes e
+                 WHERE e.butler = c.butler AND (e.created_at, e.id) ",
+            $side,
+            " (c.created_at, c.id) AND ",
+            $near,
+            " AND ",
+            episode_filter!(),
+            "
+                 ORDER BY ",
+            $order,
+            " LIMIT c.turns) n"
+        )
+    };
+}
+
+/// The turns before and after each found episode in its session.
+macro_rules! session_turns {
+    () => {
+        concat!(
+            turns!(
+                "<",
+                "e.created_at DESC, e.id DESC",
+                "e.session_id = c.session_id"
+            ),
+            " WHERE c.session_id IS NOT NULL UNION ALL ",
+            turns!(">", "e.created_at, e.id", "e.session_id = c.session_id"),
+            " WHERE c.session_id IS NOT NULL"
+        )
+    };
+}
+
+/// For a found episode without a session, the butler's episodes without one stored before
+/// and after it within the conversation gap.
+macro_rules! gap_turns {
+    () => {
+        concat!(
+            turns!(
+                "<",
+                "e.created_at DESC, e.id DESC",
+                "e.session_id IS NULL AND e.created_at >= c.created_at - c.gap"
+            ),
+            " WHERE c.session_id IS NULL UNION ALL ",
+            turns!(
+                ">",
+                "e.created_at, e.id",
+                "e.session_id IS NULL AND e.created_at <= c.created_at + c.gap"
+            ),
+            " WHERE c.session_id IS NULL"
+        )
+    };
+}
+
 impl Store {
     /// For each episode in `found`, its neighbours in its conversation among the episodes
     /// `filter` lets the caller see: the `reach` episodes before and after it in its
@@ -41,90 +122,41 @@ impl Store {
         reach: u32,
         wide: usize,
     ) -> MemoryResult<(Vec<SessionNeighbours>, Vec<Candidate>)> {
-        // The found episodes come with where they are (butler, session, time) from the
-        // search's own rows, rather than being looked up again by key: 40 lookups across
-        // the monthly partitions were a third of the statement (docs/benchmarks.md, "The
-        // keyword list's exact score, and neighbours without a lookup").
         let ids: Vec<uuid::Uuid> = found.iter().map(|c| c.id).collect();
+        let with_session = found.iter().any(|c| c.session_id.is_some());
+        let without = conversation_gap_secs > 0.0 && found.iter().any(|c| c.session_id.is_none());
+        // Only the branches the found episodes need: each is planned across the monthly
+        // partitions, and a tenant's episodes mostly all have a session or none.
+        let sql = match (with_session, without) {
+            (false, false) => return Ok(session_links(&ids, Vec::new(), known)),
+            (true, false) => concat!(found_episodes!(), " ", session_turns!()),
+            (false, true) => concat!(found_episodes!(), " ", gap_turns!()),
+            (true, true) => concat!(
+                found_episodes!(),
+                " ",
+                session_turns!(),
+                " UNION ALL ",
+                gap_turns!()
+            ),
+        };
         let butlers: Vec<Option<&str>> = found.iter().map(|c| c.butler.as_deref()).collect();
         let sessions: Vec<Option<&str>> = found.iter().map(|c| c.session_id.as_deref()).collect();
         let times: Vec<chrono::DateTime<chrono::Utc>> =
             found.iter().map(|c| c.created_at).collect();
-        let mut rows: Vec<NeighbourRow> = sqlx::query_as(concat!(
-            "WITH c AS MATERIALIZED (
-                 SELECT c.id, c.butler, c.session_id, c.created_at,
-                        make_interval(secs => $6::float8) AS gap,
-                        CASE WHEN c.n <= $8 THEN $7 ELSE 1 END AS turns
-                 FROM unnest($5::uuid[], $9::text[], $10::text[], $11::timestamptz[])
-                      WITH ORDINALITY AS c(id, butler, session_id, created_at, n)
-                 WHERE c.session_id IS NOT NULL OR $6::float8 > 0)
-             SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ",
-            episode_candidate!(),
-            ", 0.0::float8 AS signal,
-                        row_number() OVER (ORDER BY e.created_at DESC, e.id DESC) AS distance
-                 FROM episodes e
-                 WHERE e.butler = c.butler AND e.session_id = c.session_id
-                   AND (e.created_at, e.id) < (c.created_at, c.id) AND ",
-            episode_filter!(),
-            "
-                 ORDER BY e.created_at DESC, e.id DESC LIMIT c.turns) n
-             WHERE c.session_id IS NOT NULL
-             UNION ALL
-             SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ",
-            episode_candidate!(),
-            ", 0.0::float8 AS signal,
-                        row_number() OVER (ORDER BY e.created_at, e.id) AS distance
-                 FROM episodes e
-                 WHERE e.butler = c.butler AND e.session_id = c.session_id
-                   AND (e.created_at, e.id) > (c.created_at, c.id) AND ",
-            episode_filter!(),
-            "
-                 ORDER BY e.created_at, e.id LIMIT c.turns) n
-             WHERE c.session_id IS NOT NULL
-             UNION ALL
-             SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ",
-            episode_candidate!(),
-            ", 0.0::float8 AS signal,
-                        row_number() OVER (ORDER BY e.created_at DESC, e.id DESC) AS distance
-                 FROM episodes e
-                 WHERE e.butler = c.butler AND e.session_id IS NULL
-                   AND (e.created_at, e.id) < (c.created_at, c.id)
-                   AND e.created_at >= c.created_at - c.gap AND ",
-            episode_filter!(),
-            "
-                 ORDER BY e.created_at DESC, e.id DESC LIMIT c.turns) n
-             WHERE c.session_id IS NULL
-             UNION ALL
-             SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
-                 SELECT ",
-            episode_candidate!(),
-            ", 0.0::float8 AS signal,
-                        row_number() OVER (ORDER BY e.created_at, e.id) AS distance
-                 FROM episodes e
-                 WHERE e.butler = c.butler AND e.session_id IS NULL
-                   AND (e.created_at, e.id) > (c.created_at, c.id)
-                   AND e.created_at <= c.created_at + c.gap AND ",
-            episode_filter!(),
-            "
-                 ORDER BY e.created_at, e.id LIMIT c.turns) n
-             WHERE c.session_id IS NULL"
-        ))
-        .bind(&filter.scope.tenant_id)
-        .bind(filter.visibility(MemoryType::Episode))
-        .bind(filter.now)
-        .bind(filter.min_confidence)
-        .bind(&ids)
-        .bind(conversation_gap_secs)
-        .bind(i64::from(reach))
-        .bind(i64::try_from(wide).unwrap_or(i64::MAX))
-        .bind(&butlers)
-        .bind(&sessions)
-        .bind(&times)
-        .fetch_all(self.pool())
-        .await?;
+        let mut rows: Vec<NeighbourRow> = sqlx::query_as(sql)
+            .bind(&filter.scope.tenant_id)
+            .bind(filter.visibility(MemoryType::Episode))
+            .bind(filter.now)
+            .bind(filter.min_confidence)
+            .bind(&ids)
+            .bind(conversation_gap_secs)
+            .bind(i64::from(reach))
+            .bind(i64::try_from(wide).unwrap_or(i64::MAX))
+            .bind(&butlers)
+            .bind(&sessions)
+            .bind(&times)
+            .fetch_all(self.pool())
+            .await?;
         // A read in a time window sees no neighbour outside it.
         if let Some(window) = &filter.window {
             rows.retain(|r| window.admits_episode(r.neighbour.created_at));
