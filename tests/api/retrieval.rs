@@ -289,43 +289,6 @@ async fn invalid_states_never_appear_and_fading_needs_min_confidence_zero() {
     app.stop().await;
 }
 
-/// BM25 counts how often a query word occurs in a memory, in every part of its document (a
-/// fact's subject and predicate weigh `B`, its content `A`). Each pair below has the same
-/// number of distinct words, and the one with more occurrences is stored first: were only
-/// containment counted, the two would tie and the newer would come first.
-#[tokio::test]
-async fn a_word_said_more_often_scores_higher_wherever_it_is_said() {
-    let clock = Arc::new(ManualClock::new(t0()));
-    let app = spawn_app_at("[retrieval.score_weights]\nrecency = 0.0", clock.clone()).await;
-    let mcp = app.client(TENANT_A_ADMIN).await;
-    let thrice = episode(&mcp, "lantern lantern lantern harbour stone").await;
-    let in_predicate_too = fact(&mcp, "lantern", "lantern harbour stone").await;
-    clock.advance(Duration::minutes(5));
-    let once = episode(&mcp, "lantern harbour stone").await;
-    let in_content_only = fact(&mcp, "stone", "lantern harbour stone").await;
-    app.engine().flush().await.unwrap();
-    for (types, more, fewer) in [
-        ("episode", &thrice, &once),
-        ("fact", &in_predicate_too, &in_content_only),
-    ] {
-        let result = mcp
-            .ok(
-                "memory_search",
-                json!({"query": "lantern", "mode": "keyword", "types": [types]}),
-            )
-            .await;
-        assert_eq!(ids(&result), vec![more.clone(), fewer.clone()], "{result}");
-        let relevance: Vec<f64> = result["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["scores"]["relevance"].as_f64().unwrap())
-            .collect();
-        assert!(relevance[0] > relevance[1], "{result}");
-    }
-    app.stop().await;
-}
-
 #[tokio::test]
 async fn ties_break_on_created_at_then_id_and_clusters_are_capped() {
     let clock = Arc::new(ManualClock::new(t0()));

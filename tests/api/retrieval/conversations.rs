@@ -59,16 +59,26 @@ const DAY: &[(i64, Option<&str>, &str)] = &[
 /// A service with `conversation_gap_secs = gap`, the `DAY` stored in it (their ids), and a
 /// keyword search that matches only the ferry.
 async fn search_the_day(gap: f64) -> (TestApp, Vec<String>, Value) {
+    search(gap, DAY, "ferry island").await
+}
+
+/// A service with `conversation_gap_secs = gap`, `day` stored in it (their ids), and the
+/// health butler's episodes searched for `query` by keyword.
+async fn search(
+    gap: f64,
+    day: &[(i64, Option<&str>, &str)],
+    query: &str,
+) -> (TestApp, Vec<String>, Value) {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let config = format!("[episodes]\nconversation_gap_secs = {gap:?}\n");
     let app = spawn_app_at(&config, clock.clone()).await;
-    let ids = store(&app, &clock, DAY).await;
+    let ids = store(&app, &clock, day).await;
     let found = app
         .client(TENANT_A_ADMIN)
         .await
         .ok(
             "memory_search",
-            json!({"query": "ferry island", "mode": "keyword", "butler": "health"}),
+            json!({"query": query, "mode": "keyword", "butler": "health"}),
         )
         .await;
     (app, ids, found)
@@ -110,26 +120,12 @@ async fn without_a_gap_only_a_session_makes_a_conversation() {
 /// neighbours along (the statement then holds both kinds of turns).
 #[tokio::test]
 async fn a_search_finding_both_kinds_brings_both_kinds_of_neighbours() {
-    let clock = Arc::new(ManualClock::new(Utc::now()));
-    let app = spawn_app_at(
-        "[episodes]\nconversation_gap_secs = 1800.0\n",
-        clock.clone(),
-    )
-    .await;
     let mut day = DAY.to_vec();
     day.push((3, Some("work"), "Charts for the slides are still missing"));
-    let ids = store(&app, &clock, &day).await;
+    let (app, ids, found) = search(1800.0, &day, "ferry island quarterly report").await;
     let [tent, ferry, report, dinner, lamp, charts] = &ids[..] else {
         unreachable!()
     };
-    let found = app
-        .client(TENANT_A_ADMIN)
-        .await
-        .ok(
-            "memory_search",
-            json!({"query": "ferry island quarterly report", "mode": "keyword", "butler": "health"}),
-        )
-        .await;
     let scores = neighbour_scores(&found);
     let score = |id: &String| scores.iter().find(|(i, _)| i == id).map(|(_, s)| *s);
     assert_eq!(score(ferry), Some(0.0), "a match: {found}");
