@@ -281,6 +281,10 @@ pub struct ShardsConfig {
     pub call_timeout_ms: NonZeroU64,
     /// How often a shard writes the reference-count bumps of reads, batched.
     pub touch_flush_ms: NonZeroU64,
+    /// A read writes its record's `last_referenced_at` (and count) only when that date is
+    /// older than this; reads in between are tallied beside the record (0: every read
+    /// writes the record).
+    pub reference_date_resolution_secs: u64,
 }
 
 /// `[indexer]`: the worker that embeds rows stored without an embedding.
@@ -485,6 +489,11 @@ impl EngineConfig {
             (0.0..=86_400.0).contains(&self.episodes.conversation_gap_secs),
             "episodes.conversation_gap_secs",
             "must be between 0 (off) and 86400 (a day)",
+        );
+        check(
+            self.shards.reference_date_resolution_secs <= 86_400,
+            "shards.reference_date_resolution_secs",
+            "must be between 0 (every read writes its record) and 86400 (a day)",
         );
         let f = &self.facts;
         check(

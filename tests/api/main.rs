@@ -46,6 +46,7 @@ mod prometheus;
 mod purge;
 mod redaction;
 mod reembedding;
+mod reference_reads;
 mod request_ids;
 mod rest;
 mod rest_lifecycle;

@@ -490,9 +490,20 @@ impl ShardState {
         // timeout, holding the shard (and a stop) behind it; the bumps wait for a later one.
         self.services.database.check()?;
         let now = self.services.clock.now();
+        // At most a day (config's problems), well within chrono's range.
+        let resolution = self.services.config.shards.reference_date_resolution_secs as i64;
+        let dated_before = now - chrono::Duration::seconds(resolution);
         let mut conn = self.services.store.writer().acquire().await?;
         for (memory_type, counts) in std::mem::take(&mut self.touches) {
-            references::bump(&mut conn, memory_type, &self.key.tenant_id, counts, now).await?;
+            references::bump(
+                &mut conn,
+                memory_type,
+                &self.key.tenant_id,
+                counts,
+                now,
+                dated_before,
+            )
+            .await?;
         }
         Ok(())
     }

@@ -49,7 +49,18 @@ fn row_json(table: &str, embeddings: bool) -> String {
         "orchestrator_memories" => "- 'search_vector' - 'embedding' - 'embedding_version_id'",
         _ => "",
     };
-    format!("(to_jsonb(t) {generated}) {embedding}")
+    // The reads tallied apart since a record was last written (migration 33) travel in its
+    // count and date, as a record read shows them.
+    let reads = if ["episodes", "facts", "rules"].contains(&table) {
+        "|| COALESCE((SELECT jsonb_build_object(
+                 'reference_count', t.reference_count + r.reads,
+                 'last_referenced_at', GREATEST(t.last_referenced_at, r.last_read_at))
+             FROM memory_reads r WHERE r.memory_tenant_id = t.tenant_id AND r.memory_id = t.id),
+             '{}'::jsonb)"
+    } else {
+        ""
+    };
+    format!("(to_jsonb(t) {generated}) {embedding} {reads}")
 }
 
 /// Where an export is.

@@ -1,37 +1,68 @@
 //! The column lists that map rows onto the domain records, shared by SELECT and RETURNING
 //! so every query produces the same shape.
 
+/// A record's reference count with the reads tallied apart since it was last written
+/// (migration 33, store/references.rs), by the record's own unqualified columns.
+macro_rules! reference_count {
+    () => {
+        "reference_count + COALESCE((SELECT r.reads FROM memory_reads r \
+         WHERE r.memory_tenant_id = tenant_id AND r.memory_id = id), 0) AS reference_count"
+    };
+}
+
+/// A record's last reference: its own, or its tally's last read when later.
+macro_rules! last_referenced_at {
+    () => {
+        "GREATEST(last_referenced_at, (SELECT r.last_read_at FROM memory_reads r \
+         WHERE r.memory_tenant_id = tenant_id AND r.memory_id = id)) AS last_referenced_at"
+    };
+}
+
 /// Columns of `domain::episode::Episode`.
 macro_rules! episode_columns {
     () => {
-        "id, tenant_id, butler, session_id, content, importance, reference_count, \
-         consolidation_status, consolidated, consolidation_attempts, last_consolidation_error, \
-         next_consolidation_retry_at, created_at, last_referenced_at, expires_at, forgotten_at, \
-         metadata, (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
-         request_id, idempotency_key"
+        concat!(
+            "id, tenant_id, butler, session_id, content, importance, ",
+            $crate::store::columns::reference_count!(),
+            ", consolidation_status, consolidated, consolidation_attempts, last_consolidation_error, \
+             next_consolidation_retry_at, created_at, ",
+            $crate::store::columns::last_referenced_at!(),
+            ", expires_at, forgotten_at, metadata, (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
+             request_id, idempotency_key"
+        )
     };
 }
 
 /// Columns of `domain::fact::Fact`.
 macro_rules! fact_columns {
     () => {
-        "id, tenant_id, subject, predicate, content, scope, validity, confidence, decay_rate, \
-         permanence, importance, source_butler, source_episode_id, supersedes_id, reference_count, \
-         created_at, last_confirmed_at, last_referenced_at, retracted_at, retracted_from, tags, metadata, \
-         (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
-         request_id, key_version, sealed, valid_from, valid_until"
+        concat!(
+            "id, tenant_id, subject, predicate, content, scope, validity, confidence, decay_rate, \
+             permanence, importance, source_butler, source_episode_id, supersedes_id, ",
+            $crate::store::columns::reference_count!(),
+            ", created_at, last_confirmed_at, ",
+            $crate::store::columns::last_referenced_at!(),
+            ", retracted_at, retracted_from, tags, metadata, \
+             (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
+             request_id, key_version, sealed, valid_from, valid_until"
+        )
     };
 }
 
 /// Columns of `domain::rule::Rule`.
 macro_rules! rule_columns {
     () => {
-        "id, tenant_id, content, original_content, scope, maturity, validity, confidence, decay_rate, \
-         permanence, importance, effectiveness_score, applied_count, success_count, harmful_count, \
-         source_butler, source_episode_id, reference_count, created_at, last_applied_at, \
-         last_evaluated_at, last_confirmed_at, last_referenced_at, retracted_at, retracted_from, tags, metadata, \
-         (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
-         request_id, disabled_at"
+        concat!(
+            "id, tenant_id, content, original_content, scope, maturity, validity, confidence, decay_rate, \
+             permanence, importance, effectiveness_score, applied_count, success_count, harmful_count, \
+             source_butler, source_episode_id, ",
+            $crate::store::columns::reference_count!(),
+            ", created_at, last_applied_at, last_evaluated_at, last_confirmed_at, ",
+            $crate::store::columns::last_referenced_at!(),
+            ", retracted_at, retracted_from, tags, metadata, \
+             (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
+             request_id, disabled_at"
+        )
     };
 }
 
@@ -63,5 +94,6 @@ macro_rules! confidence_band_sql {
 }
 
 pub(crate) use {
-    confidence_band_sql, effective_confidence, episode_columns, fact_columns, rule_columns,
+    confidence_band_sql, effective_confidence, episode_columns, fact_columns, last_referenced_at,
+    reference_count, rule_columns,
 };

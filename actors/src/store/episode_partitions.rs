@@ -164,15 +164,21 @@ impl Store {
             );
             return Ok(None);
         }
-        // TRUNCATE fires no delete trigger: the month's token sketches (migration 32) are
-        // deleted here, in the same transaction.
+        // TRUNCATE fires no delete trigger: the month's token sketches (migration 32) and
+        // read tallies (migration 33) are deleted here, in the same transaction.
         let sketches = format!(
             "DELETE FROM episode_sketches s USING {partition} e
              WHERE s.tenant_id = e.tenant_id AND s.id = e.id"
         );
-        sqlx::query(sqlx::AssertSqlSafe(sketches))
-            .execute(&mut *tx)
-            .await?;
+        let reads = format!(
+            "DELETE FROM memory_reads r USING {partition} e
+             WHERE r.memory_tenant_id = e.tenant_id AND r.memory_id = e.id"
+        );
+        for statement in [sketches, reads] {
+            sqlx::query(sqlx::AssertSqlSafe(statement))
+                .execute(&mut *tx)
+                .await?;
+        }
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("TRUNCATE {partition}")))
             .execute(&mut *tx)
             .await?;
