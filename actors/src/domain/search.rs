@@ -107,16 +107,11 @@ pub struct Candidate {
     pub signal: f64,
     /// A sealed fact's tenant, data key version and ciphertext (`vault.rs`), until the
     /// store opens it; only fact candidates have them.
-    #[sqlx(default)]
     pub tenant_id: Option<String>,
-    #[sqlx(default)]
     pub key_version: Option<i32>,
-    #[sqlx(default)]
     pub sealed: Option<Vec<u8>>,
     /// A fact's validity time (`domain::time_window`); only fact candidates have it.
-    #[sqlx(default)]
     pub valid_from: Option<DateTime<Utc>>,
-    #[sqlx(default)]
     pub valid_until: Option<DateTime<Utc>>,
 }
 

@@ -19,13 +19,19 @@ use super::Store;
 use super::columns::effective_confidence;
 use window::Windowed;
 
-/// The candidate columns of each table, in `Candidate`'s order (without `signal`).
+/// The candidate columns of each table, in `Candidate`'s order (without `signal`). Every
+/// table names every column, NULL where it has none, so that a list which forgets one
+/// fails rather than decoding it as absent (and no row pays for looking a column up, missing
+/// it and defaulting it).
 macro_rules! episode_candidate {
     () => {
-        "e.id, e.content, e.importance, e.created_at, e.last_referenced_at, 1.0::float8 AS confidence,
-         0.0::float8 AS decay_rate, e.created_at AS last_confirmed_at, NULL::text AS subject,
-         NULL::text AS predicate, NULL::text AS scope, NULL::text AS permanence, NULL::text AS validity,
-         NULL::text AS maturity, e.butler, e.session_id, e.metadata"
+        concat!(
+            "e.id, e.content, e.importance, e.created_at, e.last_referenced_at, 1.0::float8 AS confidence,
+             0.0::float8 AS decay_rate, e.created_at AS last_confirmed_at, NULL::text AS subject,
+             NULL::text AS predicate, NULL::text AS scope, NULL::text AS permanence, NULL::text AS validity,
+             NULL::text AS maturity, e.butler, e.session_id, e.metadata, ",
+            unsealed_unbounded!()
+        )
     };
 }
 macro_rules! fact_candidate {
@@ -38,9 +44,19 @@ macro_rules! fact_candidate {
 }
 macro_rules! rule_candidate {
     () => {
-        "r.id, r.content, r.importance, r.created_at, r.last_referenced_at, r.confidence, r.decay_rate,
-         r.last_confirmed_at, NULL::text AS subject, NULL::text AS predicate, r.scope, r.permanence,
-         r.validity, r.maturity, r.source_butler AS butler, NULL::text AS session_id, r.metadata"
+        concat!(
+            "r.id, r.content, r.importance, r.created_at, r.last_referenced_at, r.confidence, r.decay_rate,
+             r.last_confirmed_at, NULL::text AS subject, NULL::text AS predicate, r.scope, r.permanence,
+             r.validity, r.maturity, r.source_butler AS butler, NULL::text AS session_id, r.metadata, ",
+            unsealed_unbounded!()
+        )
+    };
+}
+/// The fact-only columns (sealing, validity time) of an episode or rule candidate.
+macro_rules! unsealed_unbounded {
+    () => {
+        "NULL::text AS tenant_id, NULL::int AS key_version, NULL::bytea AS sealed,
+         NULL::timestamptz AS valid_from, NULL::timestamptz AS valid_until"
     };
 }
 
