@@ -17,7 +17,8 @@ fn check_config_names_every_problem_at_once_with_where_it_came_from() {
     std::fs::write(
         &config,
         "colour = 'blue'\n[retrieval]\nworkers = 0\ndefault_mode = 'fuzzy'\n\
-         [writes]\ngroup_commit_max = -1\n[facts]\nexpiry_confidence_threshold = 0.5\n",
+         [writes]\ngroup_commit_max = -1\n[facts]\nexpiry_confidence_threshold = 0.5\n\
+         [shards]\nreference_date_resolution_secs = 90000\n",
     )
     .unwrap();
     let out = run(
@@ -34,11 +35,12 @@ fn check_config_names_every_problem_at_once_with_where_it_came_from() {
         "retrieval.default_mode: ".to_owned(),
         "writes.group_commit_max: ".to_owned(),
         "facts.expiry_confidence_threshold: ".to_owned(),
+        "shards.reference_date_resolution_secs: ".to_owned(),
         "listen: invalid socket address syntax (from BUTLER_MEMORY_LISTEN)".to_owned(),
     ] {
         assert!(stderr.contains(&expected), "{expected} in:\n{stderr}");
     }
-    assert!(stderr.contains("6 problems"), "{stderr}");
+    assert!(stderr.contains("7 problems"), "{stderr}");
     assert!(
         !stderr.contains("default."),
         "figment's profile leaks:\n{stderr}"
