@@ -353,10 +353,10 @@ impl Store {
         };
         // The episodes' list is planned with its values, every time (an unnamed statement):
         // a cached generic plan knows neither the expiry time nor the depth, prices an exact
-        // sort of the shard below the HNSW scan by a hair, and PostgreSQL takes it once its
-        // estimate dips under the custom plans' (measured: 5-6 ms a list instead of 1.2-1.4
-        // when the table's pages were packed tighter; docs/benchmarks.md, "Reads tallied
-        // apart"). The custom plan was already made on every call; now it always is.
+        // sort of the shard within a few units of the HNSW scan, and PostgreSQL keeps it
+        // once its estimate dips under the custom plans' (measured: 5-6 ms a list instead of
+        // 1.2-1.4 when the table's pages were packed tighter; docs/benchmarks.md, "Reads
+        // tallied apart"). The custom plan was already made on every call; now it always is.
         let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .persistent(memory_type != MemoryType::Episode)
             .bind(&filter.scope.tenant_id)
