@@ -11,17 +11,10 @@ use butler_memory_actors::FactInput;
 use butler_memory_actors::Lineage;
 use butler_memory_actors::ManualClock;
 use butler_memory_actors::{Caller, Role};
-use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
 use crate::helpers::*;
-
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
-}
 
 async fn count(db: &mut sqlx::PgConnection, sql: &str) -> i64 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))

@@ -6,16 +6,10 @@ use std::sync::Arc;
 use butler_memory_actors::ManualClock;
 use butler_memory_actors::TokenCounter;
 use butler_memory_actors::TokenizerCounter;
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use serde_json::json;
 
 use crate::helpers::*;
-
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
-}
 
 fn counter() -> TokenizerCounter {
     TokenizerCounter::load(&base_config("").engine.retrieval.context.tokenizer_path).unwrap()

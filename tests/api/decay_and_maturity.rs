@@ -6,17 +6,11 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use butler_memory_actors::ManualClock;
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::helpers::*;
-
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
-}
 
 async fn fact(mcp: &McpClient, predicate: &str, permanence: &str) -> String {
     mcp.ok(

@@ -4,16 +4,10 @@
 use std::sync::Arc;
 
 use butler_memory_actors::ManualClock;
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
-
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
-}
 
 fn id(v: &Value) -> String {
     v["id"].as_str().unwrap().to_owned()

@@ -12,12 +12,6 @@ use sqlx::PgConnection;
 use crate::bundle::export;
 use crate::helpers::*;
 
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
-}
-
 fn at(value: &Value) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(value.as_str().unwrap())
         .unwrap()

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use butler_memory_actors::ManualClock;
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use serde_json::{Value, json};
 
 use crate::helpers::result_ids as ids;
@@ -17,12 +17,6 @@ mod neighbour_reach;
 mod second_stage;
 mod sketches;
 mod time_aware;
-
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
-}
 
 fn contents(result: &Value) -> Vec<String> {
     result["results"]

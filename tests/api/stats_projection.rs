@@ -13,12 +13,6 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 use crate::rest::get;
 
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
-}
-
 /// The stats a key is answered, and the same counted by scanning the tables.
 pub(crate) async fn answered_and_scanned(app: &TestApp, key: &str, query: &str) -> (Value, Value) {
     let (status, answered) = get(app, Some(key), &format!("/api/memory/stats{query}")).await;
