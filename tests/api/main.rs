@@ -12,6 +12,7 @@ mod butler_client;
 mod butler_view;
 mod cli;
 mod conformance;
+mod connections;
 mod consolidation;
 mod context;
 mod dashboard;

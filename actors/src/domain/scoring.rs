@@ -144,19 +144,21 @@ impl Ranking {
 
         let mut by_id: HashMap<Uuid, Scored> = HashMap::new();
         for (i, c) in semantic.into_iter().enumerate() {
+            let signal = c.signal;
             let entry = by_id.entry(c.id).or_insert_with(|| Scored {
-                candidate: c.clone(),
+                candidate: c,
                 scores: ComponentScores::blank(),
             });
-            entry.scores.semantic = Some(c.signal);
+            entry.scores.semantic = Some(signal);
             entry.scores.semantic_rank = Some(i + 1);
         }
         for (i, c) in keyword.into_iter().enumerate() {
+            let signal = c.signal;
             let entry = by_id.entry(c.id).or_insert_with(|| Scored {
-                candidate: c.clone(),
+                candidate: c,
                 scores: ComponentScores::blank(),
             });
-            entry.scores.keyword = Some(c.signal);
+            entry.scores.keyword = Some(signal);
             entry.scores.keyword_rank = Some(i + 1);
         }
         let w = self.semantic_weight;
