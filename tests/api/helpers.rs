@@ -80,8 +80,6 @@ tenant = "orch-two"
 role = "orchestrator"
 "#;
 
-/// Base configuration for tests (the assets of this checkout, whatever the cwd), with `extra`
-/// layered on top.
 /// Where the tests' pinned clocks start.
 pub fn t0() -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::parse_from_rfc3339("2026-05-01T09:00:00Z")
@@ -89,6 +87,8 @@ pub fn t0() -> chrono::DateTime<chrono::Utc> {
         .with_timezone(&chrono::Utc)
 }
 
+/// Base configuration for tests (the assets of this checkout, whatever the cwd), with `extra`
+/// layered on top.
 pub fn base_config(extra: &str) -> Config {
     // Sweeps run when a test asks for them, not on their own in the middle of it.
     let lifecycle = if extra.contains("[lifecycle]") {
