@@ -207,6 +207,11 @@ impl StoreStartError {
 pub struct Store {
     pool: PgPool,
     writer: PgPool,
+    /// One connection for the health checks (`ping`, `migrations_applied`), apart from the
+    /// read pools: every read connection busy is a full pool, not a database that does not
+    /// answer, and the watch's pings four times a second should not keep every idle read
+    /// connection in use.
+    health: PgPool,
     /// How `pool` connects, for a read pool of another runtime (`with_reads_here`).
     read_options: PgPoolOptions,
     connect: PgConnectOptions,
@@ -243,9 +248,15 @@ impl Store {
             .after_connect(|conn, _| Box::pin(episodes::prepare_insert(conn)))
             .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms.get()))
             .connect_lazy_with(options.clone().application_name("butler-memory writes"));
+        let health = PgPoolOptions::new()
+            .max_connections(1)
+            .idle_timeout(None)
+            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms.get()))
+            .connect_lazy_with(options.clone().application_name("butler-memory health"));
         Store {
             pool,
             writer,
+            health,
             read_options,
             connect: options,
             vault: Arc::new(Vault::none()),
@@ -265,6 +276,7 @@ impl Store {
                 .clone()
                 .connect_lazy_with(self.connect.clone().application_name(name)),
             writer: self.writer.clone(),
+            health: self.health.clone(),
             read_options: self.read_options.clone(),
             connect: self.connect.clone(),
             vault: self.vault.clone(),
@@ -365,10 +377,10 @@ impl Store {
         Ok(())
     }
 
-    /// A cheap round trip, for readiness.
+    /// A cheap round trip on the health connection, for the database watch and readiness.
     pub async fn ping(&self) -> MemoryResult<()> {
         sqlx::query_scalar::<_, i32>("SELECT 1")
-            .fetch_one(&self.pool)
+            .fetch_one(&self.health)
             .await?;
         Ok(())
     }
@@ -377,7 +389,7 @@ impl Store {
     pub async fn migrations_applied(&self) -> MemoryResult<bool> {
         let applied: i64 =
             sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
-                .fetch_one(&self.pool)
+                .fetch_one(&self.health)
                 .await?;
         Ok(applied as usize >= MIGRATOR.iter().count())
     }
@@ -390,6 +402,7 @@ impl Store {
     pub async fn close(&self) {
         self.writer.close().await;
         self.pool.close().await;
+        self.health.close().await;
         for replica in self.replicas.iter() {
             replica.pool.close().await;
         }

@@ -85,3 +85,33 @@ async fn connections_the_server_closed_while_idle_are_replaced_before_use() {
     assert_eq!(read_back["content"], "The boiler was fixed");
     app.stop().await;
 }
+
+/// Every read connection busy (a burst of slow reads, an export) is a full pool, not an
+/// outage: the database watch and readiness ask on a connection of their own, so the service
+/// stays ready and writes go on while the reads wait their turn.
+#[tokio::test]
+async fn a_full_read_pool_is_not_taken_for_a_database_that_does_not_answer() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let pool = app.engine().store().pool().clone();
+    let mut held = Vec::new();
+    for _ in 0..pool.options().get_max_connections() {
+        held.push(pool.acquire().await.unwrap());
+    }
+    // Longer than the watch needs to call a database down (two pings of up to a second
+    // each, a quarter of a second apart).
+    tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
+    let http = reqwest::Client::new();
+    let ready = http.get(app.url("/readyz")).send().await.unwrap();
+    let status = ready.status().as_u16();
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Stored while every read connection was busy", "butler": "health"}),
+        )
+        .await;
+    drop(held);
+    app.stop().await;
+}
