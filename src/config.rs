@@ -434,7 +434,17 @@ mod tests {
                 "BUTLER_MEMORY_DATABASE__READ_URLS",
                 "postgres://r1/db,postgres://r2/db",
             );
+            // A server setting's value reads as a number from the environment.
+            jail.set_env(
+                "BUTLER_MEMORY_EMBEDDED_POSTGRES__SETTINGS__MAX_LOGICAL_REPLICATION_WORKERS",
+                "0",
+            );
+            jail.set_env("BUTLER_MEMORY_EMBEDDED_POSTGRES__SETTINGS__FSYNC", "true");
             let config = Config::load(Some(Path::new("override.toml"))).unwrap();
+            let settings = &config.edge.embedded_postgres.settings;
+            assert_eq!(settings["max_logical_replication_workers"], "0");
+            assert_eq!(settings["fsync"], "on");
+            assert_eq!(settings["shared_buffers"], "512MB", "the file's are kept");
             assert_eq!(config.edge.database.read_urls.0.len(), 2);
             assert_eq!(config.edge.listen, "127.0.0.1:9001".parse().unwrap());
             assert_eq!(config.engine.retrieval.default_limit, 7);

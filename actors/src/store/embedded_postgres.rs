@@ -50,8 +50,38 @@ pub struct EmbeddedPostgresConfig {
     /// glibc's malloc settings for the server's processes (`GLIBC_TUNABLES`); empty for
     /// glibc's defaults.
     pub malloc_tunables: String,
-    /// Extra server settings (`-c name=value`).
+    /// Extra server settings (`-c name=value`). A value may be written as a number or a
+    /// boolean as well as a string (`max_connections = 200`, or `…__MAX_CONNECTIONS=200` in
+    /// the environment, which reads as a number); PostgreSQL parses it either way.
+    #[serde(deserialize_with = "setting_values")]
     pub settings: std::collections::BTreeMap<String, String>,
+}
+
+/// `embedded_postgres.settings`: each value as the text PostgreSQL is given.
+fn setting_values<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<std::collections::BTreeMap<String, String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        Text(String),
+        Integer(i64),
+        Real(f64),
+        Flag(bool),
+    }
+    let values = std::collections::BTreeMap::<String, Value>::deserialize(d)?;
+    Ok(values
+        .into_iter()
+        .map(|(name, value)| {
+            let text = match value {
+                Value::Text(text) => text,
+                Value::Integer(n) => n.to_string(),
+                Value::Real(x) => x.to_string(),
+                Value::Flag(flag) => if flag { "on" } else { "off" }.to_owned(),
+            };
+            (name, text)
+        })
+        .collect())
 }
 
 /// Why the embedded database could not be started.
