@@ -1,8 +1,9 @@
 //! The database, watched like a supervised child. Every quarter second the watch asks
 //! whether the database answers (for the embedded PostgreSQL, first whether its postmaster
 //! is alive), on the store's health connection: a read pool whose every connection is busy
-//! is a full pool, not a database that does not answer. While it does not, the engine is told, and every call fails at once as
-//! `unavailable` instead of waiting out connection timeouts: callers fail open, and fast.
+//! is a full pool, not a database that does not answer. While it does not, the engine is
+//! told, and every call fails at once as `unavailable` instead of waiting out connection
+//! timeouts: callers fail open, and fast.
 //!
 //! An embedded PostgreSQL that died is started again, after 0.5 s and then doubling up to
 //! 30 s between tries, at most `embedded_postgres.max_restarts` times within
