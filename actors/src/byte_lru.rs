@@ -74,9 +74,18 @@ impl<K: Hash + Eq, V> ByteLru<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if let Some((_, weight)) = self.entries.pop(key) {
-            self.held -= weight;
-        }
+        self.take(key);
+    }
+
+    /// Takes `key`'s entry out, with its weight.
+    pub fn take<Q>(&mut self, key: &Q) -> Option<(V, usize)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (value, weight) = self.entries.pop(key)?;
+        self.held -= weight;
+        Some((value, weight))
     }
 
     /// Drops entries from the least recently used end while `stale` says so, so that
@@ -91,6 +100,11 @@ impl<K: Hash + Eq, V> ByteLru<K, V> {
                 self.held -= weight;
             }
         }
+    }
+
+    /// Bytes the entries may weigh in all.
+    pub fn budget(&self) -> usize {
+        self.budget
     }
 
     /// Bytes the entries weigh.
@@ -118,6 +132,14 @@ mod tests {
         assert_eq!(lru.held(), 80);
         lru.put("a", 4, 10);
         assert_eq!(lru.held(), 50, "a replaced entry gives its weight back");
+    }
+
+    #[test]
+    fn a_taken_entry_gives_its_weight_back() {
+        let mut lru = ByteLru::new(NonZeroUsize::new(10).unwrap(), 100);
+        lru.put("a", 1, 40);
+        assert_eq!(lru.take("a"), Some((1, 40)));
+        assert_eq!((lru.take("a"), lru.held(), lru.len()), (None, 0, 0));
     }
 
     #[test]

@@ -232,8 +232,11 @@ pub struct RetrievalConfig {
     pub query_cache_size: usize,
     /// Read results remembered for repeated requests (0 turns the cache off) ...
     pub result_cache_size: usize,
-    /// ... holding at most this many bytes of answers in all (0 turns it off).
+    /// ... holding at most this many bytes of answers to requests asked again (0 turns it
+    /// off) ...
     pub result_cache_bytes: usize,
+    /// ... and this many of answers to requests asked once so far.
+    pub result_cache_window_bytes: usize,
     /// How long a remembered result may be served while its tenant writes nothing.
     pub result_cache_ttl_ms: u64,
     /// No diversity cluster (a fact's subject, an episode's session) may hold more than this

@@ -45,7 +45,7 @@ use crate::embedder::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{MemoryError, MemoryResult};
 use crate::ingest::MemoryExtractor;
 use crate::read_path::{
-    CorpusCache, HeadsWatch, QueryCache, QueryEmbedder, ReplicaSet, ResultCache,
+    CorpusCache, HeadsWatch, QueryCache, QueryEmbedder, ReplicaSet, ResultCache, ResultCacheLimits,
 };
 use crate::services::{DatabaseHealth, Services};
 use crate::store::Store;
@@ -163,11 +163,12 @@ impl Engine {
             Duration::from_millis(retrieval.embed_timeout_ms),
             retrieval.rerank.enabled,
         ));
-        let results = ResultCache::new(
-            retrieval.result_cache_size,
-            retrieval.result_cache_bytes,
-            retrieval.result_cache_ttl_ms,
-        );
+        let results = ResultCache::new(ResultCacheLimits {
+            capacity: retrieval.result_cache_size,
+            main_bytes: retrieval.result_cache_bytes,
+            window_bytes: retrieval.result_cache_window_bytes,
+            ttl_ms: retrieval.result_cache_ttl_ms,
+        });
         let tokens: Arc<dyn TokenCounter> = Arc::new(counter);
         let reader_kit = ReaderKit {
             store: reader_runtime.store().clone(),

@@ -5,6 +5,7 @@
 //! (a replica or the primary) serves a read.
 
 mod corpus_cache;
+mod doorkeeper;
 mod generations;
 mod heads_watch;
 mod query_cache;
@@ -18,4 +19,4 @@ pub(crate) use heads_watch::HeadsWatch;
 pub(crate) use query_cache::QueryCache;
 pub(crate) use query_embedding::{QueryEmbedder, QueryEmbedding};
 pub use replica_set::{ReadTarget, ReplicaHealth, ReplicaSet};
-pub(crate) use result_cache::{Cached, ResultCache};
+pub(crate) use result_cache::{Cached, ResultCache, ResultCacheLimits};

@@ -207,12 +207,9 @@ impl Engine {
             metrics::counter!("butler_memory_degraded_reads_total", "tool" => "search")
                 .increment(1);
         } else if !outcome.rerank_skipped {
-            self.results.put(
-                key,
-                generation,
-                now,
-                Cached::Search(Arc::new(outcome.clone())),
-            );
+            self.results.put(key, generation, now, || {
+                Cached::Search(Arc::new(outcome.clone()))
+            });
         }
         Ok(outcome)
     }
@@ -307,12 +304,9 @@ impl Engine {
                     metrics::counter!("butler_memory_degraded_reads_total", "tool" => "context")
                         .increment(1);
                 } else if !outcome.rerank_skipped {
-                    self.results.put(
-                        key,
-                        generation,
-                        now,
-                        Cached::Context(Arc::new(outcome.clone())),
-                    );
+                    self.results.put(key, generation, now, || {
+                        Cached::Context(Arc::new(outcome.clone()))
+                    });
                 }
                 Ok(outcome)
             }

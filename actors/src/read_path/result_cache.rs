@@ -3,13 +3,16 @@
 //! lookup. A result is served again only while nothing was written to its tenant since it
 //! was computed (the tenant's write generation is unchanged) and for at most `ttl` of
 //! engine-clock time, so scores drift with time by at most that much. Degraded results
-//! are never kept.
+//! are never kept. Answers to requests asked once so far are kept in a small window of
+//! their own, those asked again in the main part (W-TinyLFU's shape, `doorkeeper.rs`): under
+//! distinct requests only the window fills.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
 
+use super::doorkeeper::Doorkeeper;
 use crate::byte_lru::ByteLru;
 use crate::domain::context_block::ContextOutcome;
 use crate::domain::search::SearchOutcome;
@@ -71,24 +74,57 @@ struct Entry {
     value: Cached,
 }
 
+/// The answers, and the requests asked so far.
+#[derive(Debug)]
+struct Entries {
+    /// Answers to requests asked again.
+    main: ByteLru<String, Entry>,
+    /// Answers to requests asked once so far; one asked again moves to `main`.
+    window: ByteLru<String, Entry>,
+    doorkeeper: Doorkeeper,
+}
+
 /// A bounded LRU of read results keyed by everything the result depends on, bounded by the
 /// bytes the answers hold.
 #[derive(Debug)]
 pub struct ResultCache {
     // One mutex: a lookup is a hash and a pointer copy, far cheaper than the reads it saves.
-    entries: Option<Mutex<ByteLru<String, Entry>>>,
+    entries: Option<Mutex<Entries>>,
     ttl: Duration,
 }
 
+/// How the result cache is bounded.
+#[derive(Debug, Clone, Copy)]
+pub struct ResultCacheLimits {
+    /// Answers in all, in each part.
+    pub capacity: usize,
+    /// Bytes of answers to requests asked again.
+    pub main_bytes: usize,
+    /// Bytes of answers to requests asked once so far (0: those are not kept).
+    pub window_bytes: usize,
+    /// How long an answer may be served.
+    pub ttl_ms: u64,
+}
+
+/// Requests the doorkeeper remembers, per answer the cache may hold: a request must be
+/// asked again before this many others are for its answer to go to the main part without
+/// passing through the window.
+const ASKED_PER_ANSWER: usize = 4;
+
 impl ResultCache {
-    /// At most `capacity` answers weighing at most `budget_bytes` in all, kept for `ttl_ms`
-    /// each; any of them 0 disables the cache.
-    pub fn new(capacity: usize, budget_bytes: usize, ttl_ms: u64) -> Self {
+    /// A capacity, main part or TTL of 0 disables the cache.
+    pub fn new(limits: ResultCacheLimits) -> Self {
         ResultCache {
-            entries: NonZeroUsize::new(capacity)
-                .filter(|_| budget_bytes > 0 && ttl_ms > 0)
-                .map(|c| Mutex::new(ByteLru::new(c, budget_bytes))),
-            ttl: Duration::milliseconds(ttl_ms as i64),
+            entries: NonZeroUsize::new(limits.capacity)
+                .filter(|_| limits.main_bytes > 0 && limits.ttl_ms > 0)
+                .map(|c| {
+                    Mutex::new(Entries {
+                        main: ByteLru::new(c, limits.main_bytes),
+                        window: ByteLru::new(c, limits.window_bytes),
+                        doorkeeper: Doorkeeper::new(c.get().saturating_mul(ASKED_PER_ANSWER)),
+                    })
+                }),
+            ttl: Duration::milliseconds(limits.ttl_ms as i64),
         }
     }
 
@@ -96,37 +132,77 @@ impl ResultCache {
     pub fn get(&self, key: &str, generation: u64, now: DateTime<Utc>) -> Option<Cached> {
         let entries = self.entries.as_ref()?;
         let mut entries = entries.lock().unwrap_or_else(|p| p.into_inner());
-        let hit = match entries.get(key) {
-            Some(e) if e.generation == generation && self.fresh(e, now) => Some(e.value.clone()),
+        let Entries {
+            main,
+            window,
+            doorkeeper,
+        } = &mut *entries;
+        let valid = |e: &Entry| e.generation == generation && self.fresh(e, now);
+        let hit = match main.get(key) {
+            Some(e) if valid(e) => Some(e.value.clone()),
             Some(_) => {
-                entries.remove(key);
+                main.remove(key);
                 None
             }
-            None => None,
+            // Asked again while its answer is in the window: the answer moves to the main part.
+            None => match window.take(key) {
+                Some((e, weight)) if valid(&e) => {
+                    let value = e.value.clone();
+                    main.put(key.to_owned(), e, weight);
+                    Some(value)
+                }
+                _ => None,
+            },
         };
+        if hit.is_none() {
+            doorkeeper.asked(key);
+        }
         metrics::counter!("butler_memory_result_cache_total", "outcome" => if hit.is_some() { "hit" } else { "miss" })
             .increment(1);
         hit
     }
 
-    pub fn put(&self, key: String, generation: u64, computed_at: DateTime<Utc>, value: Cached) {
-        if let Some(entries) = &self.entries {
+    /// Keeps the answer `value` makes for `key`: in the main part if the request was asked
+    /// before (`get` counts the askings), else in the window. `value` is called only if the
+    /// answer is kept, so one that is not is not copied either.
+    pub fn put(
+        &self,
+        key: String,
+        generation: u64,
+        computed_at: DateTime<Utc>,
+        value: impl FnOnce() -> Cached,
+    ) {
+        let Some(entries) = &self.entries else {
+            return;
+        };
+        let mut entries = entries.lock().unwrap_or_else(|p| p.into_inner());
+        let Entries {
+            main,
+            window,
+            doorkeeper,
+        } = &mut *entries;
+        // Answers past their TTL at the old end go now, not when the budget is full.
+        main.drop_stale_lru(|e| !self.fresh(e, computed_at));
+        window.drop_stale_lru(|e| !self.fresh(e, computed_at));
+        let part = if doorkeeper.asked_again(&key) {
+            &mut *main
+        } else {
+            &mut *window
+        };
+        if part.budget() > 0 {
+            let value = value();
             let weight = key.len() + value.weight();
-            let mut entries = entries.lock().unwrap_or_else(|p| p.into_inner());
-            // Answers past their TTL at the old end go now, not when the budget is full.
-            entries.drop_stale_lru(|e| !self.fresh(e, computed_at));
-            entries.put(
-                key,
-                Entry {
-                    generation,
-                    computed_at,
-                    value,
-                },
-                weight,
-            );
-            metrics::gauge!("butler_memory_result_cache_bytes").set(entries.held() as f64);
-            metrics::gauge!("butler_memory_result_cache_entries").set(entries.len() as f64);
+            let entry = Entry {
+                generation,
+                computed_at,
+                value,
+            };
+            part.put(key, entry, weight);
         }
+        metrics::gauge!("butler_memory_result_cache_bytes")
+            .set((main.held() + window.held()) as f64);
+        metrics::gauge!("butler_memory_result_cache_entries")
+            .set((main.len() + window.len()) as f64);
     }
 
     fn fresh(&self, entry: &Entry, now: DateTime<Utc>) -> bool {
@@ -149,32 +225,6 @@ mod tests {
         }))
     }
 
-    fn t0() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
-            .unwrap()
-            .with_timezone(&Utc)
-    }
-
-    #[test]
-    fn a_write_or_time_invalidates() {
-        let cache = ResultCache::new(10, 1 << 20, 5000);
-        cache.put("k".into(), 3, t0(), outcome());
-        assert!(cache.get("k", 3, t0() + Duration::seconds(4)).is_some());
-        assert!(cache.get("k", 4, t0()).is_none(), "the tenant wrote since");
-        cache.put("k".into(), 3, t0(), outcome());
-        assert!(
-            cache.get("k", 3, t0() + Duration::seconds(5)).is_none(),
-            "too old"
-        );
-    }
-
-    #[test]
-    fn zero_ttl_disables() {
-        let cache = ResultCache::new(10, 1 << 20, 0);
-        cache.put("k".into(), 1, t0(), outcome());
-        assert!(cache.get("k", 1, t0()).is_none());
-    }
-
     fn answer(text_bytes: usize) -> Cached {
         Cached::Context(Arc::new(ContextOutcome {
             block: crate::domain::context_block::ContextBlock {
@@ -190,22 +240,118 @@ mod tests {
         }))
     }
 
+    fn t0() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    fn cache(capacity: usize, main_bytes: usize, window_bytes: usize, ttl_ms: u64) -> ResultCache {
+        ResultCache::new(ResultCacheLimits {
+            capacity,
+            main_bytes,
+            window_bytes,
+            ttl_ms,
+        })
+    }
+
+    /// A request that misses, and its answer put: as a read does.
+    fn asked(cache: &ResultCache, key: &str, generation: u64, at: DateTime<Utc>, value: Cached) {
+        assert!(cache.get(key, generation, at).is_none(), "{key} was cached");
+        cache.put(key.into(), generation, at, || value);
+    }
+
+    /// The bytes held in the main part and in the window.
+    fn held(cache: &ResultCache) -> (usize, usize) {
+        let entries = cache.entries.as_ref().unwrap().lock().unwrap();
+        (entries.main.held(), entries.window.held())
+    }
+
+    #[test]
+    fn a_write_or_time_invalidates() {
+        let cache = cache(10, 1 << 20, 1 << 20, 5000);
+        asked(&cache, "k", 3, t0(), outcome());
+        assert!(cache.get("k", 3, t0() + Duration::seconds(4)).is_some());
+        assert!(cache.get("k", 4, t0()).is_none(), "the tenant wrote since");
+        cache.put("k".into(), 3, t0(), outcome);
+        assert!(
+            cache.get("k", 3, t0() + Duration::seconds(5)).is_none(),
+            "too old"
+        );
+    }
+
+    #[test]
+    fn zero_ttl_disables() {
+        let cache = cache(10, 1 << 20, 1 << 20, 0);
+        asked(&cache, "k", 1, t0(), outcome());
+        assert!(cache.get("k", 1, t0()).is_none());
+    }
+
+    /// Under distinct requests only the window fills; a request asked again keeps its
+    /// answer in the main part, whether its first answer was still in the window or not.
+    #[test]
+    fn answers_to_requests_asked_once_stay_in_the_window() {
+        let cache = cache(1000, 100_000, 1_000, 5000);
+        asked(&cache, "hot", 1, t0(), answer(100));
+        assert!(
+            cache.get("hot", 1, t0()).is_some(),
+            "served from the window"
+        );
+        for i in 0..100 {
+            asked(&cache, &format!("once {i}"), 1, t0(), answer(100));
+        }
+        let (main, window) = held(&cache);
+        assert!(
+            main > 0 && main < 1_000,
+            "only the answer asked again: {main}"
+        );
+        assert!(window <= 1_000, "{window}");
+        assert!(
+            cache.get("hot", 1, t0()).is_some(),
+            "it outlived the window"
+        );
+        assert!(cache.get("once 0", 1, t0()).is_none(), "it left the window");
+        cache.put("once 0".into(), 1, t0(), || answer(100));
+        for i in 100..200 {
+            asked(&cache, &format!("once {i}"), 1, t0(), answer(100));
+        }
+        assert!(
+            cache.get("once 0", 1, t0()).is_some(),
+            "asked again after it left the window: kept in the main part"
+        );
+    }
+
+    #[test]
+    fn without_a_window_an_answer_is_kept_from_its_second_asking() {
+        let cache = cache(10, 1 << 20, 0, 5000);
+        asked(&cache, "k", 1, t0(), outcome());
+        assert_eq!(held(&cache), (0, 0));
+        asked(&cache, "k", 1, t0(), outcome());
+        assert!(cache.get("k", 1, t0()).is_some());
+    }
+
     /// Large answers are bounded by the bytes they hold, not by their count, and answers
     /// past their TTL give their memory back at the next put.
     #[test]
     fn answers_are_bounded_by_their_bytes_and_expire_at_the_next_put() {
-        let cache = ResultCache::new(1000, 10_000, 5000);
+        let cache = cache(1000, 10_000, 5_000, 5000);
         for i in 0..10 {
-            cache.put(format!("k{i}"), 1, t0(), answer(3000));
+            let key = format!("k{i}");
+            asked(&cache, &key, 1, t0(), answer(3000));
+            assert!(
+                cache.get(&key, 1, t0()).is_some(),
+                "{key} moves to the main part"
+            );
         }
-        let held = |c: &ResultCache| c.entries.as_ref().unwrap().lock().unwrap().held();
-        assert!(held(&cache) <= 10_000, "{}", held(&cache));
+        let (main, window) = held(&cache);
+        assert!(main <= 10_000 && window == 0, "{main} {window}");
         assert!(cache.get("k0", 1, t0()).is_none(), "the oldest went");
         assert!(cache.get("k9", 1, t0()).is_some());
-        cache.put("late".into(), 1, t0() + Duration::seconds(6), answer(10));
+        asked(&cache, "late", 1, t0() + Duration::seconds(6), answer(10));
+        let entries = cache.entries.as_ref().unwrap().lock().unwrap();
         assert_eq!(
-            cache.entries.as_ref().unwrap().lock().unwrap().len(),
-            1,
+            (entries.main.len(), entries.window.len()),
+            (0, 1),
             "the expired ones went"
         );
     }
