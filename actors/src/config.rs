@@ -196,6 +196,9 @@ pub struct RetrievalConfig {
     /// Threads of the runtime the retrieval actors run on, apart from the one serving
     /// requests and writes (`actors/reader/runtime.rs`).
     pub threads: NonZeroUsize,
+    /// Read connections of the retrieval actors' own pool (opened on their runtime), apart
+    /// from `database.max_connections`, the rest of the engine's.
+    pub connections: NonZeroU32,
     pub default_limit: u32,
     pub max_limit: u32,
     pub default_mode: SearchMode,

@@ -145,7 +145,7 @@ impl Engine {
             .vault()
             .map_err(EngineStartError::Encryption)?;
         let store = store.with_vault(Arc::new(vault));
-        let reader_runtime = ReaderRuntime::start(config.retrieval.threads.get(), &store)
+        let reader_runtime = ReaderRuntime::start(&config.retrieval, &store)
             .map_err(EngineStartError::ReaderRuntime)?;
         open_connections(&store, &reader_runtime).await;
         let retrieval = &config.retrieval;

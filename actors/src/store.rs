@@ -68,6 +68,9 @@ use crate::vault::Vault;
 /// The migrations under `migrations/`, compiled into the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
+/// Connections that may hold advisory locks at once (`Store::locks`).
+const LOCK_CONNECTIONS: u32 = 4;
+
 /// Oldest pgvector with everything the schema uses (HNSW, iterative index scans).
 pub const MIN_PGVECTOR: (u32, u32, u32) = (0, 8, 0);
 
@@ -212,6 +215,11 @@ pub struct Store {
     /// answer, and the watch's pings four times a second should not keep every idle read
     /// connection in use.
     health: PgPool,
+    /// Connections that hold session-level advisory locks for as long as the work they
+    /// guard (lifecycle leases, embedding claims), opened when needed: taken from the read
+    /// pool, a few holders left none for the reads their own work makes, which then waited
+    /// out the acquire timeout (a read pool of two did, in tests/api/process.rs).
+    locks: PgPool,
     /// How `pool` connects, for a read pool of another runtime (`with_reads_here`).
     read_options: PgPoolOptions,
     connect: PgConnectOptions,
@@ -253,10 +261,17 @@ impl Store {
             .idle_timeout(None)
             .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms.get()))
             .connect_lazy_with(options.clone().application_name("butler-memory health"));
+        // The holders at once: the scheduler's lease (one shard at a time), an admin's sweep's,
+        // the indexer's claim, and one to spare; a holder past them waits like any acquire.
+        let locks = PgPoolOptions::new()
+            .max_connections(LOCK_CONNECTIONS)
+            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms.get()))
+            .connect_lazy_with(options.clone().application_name("butler-memory locks"));
         Store {
             pool,
             writer,
             health,
+            locks,
             read_options,
             connect: options,
             vault: Arc::new(Vault::none()),
@@ -265,26 +280,31 @@ impl Store {
         }
     }
 
-    /// This store with a read pool of its own, named `name`, opened on the current tokio
-    /// runtime: a connection's socket is driven by the runtime that opened it, so readers
-    /// on another runtime (`read_side.rs`) need connections opened there. The write pool
-    /// is shared.
-    pub fn with_reads_here(&self, name: &str) -> Store {
+    /// This store with a read pool of its own of up to `max_connections`, named `name`,
+    /// opened on the current tokio runtime: a connection's socket is driven by the runtime
+    /// that opened it, so readers on another runtime (`reader/runtime.rs`) need connections
+    /// opened there. The write pool is shared.
+    pub fn with_reads_here(&self, name: &str, max_connections: u32) -> Store {
+        let read_options = self
+            .read_options
+            .clone()
+            .max_connections(max_connections)
+            .min_connections(self.read_options.get_min_connections().min(max_connections));
         Store {
-            pool: self
-                .read_options
+            pool: read_options
                 .clone()
                 .connect_lazy_with(self.connect.clone().application_name(name)),
             writer: self.writer.clone(),
             health: self.health.clone(),
-            read_options: self.read_options.clone(),
+            locks: self.locks.clone(),
+            read_options,
             connect: self.connect.clone(),
             vault: self.vault.clone(),
             statement_timeout_ms: self.statement_timeout_ms,
             replicas: self
                 .replicas
                 .iter()
-                .map(|r| r.reopened_here(name))
+                .map(|r| r.reopened_here(name, max_connections))
                 .collect(),
         }
     }
@@ -403,6 +423,7 @@ impl Store {
         self.writer.close().await;
         self.pool.close().await;
         self.health.close().await;
+        self.locks.close().await;
         for replica in self.replicas.iter() {
             replica.pool.close().await;
         }

@@ -115,3 +115,101 @@ async fn a_full_read_pool_is_not_taken_for_a_database_that_does_not_answer() {
     drop(held);
     app.stop().await;
 }
+
+/// The retrieval actors' read pool is sized apart from the engine's (`retrieval.connections`
+/// against `database.max_connections`): start-up opens each pool's standing connections,
+/// capped by its own size, and reads many at once take turns on the retrieval pool instead
+/// of opening more.
+#[tokio::test]
+async fn the_retrieval_pool_is_sized_apart_from_the_engines() {
+    let app = spawn_on_database(fresh_database().await, |config| {
+        config.edge.database.min_connections = 2;
+        config.edge.database.max_connections = 2;
+        config.engine.retrieval.connections = std::num::NonZeroU32::MIN;
+    })
+    .await;
+    let mut sql = app.sql().await;
+    let count = |name: &'static str| {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = $1",
+        )
+        .bind(name)
+    };
+    let standing = count("butler-memory retrieval")
+        .fetch_one(&mut sql)
+        .await
+        .unwrap();
+    assert_eq!(
+        standing, 1,
+        "min_connections capped by retrieval.connections"
+    );
+    let engine = count("butler-memory reads")
+        .fetch_one(&mut sql)
+        .await
+        .unwrap();
+    assert_eq!(engine, 2, "the engine's pool keeps min_connections");
+
+    let health = app.client(TENANT_A_HEALTH).await;
+    let stored = health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "The piano tuner visits every spring", "butler": "health"}),
+        )
+        .await;
+    // Distinct hybrid searches at once, each of them several candidate lists side by side.
+    let searches = (0..8).map(|i| {
+        let health = &health;
+        async move {
+            health
+                .ok(
+                    "memory_search",
+                    json!({"query": format!("when does the piano tuner come {i}")}),
+                )
+                .await
+        }
+    });
+    for found in futures::future::join_all(searches).await {
+        assert_eq!(result_ids(&found), vec![stored["id"].as_str().unwrap()]);
+    }
+    let after = count("butler-memory retrieval")
+        .fetch_one(&mut sql)
+        .await
+        .unwrap();
+    assert_eq!(after, 1, "the retrieval pool never opens past its size");
+    app.stop().await;
+}
+
+/// Advisory locks held for as long as the work they guard (a sweep's lifecycle lease, the
+/// indexer's claim on rows to embed) live on connections of their own: with a read pool of
+/// one connection the indexer and a consolidation sweep still make the reads their work
+/// needs, instead of waiting out the acquire timeout behind their own lock.
+#[tokio::test]
+async fn locks_held_through_a_sweep_or_an_embedding_leave_the_read_pool_to_the_work() {
+    let app = spawn_on_database(fresh_database().await, |config| {
+        config.edge.database.max_connections = 1;
+    })
+    .await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    health
+        .ok(
+            "memory_store_episode",
+            json!({"content": "Hi, my name is Ada. I'm allergic to peanuts.", "butler": "health"}),
+        )
+        .await;
+    tokio::time::timeout(std::time::Duration::from_secs(60), app.engine().flush())
+        .await
+        .expect("embedded within a minute")
+        .unwrap();
+    let stats = health.ok("memory_stats", json!({})).await;
+    assert_eq!(stats["episodes"]["unembedded"], 0, "{stats}");
+    let report = admin
+        .ok("memory_run_sweep", json!({"kinds": ["consolidation"]}))
+        .await;
+    assert_eq!(
+        report["reports"][0]["changes"]["episodes_consolidated"], 1,
+        "{report}"
+    );
+    app.stop().await;
+}

@@ -1,7 +1,7 @@
 //! Claims on rows to embed, so that with several instances on one database each row is
 //! embedded by one of them (issue 21): a session-level advisory lock per row, taken with
 //! `pg_try_advisory_lock` (a row another instance holds is skipped, never waited for) on a
-//! connection the claim keeps until it is released. Nothing is written to claim a row: the
+//! connection the claim keeps until it is released (from the store's lock pool). Nothing is written to claim a row: the
 //! locks live in PostgreSQL's lock table, and an instance that dies loses its connection
 //! and with it its claims, at once. Rows are re-read after they are claimed, in a new
 //! statement, so a row another instance embedded just before letting go is seen as done.
@@ -33,7 +33,7 @@ impl Store {
         candidates: &[Uuid],
         limit: i64,
     ) -> MemoryResult<(Vec<Uuid>, EmbeddingClaim)> {
-        let mut conn = self.pool().acquire().await?;
+        let mut conn = self.locks.acquire().await?;
         // `unnest` yields the candidates in order and the limit stops the scan: no row past
         // the limit is locked.
         let claimed: Vec<Uuid> = sqlx::query_scalar(
@@ -60,8 +60,8 @@ impl EmbeddingClaim {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
-        // The connection holds no other session lock: it was taken from the pool for this
-        // claim, and leases keep their own connections until they end.
+        // The connection holds no other session lock: it was taken from the lock pool for
+        // this claim, and leases keep their own connections until they end.
         let released = sqlx::query("SELECT pg_advisory_unlock_all()")
             .execute(&mut *conn)
             .await;

@@ -1,7 +1,7 @@
 //! The lease on a shard's lifecycle work across instances: a session-level advisory lock
-//! per shard, held on a connection of its own while one of the shard's sweeps or
-//! consolidation runs, so that on several instances sharing the database the shard's
-//! lifecycle work runs on one of them at a time. The lock belongs to the session: an
+//! per shard, held on a connection of its own (from the store's lock pool) while one of the
+//! shard's sweeps or consolidation runs, so that on several instances sharing the database
+//! the shard's lifecycle work runs on one of them at a time. The lock belongs to the session: an
 //! instance that dies loses its connections and with them its leases, at once.
 
 use sqlx::Postgres;
@@ -27,7 +27,7 @@ impl Store {
         &self,
         shard: &ShardKey,
     ) -> MemoryResult<Option<LifecycleLease>> {
-        let mut conn = self.pool().acquire().await?;
+        let mut conn = self.locks.acquire().await?;
         let held: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT pg_try_advisory_lock({LOCK_KEY})"
         )))

@@ -28,13 +28,15 @@ pub struct ReplicaPool {
 }
 
 impl ReplicaPool {
-    /// The same replica with a pool opened on the current runtime, named `name`.
-    pub(super) fn reopened_here(&self, name: &str) -> ReplicaPool {
+    /// The same replica with a pool of up to `max_connections` opened on the current
+    /// runtime, named `name`.
+    pub(super) fn reopened_here(&self, name: &str, max_connections: u32) -> ReplicaPool {
+        let options = self.options.clone().max_connections(max_connections);
         ReplicaPool {
-            pool: self
-                .options
+            pool: options
                 .clone()
                 .connect_lazy_with(self.connect.clone().application_name(name)),
+            options,
             ..self.clone()
         }
     }

@@ -14,6 +14,7 @@
 
 use tokio::runtime::{Builder, Handle, Runtime};
 
+use crate::config::RetrievalConfig;
 use crate::store::Store;
 
 pub struct ReaderRuntime {
@@ -31,10 +32,11 @@ impl std::fmt::Debug for ReaderRuntime {
 }
 
 impl ReaderRuntime {
-    /// Starts `threads` reader threads, and a read pool on them beside `store`'s.
-    pub fn start(threads: usize, store: &Store) -> std::io::Result<ReaderRuntime> {
+    /// Starts `retrieval.threads` reader threads, and a read pool of
+    /// `retrieval.connections` on them beside `store`'s.
+    pub fn start(retrieval: &RetrievalConfig, store: &Store) -> std::io::Result<ReaderRuntime> {
         let runtime = Builder::new_multi_thread()
-            .worker_threads(threads.max(1))
+            .worker_threads(retrieval.threads.get())
             .thread_name("retrieval")
             .enable_all()
             .build()?;
@@ -42,7 +44,7 @@ impl ReaderRuntime {
         // The pool's upkeep tasks and its connections belong to the reader runtime.
         let store = {
             let _on_readers = handle.enter();
-            store.with_reads_here("butler-memory retrieval")
+            store.with_reads_here("butler-memory retrieval", retrieval.connections.get())
         };
         Ok(ReaderRuntime {
             runtime: Some(runtime),
