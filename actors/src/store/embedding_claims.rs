@@ -1,9 +1,9 @@
 //! Claims on rows to embed, so that with several instances on one database each row is
 //! embedded by one of them (issue 21): a session-level advisory lock per row, taken with
 //! `pg_try_advisory_lock` (a row another instance holds is skipped, never waited for) on a
-//! connection the claim keeps until it is released (from the store's lock pool). Nothing is written to claim a row: the
-//! locks live in PostgreSQL's lock table, and an instance that dies loses its connection
-//! and with it its claims, at once. Rows are re-read after they are claimed, in a new
+//! connection the claim keeps until it is released (from the store's lock pool). Nothing
+//! is written to claim a row: the locks live in PostgreSQL's lock table, and an instance
+//! that dies loses its connection and with it its claims, at once. Rows are re-read after they are claimed, in a new
 //! statement, so a row another instance embedded just before letting go is seen as done.
 
 use sqlx::Postgres;

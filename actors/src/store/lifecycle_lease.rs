@@ -1,8 +1,8 @@
 //! The lease on a shard's lifecycle work across instances: a session-level advisory lock
 //! per shard, held on a connection of its own (from the store's lock pool) while one of the
 //! shard's sweeps or consolidation runs, so that on several instances sharing the database
-//! the shard's lifecycle work runs on one of them at a time. The lock belongs to the session: an
-//! instance that dies loses its connections and with them its leases, at once.
+//! the shard's lifecycle work runs on one of them at a time. The lock belongs to the
+//! session: an instance that dies loses its connections and with them its leases, at once.
 
 use sqlx::Postgres;
 use sqlx::pool::PoolConnection;
