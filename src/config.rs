@@ -444,7 +444,7 @@ mod tests {
             let settings = &config.edge.embedded_postgres.settings;
             assert_eq!(settings["max_logical_replication_workers"], "0");
             assert_eq!(settings["fsync"], "on");
-            assert_eq!(settings["shared_buffers"], "512MB", "the file's are kept");
+            assert_eq!(settings["shared_buffers"], "128MB", "the file's are kept");
             assert_eq!(config.edge.database.read_urls.0.len(), 2);
             assert_eq!(config.edge.listen, "127.0.0.1:9001".parse().unwrap());
             assert_eq!(config.engine.retrieval.default_limit, 7);

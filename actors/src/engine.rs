@@ -107,7 +107,7 @@ pub struct Engine {
     // Taken by the first `shutdown`.
     supervisor_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The readers run on it; kept for the life of the engine.
-    _reader_runtime: ReaderRuntime,
+    reader_runtime: ReaderRuntime,
     /// Test kit only: every n-th stored episode is answered with an id that was never
     /// stored (0: off), so that a load test's verifier can be shown to catch a lost write.
     #[cfg(feature = "testkit")]
@@ -222,7 +222,7 @@ impl Engine {
             tokens,
             supervisor,
             supervisor_task: std::sync::Mutex::new(Some(task)),
-            _reader_runtime: reader_runtime,
+            reader_runtime,
             #[cfg(feature = "testkit")]
             lose_every: Default::default(),
         })
@@ -230,6 +230,13 @@ impl Engine {
 
     pub fn store(&self) -> &Store {
         &self.services.store
+    }
+
+    /// Every database pool of the engine by name: the store's and the retrieval actors'.
+    pub fn pools(&self) -> Vec<(&'static str, &sqlx::PgPool)> {
+        let mut pools = self.services.store.pools().to_vec();
+        pools.push(("retrieval", self.reader_runtime.store().pool()));
+        pools
     }
 
     pub fn clock(&self) -> &SharedClock {

@@ -338,6 +338,17 @@ impl Store {
         &self.pool
     }
 
+    /// This store's pools by the names an operator sees them under (`/metrics`' `pool`
+    /// label; their connections' `application_name` is `butler-memory <name>`).
+    pub fn pools(&self) -> [(&'static str, &PgPool); 4] {
+        [
+            ("reads", &self.pool),
+            ("writes", &self.writer),
+            ("health", &self.health),
+            ("locks", &self.locks),
+        ]
+    }
+
     /// The write pool.
     pub fn writer(&self) -> &PgPool {
         &self.writer

@@ -376,12 +376,12 @@ pub const FAMILIES: &[Family] = &[
     family(
         "butler_memory_db_pool_connections",
         Kind::Gauge,
-        "Database connections of the read pool, by state (idle, in_use).",
+        "Database connections open, by pool (reads, retrieval, writes, locks, health) and state (idle, in_use).",
     ),
     family(
         "butler_memory_db_pool_max_connections",
         Kind::Gauge,
-        "Database connections the read pool may open.",
+        "Database connections each pool may open, by pool.",
     ),
     family(
         "butler_memory_http_connections",

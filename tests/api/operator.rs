@@ -125,8 +125,8 @@ async fn metrics_show_requests_latency_embedder_shards_and_pool() {
         "butler_memory_embedder_batch_size_bucket",
         "butler_memory_embedder_queue_depth",
         "butler_memory_shards",
-        r#"butler_memory_db_pool_connections{state="in_use"}"#,
-        "butler_memory_db_pool_max_connections",
+        r#"butler_memory_db_pool_connections{pool="reads",state="in_use"}"#,
+        r#"butler_memory_db_pool_max_connections{pool="retrieval"}"#,
     ] {
         assert!(
             text.contains(needle),
@@ -134,6 +134,101 @@ async fn metrics_show_requests_latency_embedder_shards_and_pool() {
         );
     }
     app.stop().await;
+}
+
+/// Every pool is on `/metrics` under its name, with its own size, and the connections it
+/// counts are the ones the server has open under that name: an operator whose searches wait
+/// sees which pool is full, not only the engine's read pool.
+#[tokio::test]
+async fn metrics_show_every_pool_with_its_size_and_open_connections() {
+    let app = spawn_app_with(
+        "[database]\nmax_connections = 3\nwrite_connections = 2\n[retrieval]\nconnections = 5\n",
+    )
+    .await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    mcp.ok(
+        "memory_store_episode",
+        json!({"content": "The boiler was serviced", "butler": "health"}),
+    )
+    .await;
+    mcp.ok(
+        "memory_search",
+        json!({"query": "boiler", "mode": "hybrid"}),
+    )
+    .await;
+    let pools = ["reads", "retrieval", "writes", "health", "locks"];
+    let text = app.metrics().await;
+    let maxima: Vec<f64> = pools
+        .iter()
+        .map(|p| {
+            gauge(
+                &text,
+                &format!(r#"butler_memory_db_pool_max_connections{{pool="{p}"}}"#),
+            )
+        })
+        .collect();
+    assert_eq!(maxima, [3.0, 5.0, 2.0, 1.0, 4.0], "{text}");
+
+    // Open = idle + in use, per pool, against the server's own count of the service's
+    // connections by name (the lock pool opens and closes with the indexer's claims: the two
+    // are read until they agree).
+    let mut sql = app.sql().await;
+    let mut seen = (Vec::new(), Vec::new());
+    let mut agreed = None;
+    for _ in 0..50 {
+        let text = app.metrics().await;
+        let scraped: Vec<f64> = pools
+            .iter()
+            .map(|p| {
+                ["idle", "in_use"]
+                    .iter()
+                    .map(|s| {
+                        gauge(
+                            &text,
+                            &format!(
+                                r#"butler_memory_db_pool_connections{{pool="{p}",state="{s}"}}"#
+                            ),
+                        )
+                    })
+                    .sum()
+            })
+            .collect();
+        let mut server = Vec::new();
+        for p in pools {
+            let open: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND application_name = $1",
+            )
+            .bind(format!("butler-memory {p}"))
+            .fetch_one(&mut sql)
+            .await
+            .unwrap();
+            server.push(open as f64);
+        }
+        if scraped == server {
+            agreed = Some(scraped);
+            break;
+        }
+        seen = (scraped, server);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let open = agreed.unwrap_or_else(|| panic!("scraped {:?}, server {:?}", seen.0, seen.1));
+    assert_eq!(open[2], 2.0, "every write connection stays open: {open:?}");
+    assert!(
+        open[1] >= 1.0,
+        "the search opened a retrieval connection: {open:?}"
+    );
+    app.stop().await;
+}
+
+/// The value of the series `series` (name and labels, as rendered) in Prometheus text.
+fn gauge(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("{series} missing from /metrics:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// The embedding backlog on `/metrics` is the real one whenever it is scraped, not the value
