@@ -141,9 +141,11 @@ async fn metrics_show_requests_latency_embedder_shards_and_pool() {
 /// sees which pool is full, not only the engine's read pool.
 #[tokio::test]
 async fn metrics_show_every_pool_with_its_size_and_open_connections() {
-    let app = spawn_app_with(
-        "[database]\nmax_connections = 3\nwrite_connections = 2\n[retrieval]\nconnections = 5\n",
-    )
+    let app = spawn_on_database(fresh_database().await, |config| {
+        config.edge.database.max_connections = 3;
+        config.edge.database.write_connections = 2;
+        config.engine.retrieval.connections = std::num::NonZeroU32::new(5).unwrap();
+    })
     .await;
     let mcp = app.client(TENANT_A_HEALTH).await;
     mcp.ok(
