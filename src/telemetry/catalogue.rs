@@ -366,7 +366,7 @@ pub const FAMILIES: &[Family] = &[
     family(
         "butler_memory_result_cache_bytes",
         Kind::Gauge,
-        "Bytes the read result cache holds (texts, roughly).",
+        "Bytes the read result cache's answers hold (records, texts, metadata).",
     ),
     family(
         "butler_memory_result_cache_entries",

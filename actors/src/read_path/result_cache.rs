@@ -15,7 +15,7 @@ use chrono::{DateTime, Duration, Utc};
 use super::doorkeeper::Doorkeeper;
 use crate::byte_lru::ByteLru;
 use crate::domain::context_block::ContextOutcome;
-use crate::domain::search::SearchOutcome;
+use crate::domain::search::{Candidate, Hit, SearchOutcome};
 
 /// A cached answer.
 #[derive(Debug, Clone)]
@@ -25,45 +25,85 @@ pub enum Cached {
 }
 
 impl Cached {
-    /// About the bytes the answer holds: its texts, and a fixed share per hit or id for the
-    /// rest. An estimate, but one that grows with what the memories say.
+    /// The bytes the answer holds: its structs, and every string, list and map they own, by
+    /// capacity (the allocator's rounding aside). `result_cache_bytes` is a budget of
+    /// memory, so a field left out here would let the cache outgrow it; the test
+    /// `an_answers_weight_is_what_it_holds` checks the sum against an allocator's count.
     fn weight(&self) -> usize {
-        const PER_HIT: usize = 512;
         match self {
-            Cached::Search(outcome) => outcome
-                .hits
-                .iter()
-                .map(|hit| {
-                    let c = &hit.candidate;
-                    PER_HIT
-                        + c.content.len()
-                        + c.subject.as_ref().map_or(0, String::len)
-                        + c.predicate.as_ref().map_or(0, String::len)
-                        + metadata_len(&c.metadata)
-                })
-                .sum(),
+            Cached::Search(outcome) => {
+                size_of::<SearchOutcome>()
+                    + outcome.hits.capacity() * size_of::<Hit>()
+                    + outcome
+                        .hits
+                        .iter()
+                        .map(|hit| candidate_heap(&hit.candidate))
+                        .sum::<usize>()
+            }
             Cached::Context(outcome) => {
                 let ids = &outcome.block.sections;
-                PER_HIT
-                    + outcome.block.text.len()
-                    + 16 * (ids.facts.len() + ids.rules.len() + ids.episodes.len())
+                size_of::<ContextOutcome>()
+                    + outcome.block.text.capacity()
+                    + size_of::<uuid::Uuid>()
+                        * (ids.facts.capacity() + ids.rules.capacity() + ids.episodes.capacity())
             }
         }
     }
 }
 
-/// The metadata's size, roughly: its strings and a little for everything else.
-fn metadata_len(value: &serde_json::Value) -> usize {
+/// What a candidate owns on the heap.
+fn candidate_heap(c: &Candidate) -> usize {
+    let text = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+    c.content.capacity()
+        + [
+            &c.subject,
+            &c.predicate,
+            &c.scope,
+            &c.permanence,
+            &c.validity,
+            &c.maturity,
+            &c.butler,
+            &c.session_id,
+            &c.tenant_id,
+        ]
+        .into_iter()
+        .map(text)
+        .sum::<usize>()
+        + c.sealed.as_ref().map_or(0, Vec::capacity)
+        + value_heap(&c.metadata)
+}
+
+/// What a JSON value owns on the heap. An object is serde_json's B-tree: leaves of up to
+/// eleven keys and values, allocated whole, and above them internal nodes that also hold
+/// their children's pointers. Keys inserted in order (as `jsonb` gives them back, shortest
+/// first) fill the last leaf to eleven, and each split leaves six behind and sends one up: a
+/// leaf more per seven entries past the first eleven.
+fn value_heap(value: &serde_json::Value) -> usize {
+    const LEAF: usize = 11 * size_of::<(String, serde_json::Value)>() + 16;
+    const INTERNAL: usize = LEAF + 12 * size_of::<usize>();
     match value {
-        serde_json::Value::String(s) => s.len(),
-        serde_json::Value::Array(items) => items.iter().map(metadata_len).sum::<usize>() + 8,
-        serde_json::Value::Object(map) => {
-            map.iter()
-                .map(|(k, v)| k.len() + metadata_len(v))
-                .sum::<usize>()
-                + 8
+        serde_json::Value::String(s) => s.capacity(),
+        serde_json::Value::Array(items) => {
+            items.capacity() * size_of::<serde_json::Value>()
+                + items.iter().map(value_heap).sum::<usize>()
         }
-        _ => 8,
+        serde_json::Value::Object(map) => {
+            let nodes = match map.len() {
+                0 => 0,
+                1..=11 => LEAF,
+                n => {
+                    let leaves = 1 + (n - 11).div_ceil(7);
+                    let internal = if leaves <= 12 { 1 } else { 1 + leaves.div_ceil(7) };
+                    leaves * LEAF + internal * INTERNAL
+                }
+            };
+            nodes
+                + map
+                    .iter()
+                    .map(|(k, v)| k.capacity() + value_heap(v))
+                    .sum::<usize>()
+        }
+        _ => 0,
     }
 }
 
@@ -191,7 +231,8 @@ impl ResultCache {
         };
         if part.budget() > 0 {
             let value = value();
-            let weight = key.len() + value.weight();
+            // The key and the entry are held beside the answer.
+            let weight = key.capacity() + size_of::<Entry>() + value.weight();
             let entry = Entry {
                 generation,
                 computed_at,
@@ -265,6 +306,118 @@ mod tests {
     fn held(cache: &ResultCache) -> (usize, usize) {
         let entries = cache.entries.as_ref().unwrap().lock().unwrap();
         (entries.main.held(), entries.window.held())
+    }
+
+    /// What `make` returns, and the bytes it allocated on this thread (`allocation-counter`
+    /// is the global allocator of these tests and counts per thread).
+    fn allocated_by<T>(make: impl FnOnce() -> T) -> (T, usize) {
+        let mut made = None;
+        let counted = allocation_counter::measure(|| made = Some(make()));
+        (made.expect("made"), counted.bytes_total as usize)
+    }
+
+    /// A search's answer as the store makes them: facts, episodes and rules with their
+    /// optional texts, a sealed fact, small and large metadata objects, a list in each.
+    fn search_answer() -> SearchOutcome {
+        use crate::domain::memory_type::MemoryType;
+        use crate::domain::search::{Candidate, ComponentScores, Hit};
+        let hits = (0..20u128)
+            .map(|n| {
+                let kind =
+                    [MemoryType::Fact, MemoryType::Episode, MemoryType::Rule][n as usize % 3];
+                let fact = kind == MemoryType::Fact;
+                let keys = [3, 0, 15, 3, 40, 100][n as usize % 6];
+                // Parsed from text, as the store decodes `jsonb` (which gives keys
+                // shortest first): serde_json inserts them one at a time.
+                let mut fields: Vec<String> = (0..keys)
+                    .map(|k| format!("\"key{k}\": \"value {n} {k}\""))
+                    .collect();
+                fields.push(r#""tags": ["home", "boiler"]"#.to_owned());
+                fields.sort_by_key(|f| (f.find(':'), f.clone()));
+                let metadata: serde_json::Value =
+                    serde_json::from_str(&format!("{{{}}}", fields.join(", "))).unwrap();
+                let at = t0();
+                Hit {
+                    candidate: Candidate {
+                        content: "The plumber fixed the boiler on Tuesday. "
+                            .repeat(1 + n as usize % 7),
+                        subject: fact.then(|| "user".to_owned()),
+                        predicate: fact.then(|| "home_repairs".to_owned()),
+                        scope: fact.then(|| "global".to_owned()),
+                        permanence: fact.then(|| "standard".to_owned()),
+                        validity: fact.then(|| "active".to_owned()),
+                        butler: Some("health".to_owned()),
+                        session_id: (kind == MemoryType::Episode).then(|| format!("session-{n}")),
+                        maturity: (kind == MemoryType::Rule).then(|| "established".to_owned()),
+                        // A sealed fact, before the store opens it.
+                        tenant_id: (fact && n % 4 == 0).then(|| "tenant-a".to_owned()),
+                        key_version: (fact && n % 4 == 0).then_some(1),
+                        sealed: (fact && n % 4 == 0).then(|| vec![7; 96]),
+                        metadata,
+                        ..Candidate::fixture(kind, n, at)
+                    },
+                    score: 0.5,
+                    scores: ComponentScores::blank(),
+                }
+            })
+            .collect();
+        SearchOutcome {
+            hits,
+            mode: SearchMode::Hybrid,
+            degraded: false,
+            intent: None,
+            rerank_skipped: false,
+        }
+    }
+
+    /// The weight that bounds the cache is what an answer holds: counted by the allocator
+    /// while a copy is made (a copy allocates every string, list and map node the answer
+    /// owns), it is neither under that (the cache would outgrow its budget) nor far over.
+    #[test]
+    fn an_answers_weight_is_what_it_holds() {
+        let search = search_answer();
+        // Each record alone, so that a field left out shows even beside the B-tree's
+        // estimate of a large object.
+        for hit in &search.hits {
+            let (copy, allocated) = allocated_by(|| hit.candidate.clone());
+            let weight = candidate_heap(&copy);
+            assert!(
+                weight >= allocated && weight <= allocated + allocated / 10,
+                "{}: weight {weight}, held {allocated}",
+                copy.id
+            );
+        }
+        let (copy, allocated) = allocated_by(|| search.clone());
+        let held = size_of::<SearchOutcome>() + allocated;
+        let weight = Cached::Search(Arc::new(copy)).weight();
+        assert!(
+            weight >= held && weight <= held + held / 10,
+            "search: weight {weight}, held {held}"
+        );
+
+        let context = ContextOutcome {
+            block: crate::domain::context_block::ContextBlock {
+                text: "- The plumber fixed the boiler.\n".repeat(60),
+                sections: crate::domain::context_block::IncludedIds {
+                    facts: (0..12).map(uuid::Uuid::from_u128).collect(),
+                    rules: (0..3).map(uuid::Uuid::from_u128).collect(),
+                    episodes: (0..20).map(uuid::Uuid::from_u128).collect(),
+                },
+                tokens_used: 600,
+                token_budget: 2000,
+                candidates: 40,
+                dropped: 5,
+            },
+            degraded: false,
+            rerank_skipped: false,
+        };
+        let (copy, allocated) = allocated_by(|| context.clone());
+        let held = size_of::<ContextOutcome>() + allocated;
+        let weight = Cached::Context(Arc::new(copy)).weight();
+        assert!(
+            weight >= held && weight <= held + held / 10,
+            "context: weight {weight}, held {held}"
+        );
     }
 
     #[test]
