@@ -93,7 +93,11 @@ fn value_heap(value: &serde_json::Value) -> usize {
                 1..=11 => LEAF,
                 n => {
                     let leaves = 1 + (n - 11).div_ceil(7);
-                    let internal = if leaves <= 12 { 1 } else { 1 + leaves.div_ceil(7) };
+                    let internal = if leaves <= 12 {
+                        1
+                    } else {
+                        1 + leaves.div_ceil(7)
+                    };
                     leaves * LEAF + internal * INTERNAL
                 }
             };
