@@ -91,6 +91,16 @@ impl Readiness {
     }
 }
 
+/// One database pool's connections at a moment, by the name its connections carry in
+/// `pg_stat_activity` (`butler-memory <name>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolUsage {
+    pub name: &'static str,
+    pub open: u32,
+    pub in_use: u32,
+    pub max: u32,
+}
+
 /// The running engine.
 pub struct Engine {
     services: Arc<Services>,
@@ -232,11 +242,23 @@ impl Engine {
         &self.services.store
     }
 
-    /// Every database pool of the engine by name: the store's and the retrieval actors'.
-    pub fn pools(&self) -> Vec<(&'static str, &sqlx::PgPool)> {
-        let mut pools = self.services.store.pools().to_vec();
-        pools.push(("retrieval", self.reader_runtime.store().pool()));
+    /// Every database pool of the engine by name (the store's and the retrieval actors'),
+    /// with its connections now: for `/metrics` and the operators' page.
+    pub fn pool_usage(&self) -> Vec<PoolUsage> {
+        let retrieval = ("retrieval", self.reader_runtime.store().pool());
+        let pools = self.services.store.pools().into_iter().chain([retrieval]);
         pools
+            .map(|(name, pool)| {
+                let open = pool.size();
+                let idle = u32::try_from(pool.num_idle()).unwrap_or(open).min(open);
+                PoolUsage {
+                    name,
+                    open,
+                    in_use: open - idle,
+                    max: pool.options().get_max_connections(),
+                }
+            })
+            .collect()
     }
 
     pub fn clock(&self) -> &SharedClock {

@@ -43,7 +43,7 @@ pub const TRACE_SPANS: &str = "otel";
 pub use actors::EmbedderFactory;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use consolidation::install_tls_provider;
-pub use engine::{Engine, EngineStartError, MAX_ACTIVITY_PAGE, Readiness};
+pub use engine::{Engine, EngineStartError, MAX_ACTIVITY_PAGE, PoolUsage, Readiness};
 pub use services::DatabaseHealth;
 
 // Configuration: the engine's sections, reused by the edge's configuration.

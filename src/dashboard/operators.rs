@@ -1,5 +1,6 @@
 //! The operators' page: whether the service is ready (database, migrations, embedder), this
-//! instance's name and the scheduled sweeps it holds, and the live actor tree (kind, key, status, queue depth, messages, restarts, last error),
+//! instance's name and the scheduled sweeps it holds, its database pools' connections, and
+//! the live actor tree (kind, key, status, queue depth, messages, restarts, last error),
 //! refreshed every five seconds. An operator key sees every actor and no memory content;
 //! an admin key the shared actors and its own tenant's shards.
 
@@ -58,6 +59,8 @@ async fn render(state: &AppState, viewer: &Viewer) -> MemoryResult<Markup> {
         ("embedder", &readiness.embedder),
     ];
     let shards = actors.iter().filter(|a| a.kind == ActorKind::Shard).count();
+    let pools = state.engine.pool_usage();
+    let in_use: u32 = pools.iter().map(|p| p.in_use).sum();
     Ok(html! {
         div.cards {
             div.card #health {
@@ -79,6 +82,19 @@ async fn render(state: &AppState, viewer: &Viewer) -> MemoryResult<Markup> {
                 div.detail {
                     (leases.len()) " scheduled sweeps held"
                     @for l in &leases { br; (l.kind.as_str()) " of " code { (l.shard) } " (" (l.fire_at.format("%Y-%m-%d %H:%M")) ")" }
+                }
+            }
+            // A pool with every connection in use is the one reads or writes wait for.
+            div.card #pools {
+                div.label { "Database connections" }
+                div.value { (in_use) " in use" }
+                div.detail {
+                    @for p in &pools {
+                        span.badge.(if p.in_use >= p.max { "warn" } else { "ok" }) {
+                            b { (p.name) } " " (p.in_use) " in use, " (p.open) " open, at most " (p.max)
+                        }
+                        " "
+                    }
                 }
             }
         }

@@ -12,15 +12,14 @@ use crate::app_state::AppState;
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     state.engine.refresh_scraped_gauges().await;
-    for (name, pool) in state.engine.pools() {
-        let size = f64::from(pool.size());
-        let idle = pool.num_idle() as f64;
-        let max = f64::from(pool.options().get_max_connections());
+    for pool in state.engine.pool_usage() {
+        let (name, open, in_use) = (pool.name, f64::from(pool.open), f64::from(pool.in_use));
         metrics::gauge!("butler_memory_db_pool_connections", "pool" => name, "state" => "idle")
-            .set(idle);
+            .set(open - in_use);
         metrics::gauge!("butler_memory_db_pool_connections", "pool" => name, "state" => "in_use")
-            .set(size - idle);
-        metrics::gauge!("butler_memory_db_pool_max_connections", "pool" => name).set(max);
+            .set(in_use);
+        metrics::gauge!("butler_memory_db_pool_max_connections", "pool" => name)
+            .set(f64::from(pool.max));
     }
     metrics::gauge!("butler_memory_shards").set(state.engine.shard_count() as f64);
     crate::telemetry::collect_process_metrics();

@@ -178,6 +178,27 @@ async fn signing_in_exchanges_the_key_for_a_strict_http_only_session_cookie() {
     let service = page(&app, Some(&ops), "/operators").await;
     assert_eq!(service.status, 200);
     assert!(service.body.contains("Actor tree") && service.body.contains("embedder"));
+    // Every pool, with the size the test configuration gives it.
+    assert!(service.body.contains(r#"id="pools""#), "{}", service.body);
+    for (pool, max) in [
+        ("reads", 6),
+        ("retrieval", 4),
+        ("writes", 3),
+        ("locks", 4),
+        ("health", 1),
+    ] {
+        let tag = format!("<b>{pool}</b> ");
+        let shown = service
+            .body
+            .split_once(&tag)
+            .and_then(|(_, after)| after.split_once('<'));
+        let shown = shown.map(|(text, _)| text).unwrap_or_default();
+        assert!(
+            shown.contains(" in use, ") && shown.ends_with(&format!(" open, at most {max}")),
+            "{pool}: {shown:?} in {}",
+            service.body
+        );
+    }
     let facts = page(&app, Some(&ops), "/memory/facts").await;
     assert_eq!(facts.status, 403, "{}", facts.body);
     assert!(facts.body.contains("operator_key"));
