@@ -84,14 +84,18 @@ async fn render(state: &AppState, viewer: &Viewer) -> MemoryResult<Markup> {
                     @for l in &leases { br; (l.kind.as_str()) " of " code { (l.shard) } " (" (l.fire_at.format("%Y-%m-%d %H:%M")) ")" }
                 }
             }
-            // A pool with every connection in use is the one reads or writes wait for.
+            // A pool with every connection in use is the one reads or writes wait for; not
+            // the health pool, whose one connection the database watch pings on four times a
+            // second (and this page's readiness check with it).
             div.card #pools {
                 div.label { "Database connections" }
                 div.value { (in_use) " in use" }
+                div.detail { "in use / open (max) per pool" }
                 div.detail {
                     @for p in &pools {
-                        span.badge.(if p.in_use >= p.max { "warn" } else { "ok" }) {
-                            b { (p.name) } " " (p.in_use) " in use, " (p.open) " open, at most " (p.max)
+                        span.badge.(if p.in_use >= p.max && p.name != "health" { "warn" } else { "ok" })
+                            title=(format!("{} connections: {} in use, {} open, at most {}", p.name, p.in_use, p.open, p.max)) {
+                            b { (p.name) } " " (p.in_use) "/" (p.open) " (max " (p.max) ")"
                         }
                         " "
                     }
