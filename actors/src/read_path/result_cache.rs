@@ -384,20 +384,11 @@ mod tests {
         // estimate of a large object.
         for hit in &search.hits {
             let (copy, allocated) = allocated_by(|| hit.candidate.clone());
-            let weight = candidate_heap(&copy);
-            assert!(
-                weight >= allocated && weight <= allocated + allocated / 10,
-                "{}: weight {weight}, held {allocated}",
-                copy.id
-            );
+            assert_weighs_what_it_holds(&copy.id.to_string(), candidate_heap(&copy), allocated);
         }
         let (copy, allocated) = allocated_by(|| search.clone());
-        let held = size_of::<SearchOutcome>() + allocated;
         let weight = Cached::Search(Arc::new(copy)).weight();
-        assert!(
-            weight >= held && weight <= held + held / 10,
-            "search: weight {weight}, held {held}"
-        );
+        assert_weighs_what_it_holds("search", weight, size_of::<SearchOutcome>() + allocated);
 
         let context = ContextOutcome {
             block: crate::domain::context_block::ContextBlock {
@@ -416,11 +407,16 @@ mod tests {
             rerank_skipped: false,
         };
         let (copy, allocated) = allocated_by(|| context.clone());
-        let held = size_of::<ContextOutcome>() + allocated;
         let weight = Cached::Context(Arc::new(copy)).weight();
+        assert_weighs_what_it_holds("context", weight, size_of::<ContextOutcome>() + allocated);
+    }
+
+    /// At or above what the allocator counted (the cache must not outgrow its budget), and
+    /// within a tenth of it.
+    fn assert_weighs_what_it_holds(what: &str, weight: usize, held: usize) {
         assert!(
             weight >= held && weight <= held + held / 10,
-            "context: weight {weight}, held {held}"
+            "{what}: weight {weight}, held {held}"
         );
     }
 
