@@ -55,10 +55,11 @@ pub trait Embedder: Send + 'static {
     /// Each text's embedding and the sketch of its token vectors (`token_sketch`), for
     /// storing both.
     fn embed_with_sketches(&mut self, texts: &[String]) -> Result<Vec<Sketched>, EmbedError> {
-        Ok(self
-            .embed_with_tokens(texts)?
+        let (vectors, tokens): (Vec<_>, Vec<_>) =
+            self.embed_with_tokens(texts)?.into_iter().unzip();
+        Ok(vectors
             .into_iter()
-            .map(|(v, t)| (v, token_sketch::sketch(&t)))
+            .zip(token_sketch::sketch_all(&tokens))
             .collect())
     }
 }

@@ -4,6 +4,7 @@
 //! the look at other instances' writes that keeps them all current, and which database
 //! (a replica or the primary) serves a read.
 
+mod admitted_lru;
 mod corpus_cache;
 mod doorkeeper;
 mod generations;

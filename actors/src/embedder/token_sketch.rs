@@ -12,6 +12,7 @@
 
 use std::sync::LazyLock;
 
+use ndarray::linalg::general_mat_vec_mul;
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use sha2::{Digest, Sha256};
 
@@ -24,12 +25,12 @@ const TOKEN_BYTES: usize = SKETCH_BITS / 8;
 /// The first byte of every sketch: these projections, this layout.
 const FORMAT: u8 = 1;
 
-/// The projections as a `DIMENSIONS` x `SKETCH_BITS` matrix of signs: sign `d` of
-/// projection `b` is bit `d` of sha256("butler-memory token sketch 1", b, d / 256). Token
-/// rows times this matrix are every projection of every token in one product (ndarray's
-/// matrix multiply: tens of times faster than a loop of dot products).
+/// The projections as a `SKETCH_BITS` x `DIMENSIONS` matrix of signs: sign `d` of
+/// projection `b` is bit `d` of sha256("butler-memory token sketch 1", b, d / 256). One
+/// projection a row, so that a question's few tokens are projected by dot products, and its
+/// transpose is the right-hand side of the matrix product that projects many tokens at once.
 static PROJECTIONS: LazyLock<Array2<f32>> = LazyLock::new(|| {
-    let mut matrix = Array2::zeros((DIMENSIONS, SKETCH_BITS));
+    let mut matrix = Array2::zeros((SKETCH_BITS, DIMENSIONS));
     for b in 0..SKETCH_BITS {
         let mut bits = Vec::with_capacity(DIMENSIONS / 8);
         for block in 0..DIMENSIONS.div_ceil(256) as u32 {
@@ -40,7 +41,7 @@ static PROJECTIONS: LazyLock<Array2<f32>> = LazyLock::new(|| {
             bits.extend_from_slice(&hash.finalize());
         }
         for d in 0..DIMENSIONS {
-            matrix[[d, b]] = if bits[d / 8] >> (d % 8) & 1 == 1 {
+            matrix[[b, d]] = if bits[d / 8] >> (d % 8) & 1 == 1 {
                 1.0
             } else {
                 -1.0
@@ -50,27 +51,81 @@ static PROJECTIONS: LazyLock<Array2<f32>> = LazyLock::new(|| {
     matrix
 });
 
-/// Every projection of every row of `rows` (whole rows of `DIMENSIONS`): one row each.
+/// Token rows a matrix product projects at once when sketching. The product (ndarray's,
+/// matrixmultiply's kernel: tens of times faster than a loop of dot products) copies the whole
+/// projection matrix into a packing buffer of half a megabyte on every call, so texts are
+/// sketched together rather than one product each, in chunks that bound the product's output.
+const CHUNK_ROWS: usize = 256;
+
+/// Every projection of every row of `rows` (whole rows of `DIMENSIONS`): one row each, by
+/// one matrix product. Each row's projections are the same whatever rows come with it (the
+/// product sums every output in the same order), so a text sketches alike alone or in a batch.
 fn project(rows: &[f32]) -> Array2<f32> {
     let view = ArrayView2::from_shape((rows.len() / DIMENSIONS, DIMENSIONS), rows)
         .expect("token vectors come in whole rows");
-    view.dot(&*PROJECTIONS)
+    view.dot(&PROJECTIONS.t())
+}
+
+/// Every projection of a question's few rows, by a dot product each: no packing buffer
+/// allocated and filled for a handful of tokens on every query.
+fn project_few(rows: &[f32]) -> Array2<f32> {
+    let view = ArrayView2::from_shape((rows.len() / DIMENSIONS, DIMENSIONS), rows)
+        .expect("token vectors come in whole rows");
+    let mut out = Array2::zeros((view.nrows(), SKETCH_BITS));
+    for (row, mut projected) in view.rows().into_iter().zip(out.rows_mut()) {
+        general_mat_vec_mul(1.0, &*PROJECTIONS, &row, 0.0, &mut projected);
+    }
+    out
 }
 
 /// The sketch of every token of `text`.
+#[cfg(test)]
 pub fn sketch(text: &TokenVectors) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + text.len() * TOKEN_BYTES);
-    out.push(FORMAT);
-    for token in project(text.flat()).rows() {
+    sketch_all([text]).pop().expect("one sketch a text")
+}
+
+/// The sketches of `texts`, in order: their tokens projected together, `CHUNK_ROWS` at a time.
+pub fn sketch_all<'a>(texts: impl IntoIterator<Item = &'a TokenVectors>) -> Vec<Vec<u8>> {
+    let texts: Vec<&TokenVectors> = texts.into_iter().collect();
+    let mut sketches: Vec<Vec<u8>> = texts
+        .iter()
+        .map(|text| {
+            let mut out = Vec::with_capacity(1 + text.len() * TOKEN_BYTES);
+            out.push(FORMAT);
+            out
+        })
+        .collect();
+    let mut rows = Vec::with_capacity(CHUNK_ROWS.min(texts.iter().map(|t| t.len()).sum()));
+    let mut owners = Vec::with_capacity(rows.capacity());
+    for (owner, text) in texts.iter().enumerate() {
+        for row in text.rows() {
+            rows.extend_from_slice(row);
+            owners.push(owner);
+            if owners.len() == CHUNK_ROWS {
+                append_signs(&rows, &owners, &mut sketches);
+                rows.clear();
+                owners.clear();
+            }
+        }
+    }
+    append_signs(&rows, &owners, &mut sketches);
+    sketches
+}
+
+/// The signs of `rows`' projections, each appended to the sketch of the text it belongs to.
+fn append_signs(rows: &[f32], owners: &[usize], sketches: &mut [Vec<u8>]) {
+    if owners.is_empty() {
+        return;
+    }
+    for (token, &owner) in project(rows).rows().into_iter().zip(owners) {
         let mut bytes = [0u8; TOKEN_BYTES];
         for (b, p) in token.iter().enumerate() {
             if *p >= 0.0 {
                 bytes[b / 8] |= 1 << (b % 8);
             }
         }
-        out.extend_from_slice(&bytes);
+        sketches[owner].extend_from_slice(&bytes);
     }
-    out
 }
 
 /// A question ready to be measured against sketches: its content tokens' projections, each
@@ -89,7 +144,7 @@ pub struct SketchQuery {
 impl SketchQuery {
     pub fn new(query: &TokenVectors) -> SketchQuery {
         let rows: Vec<f32> = query.query_rows().flatten().copied().collect();
-        let projected = project(&rows);
+        let projected = project_few(&rows);
         let mut levels = Vec::with_capacity(projected.len());
         let mut scales = Vec::with_capacity(projected.nrows());
         let unit = (SKETCH_BITS as f32).sqrt();
@@ -285,6 +340,36 @@ mod tests {
             together[0] > together[4] && together[4] > together[2],
             "{together:?}"
         );
+    }
+
+    /// Texts sketched together (in more than one product) are each sketched as alone, byte
+    /// for byte: the indexer sketches a batch at once, a late interaction one text.
+    #[test]
+    fn texts_sketched_together_are_sketched_as_alone() {
+        let texts: Vec<TokenVectors> = (0..60u32)
+            .map(|t| {
+                let words: Vec<(&str, u32)> = (0..(t % 13)).map(|w| ("w", t * 31 + w)).collect();
+                text(&words)
+            })
+            .collect();
+        assert!(texts.iter().map(|t| t.len()).sum::<usize>() > CHUNK_ROWS);
+        let together = sketch_all(&texts);
+        let alone: Vec<Vec<u8>> = texts.iter().map(sketch).collect();
+        assert_eq!(together, alone);
+        assert_eq!(together[0], vec![FORMAT]);
+        assert_eq!(together[12].len(), 1 + 12 * TOKEN_BYTES);
+    }
+
+    /// A question's few rows, projected by dot products, are the matrix product's rows.
+    #[test]
+    fn a_questions_projections_are_the_products() {
+        let rows: Vec<f32> = (1..4).flat_map(vector).collect();
+        let few = project_few(&rows);
+        let product = project(&rows);
+        assert_eq!(few.dim(), (3, SKETCH_BITS));
+        for (a, b) in few.iter().zip(product.iter()) {
+            assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{a} against {b}");
+        }
     }
 
     #[test]

@@ -45,11 +45,6 @@ impl TokenVectors {
         self.content.is_empty()
     }
 
-    /// Every token's row, one after another.
-    pub(crate) fn flat(&self) -> &[f32] {
-        &self.rows
-    }
-
     pub(crate) fn rows(&self) -> impl Iterator<Item = &[f32]> {
         self.rows.chunks_exact(DIMENSIONS)
     }

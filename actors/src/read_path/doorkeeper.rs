@@ -1,11 +1,7 @@
-//! Which requests were asked before: TinyLFU's "doorkeeper" (as in Caffeine and moka). The
-//! result cache keeps answers to requests asked once in a small window of its own and only
-//! those asked again in its main part: most requests that repeat do so many times (a
-//! session-start prompt, a retried call, a dashboard's refresh), and one asked once is
-//! usually never asked again; under distinct requests (fresh prompts, a crawl) the whole
-//! cache filled with such answers and held megabytes of them for nothing (docs/benchmarks.md,
-//! "Answers kept once asked twice"). A request whose answer left the window before it was
-//! asked again is known here by a few bytes, and its next answer goes to the main part.
+//! Which requests were asked before: TinyLFU's "doorkeeper" (as in Caffeine and moka), for
+//! the caches that keep a value for a request asked once apart from one asked again
+//! (`admitted_lru.rs`). A request whose value left the window before it was asked again is
+//! known here by a few bytes, and its next value goes to the main part.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};

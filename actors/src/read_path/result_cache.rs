@@ -4,7 +4,7 @@
 //! was computed (the tenant's write generation is unchanged) and for at most `ttl` of
 //! engine-clock time, so scores drift with time by at most that much. Degraded results
 //! are never kept. Answers to requests asked once so far are kept in a small window of
-//! their own, those asked again in the main part (W-TinyLFU's shape, `doorkeeper.rs`): under
+//! their own, those asked again in the main part (W-TinyLFU's shape, `admitted_lru.rs`): under
 //! distinct requests only the window fills.
 
 use std::num::NonZeroUsize;
@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::doorkeeper::Doorkeeper;
-use crate::byte_lru::ByteLru;
+use super::admitted_lru::AdmittedLru;
 use crate::domain::context_block::ContextOutcome;
 use crate::domain::search::{Candidate, Hit, SearchOutcome};
 
@@ -118,22 +117,12 @@ struct Entry {
     value: Cached,
 }
 
-/// The answers, and the requests asked so far.
-#[derive(Debug)]
-struct Entries {
-    /// Answers to requests asked again.
-    main: ByteLru<String, Entry>,
-    /// Answers to requests asked once so far; one asked again moves to `main`.
-    window: ByteLru<String, Entry>,
-    doorkeeper: Doorkeeper,
-}
-
 /// A bounded LRU of read results keyed by everything the result depends on, bounded by the
 /// bytes the answers hold.
 #[derive(Debug)]
 pub struct ResultCache {
     // One mutex: a lookup is a hash and a pointer copy, far cheaper than the reads it saves.
-    entries: Option<Mutex<Entries>>,
+    entries: Option<Mutex<AdmittedLru<Entry>>>,
     ttl: Duration,
 }
 
@@ -150,24 +139,13 @@ pub struct ResultCacheLimits {
     pub ttl_ms: u64,
 }
 
-/// Requests the doorkeeper remembers, per answer the cache may hold: a request must be
-/// asked again before this many others are for its answer to go to the main part without
-/// passing through the window.
-const ASKED_PER_ANSWER: usize = 4;
-
 impl ResultCache {
     /// A capacity, main part or TTL of 0 disables the cache.
     pub fn new(limits: ResultCacheLimits) -> Self {
         ResultCache {
             entries: NonZeroUsize::new(limits.capacity)
                 .filter(|_| limits.main_bytes > 0 && limits.ttl_ms > 0)
-                .map(|c| {
-                    Mutex::new(Entries {
-                        main: ByteLru::new(c, limits.main_bytes),
-                        window: ByteLru::new(c, limits.window_bytes),
-                        doorkeeper: Doorkeeper::new(c.get().saturating_mul(ASKED_PER_ANSWER)),
-                    })
-                }),
+                .map(|c| Mutex::new(AdmittedLru::new(c, limits.main_bytes, limits.window_bytes))),
             ttl: Duration::milliseconds(limits.ttl_ms as i64),
         }
     }
@@ -176,31 +154,8 @@ impl ResultCache {
     pub fn get(&self, key: &str, generation: u64, now: DateTime<Utc>) -> Option<Cached> {
         let entries = self.entries.as_ref()?;
         let mut entries = entries.lock().unwrap_or_else(|p| p.into_inner());
-        let Entries {
-            main,
-            window,
-            doorkeeper,
-        } = &mut *entries;
         let valid = |e: &Entry| e.generation == generation && self.fresh(e, now);
-        let hit = match main.get(key) {
-            Some(e) if valid(e) => Some(e.value.clone()),
-            Some(_) => {
-                main.remove(key);
-                None
-            }
-            // Asked again while its answer is in the window: the answer moves to the main part.
-            None => match window.take(key) {
-                Some((e, weight)) if valid(&e) => {
-                    let value = e.value.clone();
-                    main.put(key.to_owned(), e, weight);
-                    Some(value)
-                }
-                _ => None,
-            },
-        };
-        if hit.is_none() {
-            doorkeeper.asked(key);
-        }
+        let hit = entries.get(key, valid).map(|e| e.value.clone());
         metrics::counter!("butler_memory_result_cache_total", "outcome" => if hit.is_some() { "hit" } else { "miss" })
             .increment(1);
         hit
@@ -220,20 +175,9 @@ impl ResultCache {
             return;
         };
         let mut entries = entries.lock().unwrap_or_else(|p| p.into_inner());
-        let Entries {
-            main,
-            window,
-            doorkeeper,
-        } = &mut *entries;
         // Answers past their TTL at the old end go now, not when the budget is full.
-        main.drop_stale_lru(|e| !self.fresh(e, computed_at));
-        window.drop_stale_lru(|e| !self.fresh(e, computed_at));
-        let part = if doorkeeper.asked_again(&key) {
-            &mut *main
-        } else {
-            &mut *window
-        };
-        if part.budget() > 0 {
+        entries.drop_stale_lru(|e| !self.fresh(e, computed_at));
+        entries.put(key, |key| {
             let value = value();
             // The key and the entry are held beside the answer.
             let weight = key.capacity() + size_of::<Entry>() + value.weight();
@@ -242,12 +186,12 @@ impl ResultCache {
                 computed_at,
                 value,
             };
-            part.put(key, entry, weight);
-        }
-        metrics::gauge!("butler_memory_result_cache_bytes")
-            .set((main.held() + window.held()) as f64);
+            (entry, weight)
+        });
+        let (main, window) = entries.held();
+        metrics::gauge!("butler_memory_result_cache_bytes").set((main + window) as f64);
         metrics::gauge!("butler_memory_result_cache_entries")
-            .set((main.len() + window.len()) as f64);
+            .set((entries.lens().0 + entries.lens().1) as f64);
     }
 
     fn fresh(&self, entry: &Entry, now: DateTime<Utc>) -> bool {
@@ -308,8 +252,7 @@ mod tests {
 
     /// The bytes held in the main part and in the window.
     fn held(cache: &ResultCache) -> (usize, usize) {
-        let entries = cache.entries.as_ref().unwrap().lock().unwrap();
-        (entries.main.held(), entries.window.held())
+        cache.entries.as_ref().unwrap().lock().unwrap().held()
     }
 
     /// What `make` returns, and the bytes it allocated on this thread (`allocation-counter`
@@ -502,10 +445,6 @@ mod tests {
         assert!(cache.get("k9", 1, t0()).is_some());
         asked(&cache, "late", 1, t0() + Duration::seconds(6), answer(10));
         let entries = cache.entries.as_ref().unwrap().lock().unwrap();
-        assert_eq!(
-            (entries.main.len(), entries.window.len()),
-            (0, 1),
-            "the expired ones went"
-        );
+        assert_eq!(entries.lens(), (0, 1), "the expired ones went");
     }
 }

@@ -6,7 +6,7 @@
 use ractor::RpcReplyPort;
 
 use super::Embeddings;
-use crate::embedder::token_sketch::{SketchQuery, sketch};
+use crate::embedder::token_sketch::{SketchQuery, sketch_all};
 use crate::embedder::{EmbedError, Sketched, TokenVectors};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
@@ -77,10 +77,11 @@ pub(super) fn answer(jobs: Vec<Job>, result: BatchResult) {
                         let _ = reply.send(Ok(rest.into_iter().map(|(v, _)| v).collect()));
                     }
                     JobReply::Sketched(reply) => {
-                        let sketched = rest
+                        let (vectors, tokens): (Vec<_>, Vec<_>) = rest
                             .into_iter()
-                            .map(|(v, t)| (v, sketch(&t.expect(TOKENS_READ))))
-                            .collect();
+                            .map(|(v, t)| (v, t.expect(TOKENS_READ)))
+                            .unzip();
+                        let sketched = vectors.into_iter().zip(sketch_all(&tokens)).collect();
                         let _ = reply.send(Ok(sketched));
                     }
                     JobReply::Questions(reply) => {

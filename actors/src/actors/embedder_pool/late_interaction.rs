@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use ractor::RpcReplyPort;
 
-use crate::embedder::token_sketch::{SketchQuery, sketch};
+use crate::embedder::token_sketch::{SketchQuery, sketch_all};
 use crate::embedder::{EmbedError, Embedder};
 use crate::error::MemoryResult;
 
@@ -73,7 +73,7 @@ impl LateInteractionJob {
         Ok(measure(
             &question,
             &self.passages,
-            vectors.map(|t| sketch(&t)).collect(),
+            sketch_all(&vectors.collect::<Vec<_>>()),
         ))
     }
 }
