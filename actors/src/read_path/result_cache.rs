@@ -188,10 +188,9 @@ impl ResultCache {
             };
             (entry, weight)
         });
-        let (main, window) = entries.held();
+        let ((main, window), (in_main, in_window)) = (entries.held(), entries.lens());
         metrics::gauge!("butler_memory_result_cache_bytes").set((main + window) as f64);
-        metrics::gauge!("butler_memory_result_cache_entries")
-            .set((entries.lens().0 + entries.lens().1) as f64);
+        metrics::gauge!("butler_memory_result_cache_entries").set((in_main + in_window) as f64);
     }
 
     fn fresh(&self, entry: &Entry, now: DateTime<Utc>) -> bool {
