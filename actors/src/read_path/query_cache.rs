@@ -5,7 +5,7 @@
 //! once so far is kept in a small window, one asked again in the main part
 //! (`admitted_lru.rs`): under distinct prompts the cache held its whole budget of queries
 //! nobody asked twice, with the second stage's questions 16 MiB of them, and the service's
-//! peak through distinct searches was 17 MB higher with it than without a query cache
+//! peak through distinct searches was 17 MiB higher with it than without a query cache
 //! (docs/benchmarks.md, "Queries kept once asked twice").
 
 use std::num::NonZeroUsize;
