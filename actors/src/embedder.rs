@@ -55,13 +55,18 @@ pub trait Embedder: Send + 'static {
     /// Each text's embedding and the sketch of its token vectors (`token_sketch`), for
     /// storing both.
     fn embed_with_sketches(&mut self, texts: &[String]) -> Result<Vec<Sketched>, EmbedError> {
-        let (vectors, tokens): (Vec<_>, Vec<_>) =
-            self.embed_with_tokens(texts)?.into_iter().unzip();
-        Ok(vectors
-            .into_iter()
-            .zip(token_sketch::sketch_all(&tokens))
-            .collect())
+        Ok(sketched(self.embed_with_tokens(texts)?))
     }
+}
+
+/// Each text's embedding with the sketch of its token vectors, the texts sketched together
+/// (`token_sketch::sketch_all`).
+pub fn sketched(embedded: Vec<Embedded>) -> Vec<Sketched> {
+    let (vectors, tokens): (Vec<_>, Vec<_>) = embedded.into_iter().unzip();
+    vectors
+        .into_iter()
+        .zip(token_sketch::sketch_all(&tokens))
+        .collect()
 }
 
 /// A text's embedding and its token vectors, from one run of the model.

@@ -60,6 +60,8 @@ impl<V> AdmittedLru<V> {
             self.doorkeeper.asked(key);
             return None;
         }
+        // Found again to be returned: a borrow returned from one arm of the match above
+        // would hold `main` through the arms that change it.
         self.main.get(key)
     }
 

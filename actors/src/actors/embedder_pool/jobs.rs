@@ -6,8 +6,8 @@
 use ractor::RpcReplyPort;
 
 use super::Embeddings;
-use crate::embedder::token_sketch::{SketchQuery, sketch_all};
-use crate::embedder::{EmbedError, Sketched, TokenVectors};
+use crate::embedder::token_sketch::SketchQuery;
+use crate::embedder::{EmbedError, Sketched, TokenVectors, sketched};
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// A query's embedding and the query as the second stage's question.
@@ -77,12 +77,11 @@ pub(super) fn answer(jobs: Vec<Job>, result: BatchResult) {
                         let _ = reply.send(Ok(rest.into_iter().map(|(v, _)| v).collect()));
                     }
                     JobReply::Sketched(reply) => {
-                        let (vectors, tokens): (Vec<_>, Vec<_>) = rest
+                        let embedded = rest
                             .into_iter()
                             .map(|(v, t)| (v, t.expect(TOKENS_READ)))
-                            .unzip();
-                        let sketched = vectors.into_iter().zip(sketch_all(&tokens)).collect();
-                        let _ = reply.send(Ok(sketched));
+                            .collect();
+                        let _ = reply.send(Ok(sketched(embedded)));
                     }
                     JobReply::Questions(reply) => {
                         let questions = rest
