@@ -2,9 +2,10 @@
 //! so that the second stage reads a stored memory without running the model again. Each
 //! token keeps the signs of [`SKETCH_BITS`] fixed projections of its vector (SimHash): the
 //! angle between two vectors survives in how many signs they share. The question's tokens
-//! stay exact and are projected the same way, so a measure is a few hundred additions per
-//! pair of tokens. On LoCoMo the sketches keep the second stage's gain (docs/benchmarks.md,
-//! "A second stage").
+//! stay exact and are projected the same way, so a measure is a table lookup and an addition
+//! per four signs and eight question tokens. Only content tokens are sketched, the ones a
+//! question asks with. On LoCoMo the sketches keep the second stage's gain
+//! (docs/benchmarks.md, "A second stage" and "Sketches of content words").
 //!
 //! The projections are directions of +1 and -1 derived from sha256, not from a random
 //! generator: a sketch stored today must mean the same to every later version. A sketch
@@ -13,7 +14,7 @@
 use std::sync::LazyLock;
 
 use ndarray::linalg::general_mat_vec_mul;
-use ndarray::{Array2, ArrayView1, ArrayView2};
+use ndarray::{Array2, ArrayView2};
 use sha2::{Digest, Sha256};
 
 use super::DIMENSIONS;
@@ -84,21 +85,24 @@ pub fn sketch(text: &TokenVectors) -> Vec<u8> {
     sketch_all([text]).pop().expect("one sketch a text")
 }
 
-/// The sketches of `texts`, in order: their tokens projected together, `CHUNK_ROWS` at a time.
+/// The sketches of `texts`, in order: their content tokens (`TokenVectors::content_rows`)
+/// projected together, `CHUNK_ROWS` at a time.
 pub fn sketch_all<'a>(texts: impl IntoIterator<Item = &'a TokenVectors>) -> Vec<Vec<u8>> {
     let texts: Vec<&TokenVectors> = texts.into_iter().collect();
-    let mut sketches: Vec<Vec<u8>> = texts
+    let counts: Vec<usize> = texts.iter().map(|t| t.content_rows().count()).collect();
+    let mut sketches: Vec<Vec<u8>> = counts
         .iter()
-        .map(|text| {
-            let mut out = Vec::with_capacity(1 + text.len() * TOKEN_BYTES);
+        .map(|count| {
+            let mut out = Vec::with_capacity(1 + count * TOKEN_BYTES);
             out.push(FORMAT);
             out
         })
         .collect();
-    let mut rows = Vec::with_capacity(CHUNK_ROWS.min(texts.iter().map(|t| t.len()).sum()));
-    let mut owners = Vec::with_capacity(rows.capacity());
+    let chunk = CHUNK_ROWS.min(counts.iter().sum());
+    let mut owners = Vec::with_capacity(chunk);
+    let mut rows = Vec::with_capacity(chunk * DIMENSIONS);
     for (owner, text) in texts.iter().enumerate() {
-        for row in text.rows() {
+        for row in text.content_rows() {
             rows.extend_from_slice(row);
             owners.push(owner);
             if owners.len() == CHUNK_ROWS {
@@ -143,7 +147,7 @@ pub struct SketchQuery {
 
 impl SketchQuery {
     pub fn new(query: &TokenVectors) -> SketchQuery {
-        let rows: Vec<f32> = query.query_rows().flatten().copied().collect();
+        let rows: Vec<f32> = query.content_rows().flatten().copied().collect();
         let projected = project_few(&rows);
         let mut levels = Vec::with_capacity(projected.len());
         let mut scales = Vec::with_capacity(projected.nrows());
@@ -162,63 +166,110 @@ impl SketchQuery {
         self.levels.len() + 4 * self.scales.len()
     }
 
-    /// The projections, one row per token, as the measure multiplies them.
-    fn tokens(&self) -> Array2<f32> {
-        Array2::from_shape_fn((self.scales.len(), SKETCH_BITS), |(t, b)| {
-            f32::from(self.levels[t * SKETCH_BITS + b]) * self.scales[t]
-        })
+    /// The question as a table of partial sums, `LANES` question tokens to an entry: for each
+    /// group of `LANES` tokens, each nibble of a sketch token (four projections) and each of
+    /// its sixteen values, every token's levels added with the signs the value's bits give.
+    /// A sketch token's nibbles then pick its sum against eight question tokens at once, a
+    /// lookup and an addition each, instead of 512 multiplications per pair of tokens.
+    fn table(&self) -> Vec<Entry> {
+        let tokens = self.scales.len();
+        let mut table = vec![[0i16; LANES]; tokens.div_ceil(LANES) * NIBBLES * 16];
+        for (t, levels) in self.levels.chunks_exact(SKETCH_BITS).enumerate() {
+            let group = &mut table[t / LANES * NIBBLES * 16..][..NIBBLES * 16];
+            for (four, entries) in levels.chunks_exact(4).zip(group.chunks_exact_mut(16)) {
+                for (value, entry) in entries.iter_mut().enumerate() {
+                    entry[t % LANES] = four
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &level)| {
+                            let level = i16::from(level);
+                            if value >> i & 1 == 1 { level } else { -level }
+                        })
+                        .sum();
+                }
+            }
+        }
+        table
     }
 
     /// How well each sketched text covers the question, in order: the mean, over the
     /// question's content tokens, of each one's best match among the text's tokens
     /// (`token_vectors::max_sim` with the text's side in signs); `None` for a sketch of
-    /// another format or a damaged one. The question is expanded once and each text token's
-    /// signs into one buffer on the stack: a search measures its whole set without a matrix
-    /// product (and its packing buffers) per candidate, so the second stage allocates next to
-    /// nothing while the cores are busy.
+    /// another format or a damaged one. The question becomes a table of partial sums once
+    /// (`table`), and every text token is matched against it in integers: a search
+    /// measures its whole set without a multiplication or an allocation per candidate.
     pub fn measure_all<'a>(
         &self,
         sketches: impl IntoIterator<Item = &'a [u8]>,
     ) -> Vec<Option<f32>> {
-        let question = self.tokens();
-        let mut signs = [0f32; SKETCH_BITS];
-        let mut best = vec![f32::MIN; self.scales.len()];
+        let table = self.table();
+        let tokens = self.scales.len();
+        let mut best = vec![i32::MIN; tokens.div_ceil(LANES) * LANES];
         sketches
             .into_iter()
             .map(|sketch| {
-                let (&format, tokens) = sketch.split_first()?;
-                if format != FORMAT || tokens.len() % TOKEN_BYTES != 0 {
+                let (&format, text) = sketch.split_first()?;
+                if format != FORMAT || text.len() % TOKEN_BYTES != 0 {
                     return None;
                 }
-                if tokens.is_empty() || best.is_empty() {
+                if text.is_empty() || tokens == 0 {
                     return Some(0.0);
                 }
-                best.fill(f32::MIN);
-                for token in tokens.chunks_exact(TOKEN_BYTES) {
-                    for (eight, &byte) in signs.chunks_exact_mut(8).zip(token) {
-                        eight.copy_from_slice(&SIGNS[usize::from(byte)]);
-                    }
-                    let signs = ArrayView1::from(&signs);
-                    for (row, best) in question.rows().into_iter().zip(best.iter_mut()) {
-                        *best = best.max(row.dot(&signs));
+                best.fill(i32::MIN);
+                for token in text.chunks_exact(TOKEN_BYTES) {
+                    for (group, best) in table
+                        .chunks_exact(NIBBLES * 16)
+                        .zip(best.chunks_exact_mut(LANES))
+                    {
+                        let sums = dot(group, token);
+                        for (best, sum) in best.iter_mut().zip(sums) {
+                            *best = (*best).max(sum);
+                        }
                     }
                 }
-                Some(best.iter().sum::<f32>() / best.len() as f32)
+                let total: f32 = best
+                    .iter()
+                    .zip(&self.scales)
+                    .map(|(&b, &scale)| b as f32 * scale)
+                    .sum();
+                Some(total / tokens as f32)
             })
             .collect()
     }
 }
 
-/// Each byte of a sketch as the signs of its eight projections (bit `i`, projection `i`).
-static SIGNS: LazyLock<[[f32; 8]; 256]> = LazyLock::new(|| {
-    let mut table = [[0f32; 8]; 256];
-    for (byte, signs) in table.iter_mut().enumerate() {
-        for (i, sign) in signs.iter_mut().enumerate() {
-            *sign = if byte >> i & 1 == 1 { 1.0 } else { -1.0 };
+/// Question tokens one table entry holds.
+const LANES: usize = 8;
+/// Four projections of a sketch token: the table's unit.
+const NIBBLES: usize = SKETCH_BITS / 4;
+/// One nibble value's partial sums, one lane per question token of its group.
+type Entry = [i16; LANES];
+/// Sketch bytes whose partial sums add up in 16 bits: a level is at most 127 in magnitude,
+/// an entry at most 4 x 127, and 32 bytes (64 entries) at most 32,512.
+const BYTES_IN_16_BITS: usize = 32;
+
+/// One sketch token against a group of the question's table: each lane's sum of its
+/// levels with the token's signs.
+fn dot(group: &[Entry], token: &[u8]) -> [i32; LANES] {
+    let mut sums = [0i32; LANES];
+    for (bytes, entries) in token
+        .chunks_exact(BYTES_IN_16_BITS)
+        .zip(group.chunks_exact(BYTES_IN_16_BITS * 32))
+    {
+        let mut partial = [0i16; LANES];
+        for (&byte, pair) in bytes.iter().zip(entries.chunks_exact(32)) {
+            let low = &pair[usize::from(byte & 15)];
+            let high = &pair[16 + usize::from(byte >> 4)];
+            for ((p, l), h) in partial.iter_mut().zip(low).zip(high) {
+                *p += l + h;
+            }
+        }
+        for (s, p) in sums.iter_mut().zip(partial) {
+            *s += i32::from(p);
         }
     }
-    table
-});
+    sums
+}
 
 #[cfg(test)]
 mod tests {
@@ -244,11 +295,16 @@ mod tests {
         TokenVectors::new(rows, &tokens)
     }
 
+    /// A sketch is its format byte and 64 bytes a content token; a text without one keeps
+    /// every token, as a question does.
     #[test]
-    fn a_sketch_is_its_format_and_sixty_four_bytes_a_token() {
-        let s = sketch(&text(&[("garden", 1), ("party", 2), ("?", 3)]));
-        assert_eq!(s.len(), 1 + 3 * 64);
+    fn a_sketch_is_its_format_and_sixty_four_bytes_a_content_token() {
+        let s = sketch(&text(&[("the", 4), ("garden", 1), ("party", 2), ("?", 3)]));
+        assert_eq!(s.len(), 1 + 2 * 64);
         assert_eq!(s[0], FORMAT);
+        let content = sketch(&text(&[("garden", 1), ("party", 2)]));
+        assert_eq!(s, content, "the same content tokens, the same sketch");
+        assert_eq!(sketch(&text(&[("what", 9), ("?", 3)])).len(), 1 + 2 * 64);
         assert_eq!(sketch(&text(&[])), vec![FORMAT]);
     }
 
@@ -295,14 +351,14 @@ mod tests {
         let query = text(&[("what", 9), ("garden", 1), ("party", 2)]);
         let q = SketchQuery::new(&query);
         assert_eq!(q.bytes(), 2 * (SKETCH_BITS + 4), "two content tokens");
-        let rows: Vec<f32> = query.query_rows().flatten().copied().collect();
+        let rows: Vec<f32> = query.content_rows().flatten().copied().collect();
         let mut exact = project(&rows);
         for mut row in exact.rows_mut() {
             let norm = row.dot(&row).sqrt();
             row /= norm * (SKETCH_BITS as f32).sqrt();
         }
         for seeds in [[1, 2, 3], [4, 5, 6], [1, 7, 8]] {
-            let passage = sketch(&text(&[("a", seeds[0]), ("b", seeds[1]), ("c", seeds[2])]));
+            let passage = sketch(&text(&[("x", seeds[0]), ("b", seeds[1]), ("c", seeds[2])]));
             let signs = Array2::from_shape_fn((SKETCH_BITS, 3), |(b, t)| {
                 if passage[1 + t * TOKEN_BYTES + b / 8] >> (b % 8) & 1 == 1 {
                     1.0f32
@@ -316,6 +372,61 @@ mod tests {
             let want = best.mean().unwrap();
             let got = measure(&q, &passage).unwrap();
             assert!((got - want).abs() < 0.01, "{got} against {want}");
+        }
+    }
+
+    /// The table's integers give each pair of tokens its exact sum of signed levels, for
+    /// questions longer than one table entry's lanes, the best match per question token.
+    #[test]
+    fn the_table_sums_as_the_levels_and_signs_do() {
+        let words: Vec<(&str, u32)> = (0..11).map(|w| ("word", 40 + w)).collect();
+        let q = SketchQuery::new(&text(&words));
+        assert_eq!(q.scales.len(), 11, "two groups of lanes");
+        let passage = sketch(&text(&[("x", 3), ("b", 41), ("c", 47), ("d", 9)]));
+        let want: f32 = q
+            .levels
+            .chunks_exact(SKETCH_BITS)
+            .zip(&q.scales)
+            .map(|(levels, scale)| {
+                let best = passage[1..]
+                    .chunks_exact(TOKEN_BYTES)
+                    .map(|token| {
+                        (0..SKETCH_BITS)
+                            .map(|b| {
+                                let level = i32::from(levels[b]);
+                                if token[b / 8] >> (b % 8) & 1 == 1 {
+                                    level
+                                } else {
+                                    -level
+                                }
+                            })
+                            .sum::<i32>()
+                    })
+                    .max()
+                    .unwrap();
+                best as f32 * scale
+            })
+            .sum::<f32>()
+            / 11.0;
+        let got = measure(&q, &passage).unwrap();
+        assert!(
+            (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "{got} against {want}"
+        );
+    }
+
+    /// The largest levels against the signs that agree with them all: 512 x 127 in every
+    /// lane, no partial sum past 16 bits.
+    #[test]
+    fn the_largest_sums_do_not_overflow() {
+        for (level, byte) in [(127i8, 0xffu8), (-127, 0x00)] {
+            let q = SketchQuery {
+                levels: vec![level; 9 * SKETCH_BITS],
+                scales: vec![1.0; 9],
+            };
+            let mut passage = vec![FORMAT];
+            passage.extend([byte; TOKEN_BYTES]);
+            assert_eq!(measure(&q, &passage), Some(512.0 * 127.0));
         }
     }
 

@@ -45,13 +45,15 @@ impl TokenVectors {
         self.content.is_empty()
     }
 
-    pub(crate) fn rows(&self) -> impl Iterator<Item = &[f32]> {
+    fn rows(&self) -> impl Iterator<Item = &[f32]> {
         self.rows.chunks_exact(DIMENSIONS)
     }
 
-    /// The rows a query is matched by: its content tokens, or every token of a query that
-    /// has none ("what is it?").
-    pub(crate) fn query_rows(&self) -> impl Iterator<Item = &[f32]> {
+    /// The rows that stand for the text: its content tokens, or every token of a text that
+    /// has none ("what is it?"). A question is matched by them, and a passage sketched by
+    /// them: a question's content word finds its best match among the passage's content
+    /// words, and the passage's function words and punctuation would only be stored and read.
+    pub(crate) fn content_rows(&self) -> impl Iterator<Item = &[f32]> {
         let all = !self.content.contains(&true);
         self.rows()
             .zip(&self.content)
@@ -72,7 +74,7 @@ fn carries_content(token: &str) -> bool {
 }
 
 /// How well `passage` covers `query`: the mean, over the query's content tokens, of each
-/// one's best cosine among the passage's tokens (0 for an empty passage or query). The
+/// one's best cosine among the passage's content tokens (0 for an empty passage or query). The
 /// exact measure: what the sketches' tests compare with.
 #[cfg(test)]
 pub fn max_sim(query: &TokenVectors, passage: &TokenVectors) -> f32 {
@@ -80,9 +82,9 @@ pub fn max_sim(query: &TokenVectors, passage: &TokenVectors) -> f32 {
         return 0.0;
     }
     let (mut sum, mut count) = (0f32, 0usize);
-    for q in query.query_rows() {
+    for q in query.content_rows() {
         let best = passage
-            .rows()
+            .content_rows()
             .map(|p| q.iter().zip(p).map(|(a, b)| a * b).sum::<f32>())
             .fold(f32::MIN, f32::max);
         sum += best;
