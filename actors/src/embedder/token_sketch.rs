@@ -173,10 +173,13 @@ impl SketchQuery {
     /// lookup and an addition each, instead of 512 multiplications per pair of tokens.
     fn table(&self) -> Vec<Entry> {
         let tokens = self.scales.len();
-        let mut table = vec![[0i16; LANES]; tokens.div_ceil(LANES) * NIBBLES * 16];
+        let mut table = vec![[0i16; LANES]; tokens.div_ceil(LANES) * GROUP_ENTRIES];
         for (t, levels) in self.levels.chunks_exact(SKETCH_BITS).enumerate() {
-            let group = &mut table[t / LANES * NIBBLES * 16..][..NIBBLES * 16];
-            for (four, entries) in levels.chunks_exact(4).zip(group.chunks_exact_mut(16)) {
+            let group = &mut table[t / LANES * GROUP_ENTRIES..][..GROUP_ENTRIES];
+            for (four, entries) in levels
+                .chunks_exact(4)
+                .zip(group.chunks_exact_mut(NIBBLE_VALUES))
+            {
                 for (value, entry) in entries.iter_mut().enumerate() {
                     entry[t % LANES] = four
                         .iter()
@@ -218,7 +221,7 @@ impl SketchQuery {
                 best.fill(i32::MIN);
                 for token in text.chunks_exact(TOKEN_BYTES) {
                     for (group, best) in table
-                        .chunks_exact(NIBBLES * 16)
+                        .chunks_exact(GROUP_ENTRIES)
                         .zip(best.chunks_exact_mut(LANES))
                     {
                         let sums = dot(group, token);
@@ -242,6 +245,13 @@ impl SketchQuery {
 const LANES: usize = 8;
 /// Four projections of a sketch token: the table's unit.
 const NIBBLES: usize = SKETCH_BITS / 4;
+/// The values a nibble takes: the entries the table holds for each.
+const NIBBLE_VALUES: usize = 16;
+/// The entries of one group of `LANES` question tokens: a sketch token's every nibble, every
+/// value.
+const GROUP_ENTRIES: usize = NIBBLES * NIBBLE_VALUES;
+/// The entries of one sketch byte: its low nibble's values, then its high nibble's.
+const BYTE_ENTRIES: usize = 2 * NIBBLE_VALUES;
 /// One nibble value's partial sums, one lane per question token of its group.
 type Entry = [i16; LANES];
 /// Sketch bytes whose partial sums add up in 16 bits: a level is at most 127 in magnitude,
@@ -254,12 +264,12 @@ fn dot(group: &[Entry], token: &[u8]) -> [i32; LANES] {
     let mut sums = [0i32; LANES];
     for (bytes, entries) in token
         .chunks_exact(BYTES_IN_16_BITS)
-        .zip(group.chunks_exact(BYTES_IN_16_BITS * 32))
+        .zip(group.chunks_exact(BYTES_IN_16_BITS * BYTE_ENTRIES))
     {
         let mut partial = [0i16; LANES];
-        for (&byte, pair) in bytes.iter().zip(entries.chunks_exact(32)) {
+        for (&byte, pair) in bytes.iter().zip(entries.chunks_exact(BYTE_ENTRIES)) {
             let low = &pair[usize::from(byte & 15)];
-            let high = &pair[16 + usize::from(byte >> 4)];
+            let high = &pair[NIBBLE_VALUES + usize::from(byte >> 4)];
             for ((p, l), h) in partial.iter_mut().zip(low).zip(high) {
                 *p += l + h;
             }
@@ -463,7 +473,13 @@ mod tests {
                 text(&words)
             })
             .collect();
-        assert!(texts.iter().map(|t| t.len()).sum::<usize>() > CHUNK_ROWS);
+        assert!(
+            texts
+                .iter()
+                .map(|t| t.content_rows().count())
+                .sum::<usize>()
+                > CHUNK_ROWS
+        );
         let together = sketch_all(&texts);
         let alone: Vec<Vec<u8>> = texts.iter().map(sketch).collect();
         assert_eq!(together, alone);
