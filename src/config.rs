@@ -340,6 +340,10 @@ mod tests {
         assert_eq!(config.engine.facts.retrieval_confidence_threshold, 0.2);
         assert_eq!(config.engine.episodes.default_ttl_days, 7.0);
         assert!(config.edge.database_url.is_empty());
+        // The second stage is on for searches that embed their query, not keyword ones
+        // (docs/benchmarks.md, "The second stage on by default").
+        assert!(config.engine.retrieval.rerank.enabled);
+        assert!(!config.engine.retrieval.rerank.keyword_searches);
     }
 
     #[test]

@@ -112,6 +112,15 @@ pub fn base_config(extra: &str) -> Config {
     } else {
         "[episodes]\nconversation_gap_secs = 0.0\n"
     };
+    // The second stage (on in the shipped configuration) counts its work in the process's
+    // metrics, which retrieval/second_stage.rs reads exactly: a test of something else
+    // searches with the first stage alone, as the suite did before it was on by default; a
+    // test with a `[retrieval.rerank]` table of its own turns it on.
+    let rerank = if extra.contains("[retrieval.rerank]") {
+        ""
+    } else {
+        "[retrieval.rerank]\nenabled = false\n"
+    };
     let toml = format!(
         r#"
 listen = "127.0.0.1:0"
@@ -121,6 +130,7 @@ startup_timeout_secs = 60
 workers = 1
 intra_threads = 1
 {retrieval}
+{rerank}
 [database]
 max_connections = 6
 write_connections = 3

@@ -98,6 +98,8 @@ fn model(name: &str, path: &Path) -> impl FnOnce(&mut Config) {
         config.engine.embedder.model_name = name;
         config.engine.embedder.model_path = path;
         config.engine.indexer.batch_size = 1.try_into().unwrap();
+        // Off, whatever the default: the first model's sketches go and no new ones come.
+        config.engine.retrieval.rerank.enabled = false;
     }
 }
 

@@ -26,6 +26,10 @@ pub struct RerankConfig {
     /// The most members of a set the model reads (those stored without a sketch); a set
     /// with more keeps the first stage's order.
     pub max_model_reads: usize,
+    /// Whether a search that embedded no query (a keyword search, or one whose embedding
+    /// did not come) is read too: the model then reads the query as its question, a model
+    /// run a search. Off, such a search keeps the first stage's order and costs no model.
+    pub keyword_searches: bool,
 }
 
 /// Which of `scored` the second stage reads: the `k` most relevant whose text can be read,

@@ -2,9 +2,10 @@
 //! with one pinned clock, the second stage off in one and on in the other. On, it reads the
 //! first stage's top candidates again, from the token sketches the indexer stored with them
 //! or, for a row without one, from its text, against the question made by the run that
-//! embedded the query (a keyword search's by a run of its own), and reorders those only,
-//! each showing its measure in `scores.rerank`; when it cannot answer in time, or the model
-//! is down, the first stage's order stands and the search still answers.
+//! embedded the query (a keyword search's by a run of its own, where `keyword_searches` asks
+//! for it), and reorders those only, each showing its measure in `scores.rerank`; when it
+//! cannot answer in time, or the model is down, the first stage's order stands and the
+//! search still answers. As shipped it is on, for searches that embed their query.
 
 use std::sync::Arc;
 
@@ -70,7 +71,7 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
     let clock = Arc::new(ManualClock::new(t0()));
     let first = spawn_app_at(&format!("{QUIET_INDEXER}{OFF}"), clock.clone()).await;
     let on = format!(
-        "[retrieval.rerank]\nenabled = true\ncandidates = {SET}\nweight = 1.0\ntimeout_ms = 60000\n"
+        "[retrieval.rerank]\nenabled = true\ncandidates = {SET}\nweight = 1.0\ntimeout_ms = 60000\nkeyword_searches = true\n"
     );
     let second = spawn_beside(&first, &on, clock.clone()).await;
     let base = second.metrics().await;
@@ -210,12 +211,12 @@ async fn without_an_answer_in_time_the_first_stage_order_stands() {
     // Twenty long candidates without sketches (embedded by the service with the second
     // stage off) take the model far longer than a millisecond to read.
     let late = format!(
-        "{QUIET_INDEXER}[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 1\nmax_model_reads = 20\n"
+        "{QUIET_INDEXER}[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 1\nmax_model_reads = 20\nkeyword_searches = true\n"
     );
     let second = spawn_beside(&first, &late, clock.clone()).await;
     // With the default bound on model reads (4), the set is not read at all.
     let bounded = format!(
-        "{QUIET_INDEXER}[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 60000\n"
+        "{QUIET_INDEXER}[retrieval.rerank]\nenabled = true\ncandidates = 20\ntimeout_ms = 60000\nkeyword_searches = true\n"
     );
     let third = spawn_beside(&first, &bounded, clock.clone()).await;
     // Their walks for rows embedded without a sketch done (over the empty tables) before the
@@ -282,4 +283,52 @@ async fn without_an_answer_in_time_the_first_stage_order_stands() {
     );
     second.stop().await;
     first.stop().await;
+}
+
+/// As shipped (`enabled`, and `keyword_searches` left at its default, off): a hybrid search
+/// is read again, with the question from the run that embedded its query; a keyword search
+/// keeps the keyword list's order and runs no model.
+#[tokio::test]
+async fn a_hybrid_search_is_read_again_and_a_keyword_search_keeps_its_order() {
+    let _turn = COUNTERS.lock().await;
+    let app = spawn_app_with("[retrieval.rerank]\nenabled = true\n").await;
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let contents: Vec<String> = [
+        "Maya baked lemon bars for the garden party",
+        "Maya cooked cookies for the celebration in her yard",
+        "The party was loud",
+        "Baking bread takes patience",
+    ]
+    .map(String::from)
+    .into();
+    seed(&mcp, &contents).await;
+    app.engine().flush().await.unwrap();
+    let base = app.metrics().await;
+    let delta = |metrics: &str, series: &str| counter(metrics, series) - counter(&base, series);
+    let from_query = r#"butler_memory_rerank_questions_total{source="query"}"#;
+    let from_model = r#"butler_memory_rerank_questions_total{source="model"}"#;
+    let stored = r#"butler_memory_rerank_passages_total{source="stored"}"#;
+
+    let hybrid = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "who baked for the party", "mode": "hybrid",
+                   "types": ["episode"], "limit": 10}),
+        )
+        .await;
+    let hits = results(&hybrid);
+    assert_eq!(hits.len(), contents.len(), "{hybrid}");
+    assert!(hits.iter().all(|h| measure(h).is_some()), "{hybrid}");
+    let metrics = app.metrics().await;
+    assert_eq!(delta(&metrics, from_query), 1.0, "{metrics}");
+    assert_eq!(delta(&metrics, stored), contents.len() as f64, "{metrics}");
+
+    let keyword = search(&mcp, "party").await;
+    let hits = results(&keyword);
+    assert_eq!(hits.len(), 2, "{keyword}");
+    assert!(hits.iter().all(|h| measure(h).is_none()), "{keyword}");
+    let metrics = app.metrics().await;
+    assert_eq!(delta(&metrics, from_query), 1.0, "{metrics}");
+    assert_eq!(delta(&metrics, from_model), 0.0, "no model run: {metrics}");
+    app.stop().await;
 }

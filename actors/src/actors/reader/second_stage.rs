@@ -4,7 +4,9 @@
 //! were stored), from its text read by the model. The query comes as a question from the
 //! model run that embedded it (`read_path::query_embedding`), so that a set whose members
 //! all have sketches is measured here, without the embedder pool; the pool reads what has
-//! no sketch (and the query, if its embedding came without a question). A read never
+//! no sketch, and the query of a search that embedded none (a keyword search) where
+//! `keyword_searches` asks for it: otherwise such a search keeps the first stage's order,
+//! lexical and without a model run. A read never
 //! waits for it longer than `timeout_ms`, and never fails because of it: on a timeout, a
 //! full queue or a failed model the first stage's order stands
 //! (`butler_memory_rerank_skipped_total`). Nor does it read more than `max_model_reads`
@@ -41,6 +43,11 @@ pub async fn reranked(
     if set.len() < 2 {
         return (scored, false);
     }
+    // Awaited already by the semantic list where there is one: no wait of its own.
+    let ready = embedding.question().await;
+    if ready.is_none() && !config.keyword_searches {
+        return (scored, false);
+    }
     let started = Instant::now();
     let mut stored = stored_sketches(state, tenant_id, &scored, &set).await;
     let passages: Vec<Passage> = set
@@ -69,7 +76,7 @@ pub async fn reranked(
         .increment((passages.len() - read) as u64);
     metrics::counter!("butler_memory_rerank_passages_total", "source" => "model")
         .increment(read as u64);
-    let question = match embedding.question().await {
+    let question = match ready {
         Some(question) => Question::Ready(question),
         None => Question::Text(query.to_owned()),
     };
