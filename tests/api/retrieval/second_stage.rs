@@ -24,6 +24,13 @@ const QUIET_INDEXER: &str = "[indexer]\npoll_interval_ms = 3600000\n";
 /// The second stage off, whatever the default.
 const OFF: &str = "[retrieval.rerank]\nenabled = false\n";
 
+/// The second stage's series this file reads: candidates read from their stored sketches
+/// or by the model, and questions from the query's own run or a model run of their own.
+const STORED: &str = r#"butler_memory_rerank_passages_total{source="stored"}"#;
+const MODEL: &str = r#"butler_memory_rerank_passages_total{source="model"}"#;
+const FROM_QUERY: &str = r#"butler_memory_rerank_questions_total{source="query"}"#;
+const FROM_MODEL: &str = r#"butler_memory_rerank_questions_total{source="model"}"#;
+
 /// The second stage's counters are the test process's: its tests take turns, so that each
 /// reads its own.
 static COUNTERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -110,10 +117,6 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
             .all(|s| s.is_some_and(|n| n > 64 && (n - 1) % 64 == 0)),
         "{sizes:?}"
     );
-    let stored = r#"butler_memory_rerank_passages_total{source="stored"}"#;
-    let model = r#"butler_memory_rerank_passages_total{source="model"}"#;
-    let from_query = r#"butler_memory_rerank_questions_total{source="query"}"#;
-    let from_model = r#"butler_memory_rerank_questions_total{source="model"}"#;
     // A hybrid search: the run that embeds the query also makes it the second stage's
     // question, and every member of the set has its sketch, so the set is measured without
     // another model run.
@@ -130,10 +133,10 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
     assert!(hits[SET..].iter().all(|h| measure(h).is_none()), "{hits:?}");
     assert_eq!(hits[0]["content"], contents[0], "{hits:?}");
     let metrics = second.metrics().await;
-    assert_eq!(delta(&metrics, stored), SET as f64, "{metrics}");
-    assert_eq!(delta(&metrics, model), 0.0, "{metrics}");
-    assert_eq!(delta(&metrics, from_query), 1.0, "{metrics}");
-    assert_eq!(delta(&metrics, from_model), 0.0, "{metrics}");
+    assert_eq!(delta(&metrics, STORED), SET as f64, "{metrics}");
+    assert_eq!(delta(&metrics, MODEL), 0.0, "{metrics}");
+    assert_eq!(delta(&metrics, FROM_QUERY), 1.0, "{metrics}");
+    assert_eq!(delta(&metrics, FROM_MODEL), 0.0, "{metrics}");
 
     // One row as if embedded before sketches were stored: the model reads its text, and its
     // measure compares with the stored ones.
@@ -195,10 +198,10 @@ async fn the_second_stage_reorders_its_set_only_and_shows_its_measure() {
         |hits: &[Value], content: &str| hits.iter().position(|h| h["content"] == content);
     assert!(position(before, &contents[2]) > position(before, &contents[1]));
     let metrics = second.metrics().await;
-    assert_eq!(delta(&metrics, stored), (2 * SET - 1) as f64, "{metrics}");
-    assert_eq!(delta(&metrics, model), 1.0, "{metrics}");
+    assert_eq!(delta(&metrics, STORED), (2 * SET - 1) as f64, "{metrics}");
+    assert_eq!(delta(&metrics, MODEL), 1.0, "{metrics}");
     // A keyword search embeds no query: the model reads the question as well.
-    assert_eq!(delta(&metrics, from_model), 1.0, "{metrics}");
+    assert_eq!(delta(&metrics, FROM_MODEL), 1.0, "{metrics}");
     second.stop().await;
     first.stop().await;
 }
@@ -257,7 +260,6 @@ async fn without_an_answer_in_time_the_first_stage_order_stands() {
     // Past `max_model_reads`: the first stage's order, not read, and remembered like any
     // answer (asked again, it is not tried again).
     let unsketched = r#"butler_memory_rerank_skipped_total{reason="unsketched"}"#;
-    let model = r#"butler_memory_rerank_passages_total{source="model"}"#;
     let bounded_client = third.client(TENANT_A_HEALTH).await;
     let base = third.metrics().await;
     let plain = search(&bounded_client, query).await;
@@ -270,7 +272,7 @@ async fn without_an_answer_in_time_the_first_stage_order_stands() {
     let metrics = third.metrics().await;
     let delta = |series: &str| counter(&metrics, series) - counter(&base, series);
     assert_eq!(delta(unsketched), 1.0, "{metrics}");
-    assert_eq!(delta(model), 0.0, "{metrics}");
+    assert_eq!(delta(MODEL), 0.0, "{metrics}");
     third.stop().await;
 
     // The model down: the search answers at once, in the first stage's order.
@@ -305,9 +307,6 @@ async fn a_hybrid_search_is_read_again_and_a_keyword_search_keeps_its_order() {
     app.engine().flush().await.unwrap();
     let base = app.metrics().await;
     let delta = |metrics: &str, series: &str| counter(metrics, series) - counter(&base, series);
-    let from_query = r#"butler_memory_rerank_questions_total{source="query"}"#;
-    let from_model = r#"butler_memory_rerank_questions_total{source="model"}"#;
-    let stored = r#"butler_memory_rerank_passages_total{source="stored"}"#;
 
     let hybrid = mcp
         .ok(
@@ -320,15 +319,15 @@ async fn a_hybrid_search_is_read_again_and_a_keyword_search_keeps_its_order() {
     assert_eq!(hits.len(), contents.len(), "{hybrid}");
     assert!(hits.iter().all(|h| measure(h).is_some()), "{hybrid}");
     let metrics = app.metrics().await;
-    assert_eq!(delta(&metrics, from_query), 1.0, "{metrics}");
-    assert_eq!(delta(&metrics, stored), contents.len() as f64, "{metrics}");
+    assert_eq!(delta(&metrics, FROM_QUERY), 1.0, "{metrics}");
+    assert_eq!(delta(&metrics, STORED), contents.len() as f64, "{metrics}");
 
     let keyword = search(&mcp, "party").await;
     let hits = results(&keyword);
     assert_eq!(hits.len(), 2, "{keyword}");
     assert!(hits.iter().all(|h| measure(h).is_none()), "{keyword}");
     let metrics = app.metrics().await;
-    assert_eq!(delta(&metrics, from_query), 1.0, "{metrics}");
-    assert_eq!(delta(&metrics, from_model), 0.0, "no model run: {metrics}");
+    assert_eq!(delta(&metrics, FROM_QUERY), 1.0, "{metrics}");
+    assert_eq!(delta(&metrics, FROM_MODEL), 0.0, "no model run: {metrics}");
     app.stop().await;
 }
