@@ -4,8 +4,6 @@
 //! ids are remapped consistently, and a bundle of another model is re-embedded by the
 //! indexer; only admins export and import, and what is not a bundle is refused.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::binary::{run_cli, write_config};
@@ -308,25 +306,7 @@ async fn the_command_line_imports_into_another_tenant_remapping_ids_and_re_embed
     .await
     .unwrap();
     assert_eq!(linked, 1, "the link points at the remapped episode");
-    eventually(Duration::from_secs(60), || {
-        let options = app.db.clone();
-        async move {
-            let mut sql = <sqlx::PgConnection as sqlx::Connection>::connect_with(&options)
-                .await
-                .map_err(|e| e.to_string())?;
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT (SELECT count(*) FROM facts WHERE tenant_id = 'tenant-b' AND embedding IS NULL)
-                      + (SELECT count(*) FROM episodes WHERE tenant_id = 'tenant-b' AND embedding IS NULL)
-                      + (SELECT count(*) FROM rules WHERE tenant_id = 'tenant-b' AND embedding IS NULL)",
-            )
-            .fetch_one(&mut sql)
-            .await
-            .map_err(|e| e.to_string())?;
-            if waiting == 0 { Ok(()) } else { Err(format!("{waiting} rows to embed")) }
-        }
-    })
-    .await
-    .unwrap();
+    embedded(&app, "tenant-b").await;
     let b = app.client(TENANT_B_HEALTH).await;
     let found = b
         .ok(

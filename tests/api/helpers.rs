@@ -424,6 +424,36 @@ pub async fn rest(
     )
 }
 
+/// Waits (up to a minute) until every fact, episode and rule of `tenant` has its embedding:
+/// the embedder writes it behind the acknowledged write, so a test that compares rows
+/// before and after something else waits for it first.
+pub async fn embedded(app: &TestApp, tenant: &str) {
+    eventually(std::time::Duration::from_secs(60), || {
+        let options = app.db.clone();
+        async move {
+            let mut sql = PgConnection::connect_with(&options)
+                .await
+                .map_err(|e| e.to_string())?;
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT (SELECT count(*) FROM facts WHERE tenant_id = $1 AND embedding IS NULL)
+                      + (SELECT count(*) FROM episodes WHERE tenant_id = $1 AND embedding IS NULL)
+                      + (SELECT count(*) FROM rules WHERE tenant_id = $1 AND embedding IS NULL)",
+            )
+            .bind(tenant)
+            .fetch_one(&mut sql)
+            .await
+            .map_err(|e| e.to_string())?;
+            if waiting == 0 {
+                Ok(())
+            } else {
+                Err(format!("{waiting} rows to embed"))
+            }
+        }
+    })
+    .await
+    .unwrap();
+}
+
 /// The audit events of one record, oldest first: `(event_type, actor, request_id, payload)`.
 pub async fn events_of(
     app: &TestApp,

@@ -246,6 +246,8 @@ async fn an_admins_write_on_another_tenants_id_is_not_found_and_changes_nothing(
             )
             .await;
     }
+    // The embedder writes behind each acknowledged write: its rows settle first.
+    embedded(&app, "tenant-b").await;
     let before = (
         state_of(&app, &elsewhere).await,
         state_of(&app, &forgotten).await,
