@@ -183,7 +183,7 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         next_weight=0.0, window_weight=0.0, query="plain", bigram=0.0, prf=0, prf_terms=5,
         prf_weight=0.3, semantic_floor=None, keyword_floor=None, with_sessions=False,
         session_prior=0.0, rerank=0, rerank_weight=0.5, rerank_query="content", rerank_both_ways=False,
-        rerank_bits=0, rerank_seed=7, rerank_signs=False):
+        rerank_bits=0, rerank_seed=7, rerank_signs=False, mmr=0.0, mmr_depth=50, session_cap=0):
     """R@5/10/25/50 over every question, and R@10 per category.
 
     `rerank` > 0 models the second stage (`retrieval.rerank`): the `rerank` most relevant
@@ -297,7 +297,32 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
             if rerank:
                 final = second_stage(final, c["turn_tokens"], c["query_tokens"][qi], rerank, rerank_weight,
                                      rerank_query, rerank_both_ways, sketch)
-            ranked = [c["ids"][i] for i, _ in sorted(final.items(), key=lambda x: -x[1])]
+            order = [i for i, _ in sorted(final.items(), key=lambda x: -x[1])]
+            if mmr:
+                # Maximal marginal relevance over the first `mmr_depth`: each next pick weighs
+                # its relevance against its likeness to what is already picked.
+                head, tail = order[:mmr_depth], order[mmr_depth:]
+                rel = dict(zip(head, min_max([final[i] for i in head])))
+                picked, likeness = [], {i: 0.0 for i in head}
+                while head:
+                    best = max(head, key=lambda i: (1 - mmr) * rel[i] - mmr * likeness[i])
+                    head.remove(best)
+                    picked.append(best)
+                    for i in head:
+                        likeness[i] = max(likeness[i], float(stored[i] @ stored[best]))
+                order = picked + tail
+            if session_cap:
+                # At most `session_cap` of one session (or of one run of adjacent turns) in the top 10.
+                top, rest, seen = [], [], collections.Counter()
+                for i in order:
+                    key = session[i] if with_sessions else i // 20
+                    if len(top) < 10 and seen[key] < session_cap:
+                        top.append(i)
+                        seen[key] += 1
+                    else:
+                        rest.append(i)
+                order = top + rest
+            ranked = [c["ids"][i] for i in order]
             evidence = set(question["evidence"])
             for k in (5, 10, 25, 50):
                 hit = len(evidence & set(ranked[:k])) / len(evidence)

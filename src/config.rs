@@ -379,6 +379,10 @@ mod tests {
                 "[retrieval]\nsession_neighbour_decay = 1.5",
                 "retrieval.session_neighbour_decay",
             ),
+            (
+                "[indexer]\nwalk_rows_per_sec = -1.0",
+                "indexer.walk_rows_per_sec",
+            ),
         ] {
             let err = Config::from_toml(toml).unwrap_err();
             assert!(err.to_string().contains(key), "{toml}: {err}");

@@ -309,6 +309,10 @@ pub struct IndexerConfig {
     pub yield_above_writes_per_sec: f64,
     /// ... unless its oldest row has waited this long.
     pub max_defer_secs: f64,
+    /// The walks over older rows (re-embedding after a model change, the second stage's
+    /// sketches of rows embedded while it was off) read at most this many rows a second
+    /// with the model, on average (0: as fast as the model goes).
+    pub walk_rows_per_sec: f64,
 }
 
 /// `[writes]`: group commit and admission of episode writes.
@@ -500,6 +504,12 @@ impl EngineConfig {
             self.shards.reference_date_resolution_secs <= 86_400,
             "shards.reference_date_resolution_secs",
             "must be between 0 (every read writes its record) and 86400 (a day)",
+        );
+        let i = &self.indexer;
+        check(
+            i.walk_rows_per_sec.is_finite() && i.walk_rows_per_sec >= 0.0,
+            "indexer.walk_rows_per_sec",
+            "must be 0 (as fast as the model goes) or more",
         );
         let f = &self.facts;
         check(

@@ -17,7 +17,8 @@
 //! running model only) and keyword search finds it. Orchestrator memory nodes another model
 //! embedded simply lose that vector at the first look and are embedded again as new ones.
 //! With the second stage on, rows embedded while it was off get their token sketches by a
-//! walk of the same kind, begun at start (`indexer/walks.rs`).
+//! walk of the same kind, begun at start (`indexer/walks.rs`). Both walks keep to
+//! `indexer.walk_rows_per_sec` when it is set.
 //!
 //! Background work yields to foreground work: while episodes are being admitted faster than
 //! `indexer.yield_above_writes_per_sec`, the indexer leaves the CPU to the writes and
@@ -40,7 +41,7 @@ use crate::embedder::Sketched;
 use crate::error::MemoryResult;
 use crate::services::{CommitNotices, Services};
 use crate::store::embedding_backlog::{Replacing, RowKey, Unembedded};
-use walks::{TableWalk, Walk};
+use walks::{TableWalk, Walk, WalkStep};
 
 /// How long one embedding batch may take before the indexer gives up on it for now.
 const EMBED_TIMEOUT: Duration = Duration::from_secs(60);
@@ -94,6 +95,10 @@ pub struct IndexerState {
     /// Storing the sketches of rows embedded while the second stage was off: begun at start
     /// while it is on, `None` once done or when it is off.
     sketch_walk: Option<TableWalk>,
+    /// When the walks may take their next step (`indexer.walk_rows_per_sec`).
+    walk_not_before: Option<Instant>,
+    /// The instant a tick is set for, to step a walk kept to its pace.
+    walk_wake: Option<Instant>,
 }
 
 impl Actor for Indexer {
@@ -128,12 +133,14 @@ impl Actor for Indexer {
             hot: false,
             walk: Walk::Unknown,
             sketch_walk,
+            walk_not_before: None,
+            walk_wake: None,
         })
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
@@ -147,11 +154,13 @@ impl Actor for Indexer {
                 if let Err(e) = state.drain(true).await {
                     tracing::warn!(error = %e, "indexing deferred; will retry");
                 }
+                state.wake_for_walk(&myself);
             }
             IndexerMsg::Tick => {
                 if let Err(e) = state.drain(true).await {
                     tracing::warn!(error = %e, "indexing deferred; will retry");
                 }
+                state.wake_for_walk(&myself);
             }
             IndexerMsg::Flush { reply } => {
                 let _ = reply.send(state.drain(false).await.map(|_| ()));
@@ -182,16 +191,42 @@ impl IndexerState {
             total += round;
             // New rows first: re-embedding old ones, then sketching them, waits until none
             // is unembedded.
-            if round == 0 && !self.reembed_step().await? && !self.sketch_step().await? {
-                // Rows another instance has claimed are still waiting: a flush waits for
-                // them too (that instance is embedding them, or will let them go).
-                if !yielding && self.services.store.oldest_unembedded().await?.is_some() {
-                    tokio::time::sleep(CLAIMED_ELSEWHERE_POLL).await;
-                    continue;
+            if round > 0 {
+                continue;
+            }
+            match self.walk_step().await? {
+                WalkStep::Stepped(_) => {}
+                // Kept to its pace: a flush waits it out (new rows are embedded meanwhile,
+                // when it looks again); otherwise `handle` sets a tick for then.
+                WalkStep::Paced(at) if !yielding => {
+                    tokio::time::sleep_until(at.into()).await;
                 }
-                return Ok(total);
+                WalkStep::Paced(_) => return Ok(total),
+                WalkStep::Done => {
+                    // Rows another instance has claimed are still waiting: a flush waits
+                    // for them too (that instance is embedding them, or will let them go).
+                    if !yielding && self.services.store.oldest_unembedded().await?.is_some() {
+                        tokio::time::sleep(CLAIMED_ELSEWHERE_POLL).await;
+                        continue;
+                    }
+                    return Ok(total);
+                }
             }
         }
+    }
+
+    /// A tick for when a walk kept to its pace may step again, unless one is set for then
+    /// already: the periodic tick may be much later.
+    fn wake_for_walk(&mut self, myself: &ActorRef<IndexerMsg>) {
+        let Some(at) = self.walk_not_before else {
+            return;
+        };
+        let now = Instant::now();
+        if at <= now || self.walk_wake == Some(at) {
+            return;
+        }
+        self.walk_wake = Some(at);
+        myself.send_after(at - now, || IndexerMsg::Tick);
     }
 
     /// Whether episodes are being admitted faster than the yield threshold and the backlog

@@ -3,7 +3,8 @@
 //! rule takes its sketch, a row whose embedding was cleared (its text changed) is not
 //! measured from its old sketch, and a row embedded again with the second stage off loses
 //! the one it had; the second stage turned on over rows embedded without it stores their
-//! sketches. (A retired month's episodes take theirs: tests/api/episode_partitions.rs.)
+//! sketches, at the pace `indexer.walk_rows_per_sec` sets. (A retired month's episodes take
+//! theirs: tests/api/episode_partitions.rs.)
 
 use std::collections::HashMap;
 
@@ -183,6 +184,56 @@ async fn a_sketch_lives_as_long_as_its_row_its_text_and_its_model() {
         .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
         .sum();
     assert!(backfilled >= 3.0, "{backfilled}");
+    app.stop().await;
+}
+
+/// The walk that stores the sketches of rows embedded while the second stage was off keeps
+/// to `indexer.walk_rows_per_sec`: with windows of eight rows at one row a second, the
+/// second window waits eight seconds from the first's beginning; a flush waits it out and
+/// finds every sketch stored.
+#[tokio::test]
+async fn the_sketch_walk_keeps_to_its_pace() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    for n in 0..16 {
+        health
+            .ok(
+                "memory_store_episode",
+                json!({"butler": "health", "content": format!("Watered the plants on day {n}")}),
+            )
+            .await;
+    }
+    app.engine().flush().await.unwrap();
+    assert!(sketched(&app, "episode_sketches").await.is_empty());
+    let database = (app.db_url.clone(), app.db.clone());
+    app.stop().await;
+
+    let app = spawn_on_database(database, |config| {
+        config.engine.retrieval.rerank.enabled = true;
+        config.engine.indexer.batch_size = std::num::NonZeroU32::MIN;
+        config.engine.indexer.walk_rows_per_sec = 1.0;
+    })
+    .await;
+    let first = eventually(std::time::Duration::from_secs(60), || async {
+        match sketched(&app, "episode_sketches").await.len() {
+            0 => Err("no window sketched yet".to_owned()),
+            n => Ok(n),
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        first, 8,
+        "one window of eight rows (batches of one, eight a window)"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(
+        sketched(&app, "episode_sketches").await.len(),
+        8,
+        "the next window waits for the pace"
+    );
+    app.engine().flush().await.unwrap();
+    assert_eq!(sketched(&app, "episode_sketches").await.len(), 16);
     app.stop().await;
 }
 

@@ -1,10 +1,13 @@
 //! The indexer's walks through whole tables, in key order and bounded windows, when no row
 //! waits for a first embedding: re-embedding the rows another model embedded (after a model
 //! change), and storing the token sketches of rows embedded while the second stage was off
-//! (once it is on), so that turning it on over an existing store reranks all of it.
+//! (once it is on), so that turning it on over an existing store reranks all of it. Both
+//! keep to `indexer.walk_rows_per_sec` when it is set: a large store's walk spread over
+//! hours instead of taking a core for them.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
@@ -48,6 +51,17 @@ impl TableWalk {
     }
 }
 
+/// What [`IndexerState::walk_step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WalkStep {
+    /// Nothing: the walks keep to their pace, and may step again at this instant.
+    Paced(Instant),
+    /// One step, in which the model read this many rows.
+    Stepped(u64),
+    /// Neither walk has anything (left) to do.
+    Done,
+}
+
 /// Where re-embedding stands.
 #[derive(Debug)]
 pub(super) enum Walk {
@@ -65,8 +79,34 @@ impl IndexerState {
         WALK_WINDOW_BATCHES * i64::from(self.services.config.indexer.batch_size.get())
     }
 
-    /// One bounded step of re-embedding; `false` when there is nothing (left) to do.
-    pub(super) async fn reembed_step(&mut self) -> MemoryResult<bool> {
+    /// One step of the walks, re-embedding first, unless their pace
+    /// (`indexer.walk_rows_per_sec`) says to wait: `Paced` until when, `Stepped` with the
+    /// rows the model read, or `Done` when neither walk has anything (left) to do.
+    pub(super) async fn walk_step(&mut self) -> MemoryResult<WalkStep> {
+        if let Some(at) = self.walk_not_before
+            && at > Instant::now()
+        {
+            return Ok(WalkStep::Paced(at));
+        }
+        let began = Instant::now();
+        let read = match self.reembed_step().await? {
+            Some(read) => read,
+            None => match self.sketch_step().await? {
+                Some(read) => read,
+                None => return Ok(WalkStep::Done),
+            },
+        };
+        // The next step waits until the rows read so far fit the pace, counted from where
+        // this one began: a step slower than the pace waits for nothing.
+        let pace = self.services.config.indexer.walk_rows_per_sec;
+        self.walk_not_before =
+            (pace > 0.0 && read > 0).then(|| began + Duration::from_secs_f64(read as f64 / pace));
+        Ok(WalkStep::Stepped(read))
+    }
+
+    /// One bounded step of re-embedding: the rows it embedded again, or `None` when there is
+    /// nothing (left) to do.
+    pub(super) async fn reembed_step(&mut self) -> MemoryResult<Option<u64>> {
         let store = &self.services.store;
         if matches!(self.walk, Walk::Unknown) {
             // A database that only ever had this model has nothing to re-embed: no scan.
@@ -108,11 +148,11 @@ impl IndexerState {
         }
         let window = self.walk_window();
         let Walk::Walking { tables, .. } = &mut self.walk else {
-            return Ok(false);
+            return Ok(None);
         };
         let Some(memory_type) = tables.table() else {
             self.walk = Walk::Done;
-            return Ok(false);
+            return Ok(None);
         };
         let StaleWindow { rows, last, claim } = store
             .stale_window(
@@ -124,6 +164,7 @@ impl IndexerState {
             )
             .await?;
         tables.advance(last);
+        let read = rows.len() as u64;
         if !rows.is_empty() {
             let span = tracing::info_span!(
                 target: crate::TRACE_SPANS,
@@ -158,34 +199,35 @@ impl IndexerState {
                 .store(false, Ordering::Release);
             self.walk = Walk::Done;
         }
-        Ok(true)
+        Ok(Some(read))
     }
 
     /// One bounded step of storing sketches for rows the running model embedded without one
     /// (while the second stage was off): their own texts are read by the model again, their
-    /// embeddings left as they are. `false` when there is nothing (left) to do: the second
-    /// stage off, or the walk begun at start done (rows embedded since got their sketch with
-    /// their embedding).
-    pub(super) async fn sketch_step(&mut self) -> MemoryResult<bool> {
+    /// embeddings left as they are. The rows it read, or `None` when there is nothing (left)
+    /// to do: the second stage off, or the walk begun at start done (rows embedded since got
+    /// their sketch with their embedding).
+    pub(super) async fn sketch_step(&mut self) -> MemoryResult<Option<u64>> {
         let window = self.walk_window();
         let Some(walk) = &mut self.sketch_walk else {
-            return Ok(false);
+            return Ok(None);
         };
         let Some(memory_type) = walk.table() else {
             self.sketch_walk = None;
-            return Ok(false);
+            return Ok(None);
         };
         let store = &self.services.store;
         // A table where every embedded row has its sketch (each start but the first after
         // the second stage was turned on) is passed in one statement.
         if walk.after.is_none() && !store.sketches_missing(memory_type, self.version_id).await? {
             walk.advance(None);
-            return Ok(true);
+            return Ok(Some(0));
         }
         let (rows, last) = store
             .sketchless_window(memory_type, self.version_id, walk.after.as_ref(), window)
             .await?;
         walk.advance(last);
+        let read = rows.len() as u64;
         if !rows.is_empty() {
             let span = tracing::info_span!(
                 target: crate::TRACE_SPANS,
@@ -216,6 +258,6 @@ impl IndexerState {
             tracing::info!("every embedded row has its token sketch");
             self.sketch_walk = None;
         }
-        Ok(true)
+        Ok(Some(read))
     }
 }
