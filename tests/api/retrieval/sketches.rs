@@ -188,14 +188,14 @@ async fn a_sketch_lives_as_long_as_its_row_its_text_and_its_model() {
 }
 
 /// The walk that stores the sketches of rows embedded while the second stage was off keeps
-/// to `indexer.walk_rows_per_sec`: with windows of eight rows at one row a second, the
-/// second window waits eight seconds from the first's beginning; a flush waits it out and
-/// finds every sketch stored.
+/// to `indexer.walk_rows_per_sec`: kept to a pace it steps a batch at a time, and with
+/// batches of four rows at half a row a second the second batch waits eight seconds from
+/// the first's beginning; a flush waits it out and finds every sketch stored.
 #[tokio::test]
 async fn the_sketch_walk_keeps_to_its_pace() {
     let app = spawn_app().await;
     let health = app.client(TENANT_A_HEALTH).await;
-    for n in 0..16 {
+    for n in 0..8 {
         health
             .ok(
                 "memory_store_episode",
@@ -210,30 +210,27 @@ async fn the_sketch_walk_keeps_to_its_pace() {
 
     let app = spawn_on_database(database, |config| {
         config.engine.retrieval.rerank.enabled = true;
-        config.engine.indexer.batch_size = std::num::NonZeroU32::MIN;
-        config.engine.indexer.walk_rows_per_sec = 1.0;
+        config.engine.indexer.batch_size = std::num::NonZeroU32::new(4).unwrap();
+        config.engine.indexer.walk_rows_per_sec = 0.5;
     })
     .await;
     let first = eventually(std::time::Duration::from_secs(60), || async {
         match sketched(&app, "episode_sketches").await.len() {
-            0 => Err("no window sketched yet".to_owned()),
+            0 => Err("no batch sketched yet".to_owned()),
             n => Ok(n),
         }
     })
     .await
     .unwrap();
-    assert_eq!(
-        first, 8,
-        "one window of eight rows (batches of one, eight a window)"
-    );
+    assert_eq!(first, 4, "one batch of four rows a step");
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     assert_eq!(
         sketched(&app, "episode_sketches").await.len(),
-        8,
-        "the next window waits for the pace"
+        4,
+        "the next step waits for the pace"
     );
     app.engine().flush().await.unwrap();
-    assert_eq!(sketched(&app, "episode_sketches").await.len(), 16);
+    assert_eq!(sketched(&app, "episode_sketches").await.len(), 8);
     app.stop().await;
 }
 

@@ -74,9 +74,17 @@ pub(super) enum Walk {
 }
 
 impl IndexerState {
-    /// Rows a walk looks at per step.
+    /// Rows a walk looks at per step. Kept to a pace, a step is one batch: the model's work
+    /// comes evenly, a batch and a short wait, rather than a window's worth at full speed
+    /// and then a long wait.
     fn walk_window(&self) -> i64 {
-        WALK_WINDOW_BATCHES * i64::from(self.services.config.indexer.batch_size.get())
+        let indexer = &self.services.config.indexer;
+        let batch = i64::from(indexer.batch_size.get());
+        if indexer.walk_rows_per_sec > 0.0 {
+            batch
+        } else {
+            WALK_WINDOW_BATCHES * batch
+        }
     }
 
     /// One step of the walks, re-embedding first, unless their pace
