@@ -172,7 +172,8 @@ impl Actor for Indexer {
 
 impl IndexerState {
     /// Embeds batches until no row is left without an embedding of the running model, or
-    /// (when `yielding`) until a write burst asks for the CPU. Returns how many it embedded.
+    /// (when `yielding`) until a write burst asks for the CPU or a walk waits for its pace.
+    /// Returns how many it embedded.
     async fn drain(&mut self, yielding: bool) -> MemoryResult<u64> {
         // While the database is known down, a look for rows would only wait out a
         // connection timeout (and hold a stop behind it).
