@@ -383,6 +383,10 @@ mod tests {
                 "[indexer]\nwalk_rows_per_sec = -1.0",
                 "indexer.walk_rows_per_sec",
             ),
+            (
+                "[embedder]\nbackground_batch = 64",
+                "embedder.background_batch",
+            ),
         ] {
             let err = Config::from_toml(toml).unwrap_err();
             assert!(err.to_string().contains(key), "{toml}: {err}");

@@ -645,6 +645,11 @@ impl EngineConfig {
             "must be at least embedder.max_batch",
         );
         check(
+            e.background_batch <= e.max_batch,
+            "embedder.background_batch",
+            "must be at most embedder.max_batch",
+        );
+        check(
             (1..=512).contains(&e.max_tokens),
             "embedder.max_tokens",
             "must be between 1 and 512 (the model's positions)",

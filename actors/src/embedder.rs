@@ -95,6 +95,9 @@ pub struct EmbedderConfig {
     pub intra_threads: std::num::NonZeroUsize,
     /// Most texts in one inference batch.
     pub max_batch: std::num::NonZeroUsize,
+    /// Most texts in a batch that carries background work (the indexer's rows): a query
+    /// that comes while it runs waits for it, so it is kept short.
+    pub background_batch: std::num::NonZeroUsize,
     /// How long a lone request waits for others to share its batch, in milliseconds.
     pub max_wait_ms: u64,
     /// Most texts waiting for a worker; beyond it requests are refused as `overloaded`.

@@ -407,7 +407,8 @@ impl EmbedderPoolState {
     }
 
     /// Hands queued work to idle workers, up to `max_batch` texts each: queries first,
-    /// then late interactions (a worker each), then background work.
+    /// then late interactions (a worker each), then background work up to
+    /// `background_batch` texts a batch.
     fn dispatch(&mut self, myself: &ActorRef<EmbedderMsg>) {
         while !self.queue.is_empty() || !self.late.is_empty() || !self.background.is_empty() {
             let Some(mut worker) = self.idle.pop() else {
@@ -429,11 +430,15 @@ impl EmbedderPoolState {
             }
             let mut jobs = Vec::new();
             let mut texts = Vec::new();
-            for (queue, counted) in [(&mut self.queue, true), (&mut self.background, false)] {
+            // Background work fills a batch only up to `background_batch` texts: a query
+            // that comes while the batch runs waits for all of it.
+            let (queries, background) = (self.config.max_batch, self.config.background_batch);
+            for (queue, counted, limit) in [
+                (&mut self.queue, true, queries),
+                (&mut self.background, false, background),
+            ] {
                 while let Some(job) = queue.front() {
-                    if !jobs.is_empty()
-                        && texts.len() + job.texts.len() > self.config.max_batch.get()
-                    {
+                    if !jobs.is_empty() && texts.len() + job.texts.len() > limit.get() {
                         break;
                     }
                     let job = queue.pop_front().expect("front exists");

@@ -365,9 +365,9 @@ impl IndexerState {
         .await
     }
 
-    /// `ask` of `texts`, in requests of at most one batch each, so that a query waiting for
-    /// the model waits for one batch at most, never for this whole round; the answers in
-    /// order.
+    /// `ask` of `texts`, in requests of at most one background batch each
+    /// (`embedder.background_batch`), so that a query waiting for the model waits for one
+    /// such batch at most, never for this whole round; the answers in order.
     async fn in_batches<T, F>(
         &self,
         texts: &[String],
@@ -376,7 +376,7 @@ impl IndexerState {
     where
         F: std::future::Future<Output = MemoryResult<Vec<T>>>,
     {
-        let chunk = self.services.config.embedder.max_batch.get();
+        let chunk = self.services.config.embedder.background_batch.get();
         let requests = texts.chunks(chunk).map(|part| ask(part.to_vec()));
         let mut answers = Vec::with_capacity(texts.len());
         for answer in futures::future::join_all(requests).await {

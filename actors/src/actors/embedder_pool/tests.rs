@@ -18,6 +18,7 @@ fn config(max_batch: usize, max_queue: usize) -> EmbedderConfig {
         workers: NonZeroUsize::MIN,
         intra_threads: NonZeroUsize::MIN,
         max_batch: NonZeroUsize::new(max_batch).unwrap(),
+        background_batch: NonZeroUsize::new(max_batch).unwrap(),
         max_wait_ms: 1,
         max_queue,
         max_tokens: 256,
@@ -361,4 +362,89 @@ async fn a_ready_question_is_not_read_again() {
         sketch_of("quantum flux"),
     ];
     assert_eq!(measure_sketches(&question, &all_stored), ready);
+}
+
+/// An embedder that takes a while and records how many texts each call had.
+struct Recording(HashingEmbedder, Arc<std::sync::Mutex<Vec<usize>>>);
+
+impl Embedder for Recording {
+    fn info(&self) -> &ModelInfo {
+        self.0.info()
+    }
+    fn embed(&mut self, texts: &[String]) -> Result<Embeddings, EmbedError> {
+        std::thread::sleep(Duration::from_millis(30));
+        self.1.lock().unwrap().push(texts.len());
+        self.0.embed(texts)
+    }
+    fn token_vectors(
+        &mut self,
+        texts: &[String],
+    ) -> Result<Vec<crate::embedder::TokenVectors>, EmbedError> {
+        self.0.token_vectors(texts)
+    }
+}
+
+/// The sizes of the batches one worker ran for twelve one-text requests sent at once, as
+/// queries or as background work, with batches of 8 and background batches of 2.
+async fn batch_sizes(background: bool) -> Vec<usize> {
+    let sizes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = sizes.clone();
+    let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
+    let mut config = config(8, 1000);
+    config.background_batch = NonZeroUsize::new(2).unwrap();
+    let (actor, _) = Actor::spawn(
+        None,
+        EmbedderPool,
+        EmbedderPoolArgs {
+            factory: Arc::new(move || {
+                Ok(
+                    Box::new(Recording(HashingEmbedder::default(), recorded.clone()))
+                        as Box<dyn Embedder>,
+                )
+            }),
+            config,
+            info: info.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    // The worker's warm-up text at start is not one of the requests.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    sizes.lock().unwrap().clear();
+    let pool = Mailbox::new(actor, info);
+    futures::future::join_all((0..12).map(|i| {
+        let pool = pool.clone();
+        async move {
+            let texts = vec![format!("text {i}")];
+            pool.ask(
+                |reply| {
+                    let reply = JobReply::Vectors(reply);
+                    if background {
+                        EmbedderMsg::EmbedBackground { texts, reply }
+                    } else {
+                        EmbedderMsg::Embed { texts, reply }
+                    }
+                },
+                Duration::from_secs(5),
+                "embedder",
+            )
+            .await
+            .unwrap()
+            .unwrap()
+        }
+    }))
+    .await;
+    let sizes = sizes.lock().unwrap().clone();
+    assert_eq!(sizes.iter().sum::<usize>(), 12, "{sizes:?}");
+    sizes
+}
+
+/// Background work fills a batch only up to `background_batch` texts, so that a query that
+/// comes while it runs waits for a short one; queries still batch up to `max_batch`.
+#[tokio::test]
+async fn background_batches_are_kept_short_and_queries_are_not() {
+    let background = batch_sizes(true).await;
+    assert!(background.iter().all(|&n| n <= 2), "{background:?}");
+    let queries = batch_sizes(false).await;
+    assert!(queries.iter().any(|&n| n > 2), "{queries:?}");
 }
