@@ -196,7 +196,7 @@ impl IndexerState {
                 continue;
             }
             match self.walk_step().await? {
-                WalkStep::Stepped(_) => {}
+                WalkStep::Stepped => {}
                 // Kept to its pace: a flush waits it out (new rows are embedded meanwhile,
                 // when it looks again); otherwise `handle` sets a tick for then.
                 WalkStep::Paced(at) if !yielding => {

@@ -56,8 +56,8 @@ impl TableWalk {
 pub(super) enum WalkStep {
     /// Nothing: the walks keep to their pace, and may step again at this instant.
     Paced(Instant),
-    /// One step, in which the model read this many rows.
-    Stepped(u64),
+    /// One step (the pace counts the rows it read).
+    Stepped,
     /// Neither walk has anything (left) to do.
     Done,
 }
@@ -88,8 +88,8 @@ impl IndexerState {
     }
 
     /// One step of the walks, re-embedding first, unless their pace
-    /// (`indexer.walk_rows_per_sec`) says to wait: `Paced` until when, `Stepped` with the
-    /// rows the model read, or `Done` when neither walk has anything (left) to do.
+    /// (`indexer.walk_rows_per_sec`) says to wait: `Paced` until when, `Stepped`, or `Done`
+    /// when neither walk has anything (left) to do.
     pub(super) async fn walk_step(&mut self) -> MemoryResult<WalkStep> {
         if let Some(at) = self.walk_not_before
             && at > Instant::now()
@@ -109,7 +109,7 @@ impl IndexerState {
         let pace = self.services.config.indexer.walk_rows_per_sec;
         self.walk_not_before =
             (pace > 0.0 && read > 0).then(|| began + Duration::from_secs_f64(read as f64 / pace));
-        Ok(WalkStep::Stepped(read))
+        Ok(WalkStep::Stepped)
     }
 
     /// One bounded step of re-embedding: the rows it embedded again, or `None` when there is
