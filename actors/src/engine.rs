@@ -155,6 +155,12 @@ impl Engine {
             .vault()
             .map_err(EngineStartError::Encryption)?;
         let store = store.with_vault(Arc::new(vault));
+        // Alone on the database, the locks that keep instances apart need no connections.
+        let store = if config.shared_database {
+            store
+        } else {
+            store.with_process_locks()
+        };
         let reader_runtime = ReaderRuntime::start(&config.retrieval, &store)
             .map_err(EngineStartError::ReaderRuntime)?;
         open_connections(&store, &reader_runtime).await;

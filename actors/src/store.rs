@@ -42,6 +42,7 @@ mod orchestrator_listing;
 mod orchestrator_purge;
 pub mod orchestrator_recall;
 mod orchestrator_standing;
+pub mod process_locks;
 pub mod projections;
 pub mod purging;
 pub mod read_replicas;
@@ -220,6 +221,9 @@ pub struct Store {
     /// pool, a few holders left none for the reads their own work makes, which then waited
     /// out the acquire timeout (a read pool of two did, in tests/api/process.rs).
     locks: PgPool,
+    /// Set when no other instance shares the database: claims and leases are then held in
+    /// this process (`process_locks.rs`) and `locks` never opens a connection.
+    process_locks: Option<Arc<process_locks::ProcessLocks>>,
     /// How `pool` connects, for a read pool of another runtime (`with_reads_here`).
     read_options: PgPoolOptions,
     connect: PgConnectOptions,
@@ -272,6 +276,7 @@ impl Store {
             writer,
             health,
             locks,
+            process_locks: None,
             read_options,
             connect: options,
             vault: Arc::new(Vault::none()),
@@ -297,6 +302,7 @@ impl Store {
             writer: self.writer.clone(),
             health: self.health.clone(),
             locks: self.locks.clone(),
+            process_locks: self.process_locks.clone(),
             read_options,
             connect: self.connect.clone(),
             vault: self.vault.clone(),
@@ -312,6 +318,13 @@ impl Store {
     /// This store, sealing and opening high-risk facts with `vault` (its clones too).
     pub fn with_vault(mut self, vault: Arc<Vault>) -> Store {
         self.vault = vault;
+        self
+    }
+
+    /// This store, holding claims and leases in this process rather than on lock
+    /// connections (its clones too): for a database no other instance writes to.
+    pub fn with_process_locks(mut self) -> Store {
+        self.process_locks = Some(Arc::default());
         self
     }
 

@@ -4,6 +4,7 @@
 //! out (sqlx's default, kept on purpose: skipping the check for connections used within the
 //! last second saved nothing measurable, docs/benchmarks.md).
 
+use butler_memory_actors::DatabaseSharing;
 use serde_json::json;
 
 use crate::helpers::*;
@@ -188,8 +189,35 @@ async fn the_retrieval_pool_is_sized_apart_from_the_engines() {
 async fn locks_held_through_a_sweep_or_an_embedding_leave_the_read_pool_to_the_work() {
     let app = spawn_on_database(fresh_database().await, |config| {
         config.edge.database.max_connections = 1;
+        config.edge.database.shared = DatabaseSharing::Always;
     })
     .await;
+    embed_and_consolidate(&app).await;
+    assert!(
+        lock_connections(&app).await >= 1,
+        "with other instances possible, claims and leases are PostgreSQL's advisory locks"
+    );
+    app.stop().await;
+}
+
+/// Alone on its database (`database.shared = "never"`, as the embedded PostgreSQL is),
+/// an instance holds its claims and leases in its own memory: the same work runs and no
+/// connection is opened to hold a lock.
+#[tokio::test]
+async fn an_instance_alone_on_its_database_holds_its_locks_without_connections() {
+    let app = spawn_on_database(fresh_database().await, |config| {
+        config.edge.database.max_connections = 1;
+        config.edge.database.shared = DatabaseSharing::Never;
+    })
+    .await;
+    embed_and_consolidate(&app).await;
+    assert_eq!(lock_connections(&app).await, 0);
+    app.stop().await;
+}
+
+/// Stores an episode, waits until it is embedded (under the indexer's claim), and
+/// consolidates it (under the shard's lifecycle lease).
+async fn embed_and_consolidate(app: &TestApp) {
     let health = app.client(TENANT_A_HEALTH).await;
     let admin = app.client(TENANT_A_ADMIN).await;
     health
@@ -211,5 +239,15 @@ async fn locks_held_through_a_sweep_or_an_embedding_leave_the_read_pool_to_the_w
         report["reports"][0]["changes"]["episodes_consolidated"], 1,
         "{report}"
     );
-    app.stop().await;
+}
+
+/// The service's connections that hold (or held, and stay open idle) advisory locks.
+async fn lock_connections(app: &TestApp) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'butler-memory locks'",
+    )
+    .fetch_one(&mut app.sql().await)
+    .await
+    .unwrap()
 }

@@ -5,12 +5,15 @@
 //! is written to claim a row: the locks live in PostgreSQL's lock table, and an instance
 //! that dies loses its connection and with it its claims, at once. Rows are re-read after they are claimed, in a new
 //! statement, so a row another instance embedded just before letting go is seen as done.
+//! With no other instance on the database the claims are held in this process instead
+//! (`process_locks.rs`).
 
 use sqlx::Postgres;
 use sqlx::pool::PoolConnection;
 use uuid::Uuid;
 
 use super::Store;
+use super::process_locks::{LockKey, ProcessHold};
 use crate::error::MemoryResult;
 
 /// The advisory lock space of embedding claims (two-key locks, apart from the shard leases'
@@ -22,6 +25,8 @@ const CLAIM_CLASS: i32 = 0x0065_6d62;
 /// them go too.
 pub struct EmbeddingClaim {
     conn: Option<PoolConnection<Postgres>>,
+    /// The claim held in this process (`Store::with_process_locks`), let go when dropped.
+    _local: Option<ProcessHold>,
 }
 
 impl Store {
@@ -33,6 +38,23 @@ impl Store {
         candidates: &[Uuid],
         limit: i64,
     ) -> MemoryResult<(Vec<Uuid>, EmbeddingClaim)> {
+        if let Some(locks) = &self.process_locks {
+            let rows = candidates.iter().map(|id| LockKey::Row(*id));
+            let hold = locks.try_take(rows, usize::try_from(limit).unwrap_or(0));
+            let claimed = hold
+                .keys()
+                .iter()
+                .filter_map(|key| match key {
+                    LockKey::Row(id) => Some(*id),
+                    LockKey::Shard(_) => None,
+                })
+                .collect();
+            let claim = EmbeddingClaim {
+                conn: None,
+                _local: Some(hold),
+            };
+            return Ok((claimed, claim));
+        }
         let mut conn = self.locks.acquire().await?;
         // `unnest` yields the candidates in order and the limit stops the scan: no row past
         // the limit is locked.
@@ -45,17 +67,25 @@ impl Store {
         .bind(limit)
         .fetch_all(&mut *conn)
         .await?;
-        Ok((claimed, EmbeddingClaim { conn: Some(conn) }))
+        let claim = EmbeddingClaim {
+            conn: Some(conn),
+            _local: None,
+        };
+        Ok((claimed, claim))
     }
 }
 
 impl EmbeddingClaim {
     /// A claim on no row (nothing was waiting): holds no connection.
     pub fn nothing() -> Self {
-        EmbeddingClaim { conn: None }
+        EmbeddingClaim {
+            conn: None,
+            _local: None,
+        }
     }
 
-    /// Lets the claimed rows go; if that fails, the connection is closed, which does too.
+    /// Lets the claimed rows go; if that fails, the connection is closed, which does too. A
+    /// claim held in this process lets go as it is dropped here.
     pub async fn release(mut self) {
         let Some(mut conn) = self.conn.take() else {
             return;

@@ -3,11 +3,14 @@
 //! shard's sweeps or consolidation runs, so that on several instances sharing the database
 //! the shard's lifecycle work runs on one of them at a time. The lock belongs to the
 //! session: an instance that dies loses its connections and with them its leases, at once.
+//! With no other instance on the database the lease is held in this process instead
+//! (`process_locks.rs`): it still keeps an admin's sweep and a scheduled one apart.
 
 use sqlx::Postgres;
 use sqlx::pool::PoolConnection;
 
 use super::Store;
+use super::process_locks::{LockKey, ProcessHold};
 use crate::domain::shard_key::ShardKey;
 use crate::error::MemoryResult;
 
@@ -19,6 +22,8 @@ const LOCK_KEY: &str = "hashtextextended('lifecycle:' || $1 || '/' || $2, 0)";
 pub struct LifecycleLease {
     conn: Option<PoolConnection<Postgres>>,
     shard: ShardKey,
+    /// The lease held in this process (`Store::with_process_locks`), let go when dropped.
+    _local: Option<ProcessHold>,
 }
 
 impl Store {
@@ -27,6 +32,14 @@ impl Store {
         &self,
         shard: &ShardKey,
     ) -> MemoryResult<Option<LifecycleLease>> {
+        if let Some(locks) = &self.process_locks {
+            let hold = locks.try_take([LockKey::Shard(shard.clone())], 1);
+            return Ok((!hold.keys().is_empty()).then(|| LifecycleLease {
+                conn: None,
+                shard: shard.clone(),
+                _local: Some(hold),
+            }));
+        }
         let mut conn = self.locks.acquire().await?;
         let held: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT pg_try_advisory_lock({LOCK_KEY})"
@@ -38,12 +51,14 @@ impl Store {
         Ok(held.then(|| LifecycleLease {
             conn: Some(conn),
             shard: shard.clone(),
+            _local: None,
         }))
     }
 }
 
 impl LifecycleLease {
-    /// Releases the lock; if that fails, the connection is closed, which releases it too.
+    /// Releases the lock; if that fails, the connection is closed, which releases it too. A
+    /// lease held in this process is released as it is dropped here.
     pub async fn release(mut self) {
         let Some(mut conn) = self.conn.take() else {
             return;
