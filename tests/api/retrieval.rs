@@ -11,6 +11,7 @@ use crate::helpers::result_ids as ids;
 use crate::helpers::*;
 
 mod conversations;
+mod half_precision;
 mod intent_routing;
 mod keyword_statistics;
 mod neighbour_reach;

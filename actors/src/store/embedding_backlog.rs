@@ -383,7 +383,7 @@ impl Store {
                  SELECT * FROM unnest($2::text[], $3::uuid[], $4::vector[], $5::bytea[])
                      AS v(tenant_id, id, embedding, sketch)),
              embedded AS (
-                 UPDATE {table} AS t SET embedding = v.embedding, embedding_version_id = $1
+                 UPDATE {table} AS t SET embedding = v.embedding::halfvec, embedding_version_id = $1
                  FROM v WHERE t.tenant_id = v.tenant_id AND t.id = v.id AND {still}
                  RETURNING t.tenant_id, t.id),
              sketched AS (

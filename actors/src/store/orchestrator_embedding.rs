@@ -82,7 +82,7 @@ impl Store {
             rows.iter().map(|(t, id)| (t.as_str(), *id)).unzip();
         Ok(sqlx::query_scalar(
             "UPDATE orchestrator_memories AS t
-             SET embedding = v.embedding, embedding_version_id = $1
+             SET embedding = v.embedding::halfvec, embedding_version_id = $1
              FROM unnest($2::text[], $3::uuid[], $4::vector[]) AS v(tenant_id, id, embedding)
              WHERE t.tenant_id = v.tenant_id AND t.id = v.id AND t.embedding IS NULL
              RETURNING t.tenant_id",

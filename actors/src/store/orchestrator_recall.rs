@@ -46,10 +46,10 @@ impl Store {
         let rows: Vec<CandidateRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "WITH vec AS (
                  SELECT id, row_number() OVER (ORDER BY distance, id) AS rank
-                 FROM (SELECT id, embedding <=> $2 AS distance FROM orchestrator_memories
+                 FROM (SELECT id, embedding <=> $2::halfvec AS distance FROM orchestrator_memories
                        WHERE tenant_id = $1 AND status = 'active' AND $2::vector IS NOT NULL
                          AND embedding_version_id = $3
-                       ORDER BY embedding <=> $2 LIMIT $4) v),
+                       ORDER BY embedding <=> $2::halfvec LIMIT $4) v),
              words AS (
                  -- Any of the query's words: the full-text query with its ANDs made ORs.
                  SELECT replace(plainto_tsquery('english', $5)::text, '&', '|') AS q),

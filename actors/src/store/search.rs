@@ -311,29 +311,29 @@ impl Store {
             MemoryType::Episode => concat!(
                 "SELECT ",
                 episode_candidate!(),
-                ", 1 - (e.embedding <=> $5) AS signal
+                ", 1 - (e.embedding <=> $5::halfvec) AS signal
                  FROM episodes e WHERE ",
                 episode_filter!(),
                 " AND e.embedding IS NOT NULL /*version*/
-                 ORDER BY e.embedding <=> $5 LIMIT $6"
+                 ORDER BY e.embedding <=> $5::halfvec LIMIT $6"
             ),
             MemoryType::Fact => concat!(
                 "SELECT ",
                 fact_candidate!(),
-                ", 1 - (f.embedding <=> $5) AS signal
+                ", 1 - (f.embedding <=> $5::halfvec) AS signal
                  FROM facts f WHERE ",
                 fact_filter!(),
                 " AND f.embedding IS NOT NULL /*version*/
-                 ORDER BY f.embedding <=> $5 LIMIT $6"
+                 ORDER BY f.embedding <=> $5::halfvec LIMIT $6"
             ),
             MemoryType::Rule => concat!(
                 "SELECT ",
                 rule_candidate!(),
-                ", 1 - (r.embedding <=> $5) AS signal
+                ", 1 - (r.embedding <=> $5::halfvec) AS signal
                  FROM rules r WHERE ",
                 rule_filter!(),
                 " AND r.embedding IS NOT NULL /*version*/
-                 ORDER BY r.embedding <=> $5 LIMIT $6"
+                 ORDER BY r.embedding <=> $5::halfvec LIMIT $6"
             ),
         };
         let bound = 6 + usize::from(filter.embedding_version.is_some());
