@@ -258,6 +258,12 @@ impl Config {
             out.push("database.max_connections: must be at least 1 and at least database.min_connections".into());
         }
         let url = edge.database_url.expose();
+        if url.is_empty() {
+            out.extend(embedded_slots_problem(
+                &edge.embedded_postgres,
+                db.most_connections(self.engine.retrieval.connections.get()),
+            ));
+        }
         let postgres_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
         if !url.is_empty() && !postgres_url {
             out.push("database_url: must start with postgres:// or postgresql://".into());
@@ -322,6 +328,27 @@ fn documented() -> Dict {
     Figment::from(Toml::string(DEFAULT_TOML))
         .extract()
         .expect("the compiled-in defaults parse (tested)")
+}
+
+/// Connections of the embedded cluster kept for what runs beside the service: a command
+/// (`export`, `purge`, `rotate-keys` open pools of their own) and an operator's `psql`.
+const BESIDE_THE_SERVICE: u32 = 10;
+
+/// Whether the embedded cluster's `max_connections` leaves the service's pools at their
+/// largest (`pools`) and what runs beside it room; PostgreSQL keeps three more for
+/// superusers, which the service's own connections may use but nothing should count on.
+fn embedded_slots_problem(embedded: &EmbeddedPostgresConfig, pools: u32) -> Option<String> {
+    let slots: u32 = embedded.settings.get("max_connections")?.parse().ok()?;
+    (pools + BESIDE_THE_SERVICE > slots).then(|| {
+        format!(
+            "embedded_postgres.settings.max_connections: {slots} leaves too few connections: \
+             the service's pools open up to {pools} (database.max_connections, \
+             retrieval.connections, database.write_connections, one for health checks, four \
+             for locks) and {BESIDE_THE_SERVICE} are kept for commands beside it; raise it to \
+             at least {} or make the pools smaller",
+            pools + BESIDE_THE_SERVICE
+        )
+    })
 }
 
 #[cfg(test)]
@@ -463,6 +490,34 @@ mod tests {
             assert_eq!(config.engine.retrieval.max_limit, 50);
             Ok(())
         });
+    }
+
+    /// The embedded cluster must have room for the service's pools at their largest and
+    /// for a command beside it; an external database's slots are its operator's.
+    #[test]
+    fn the_embedded_cluster_has_room_for_the_pools() {
+        assert!(Config::from_toml("").is_ok(), "the defaults fit");
+        let err = Config::from_toml("[database]\nmax_connections = 24")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("embedded_postgres.settings.max_connections: 40")
+                && err.contains("at least 46"),
+            "{err}"
+        );
+        assert!(
+            Config::from_toml(
+                "[database]\nmax_connections = 24\n\
+                 [embedded_postgres.settings]\nmax_connections = 46"
+            )
+            .is_ok()
+        );
+        assert!(
+            Config::from_toml(
+                "database_url = 'postgres://u@h/db'\n[database]\nmax_connections = 24"
+            )
+            .is_ok()
+        );
     }
 
     #[test]

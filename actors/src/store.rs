@@ -109,6 +109,15 @@ pub struct DatabaseConfig {
     pub replica_wait_ms: u64,
 }
 
+impl DatabaseConfig {
+    /// The most connections this configuration opens to its database at once: both read
+    /// pools at their size (the retrieval actors' is `retrieval_connections`), the write
+    /// pool, the health connection and the lock pool.
+    pub fn most_connections(&self, retrieval_connections: u32) -> u32 {
+        self.max_connections + retrieval_connections + self.write_connections + 1 + LOCK_CONNECTIONS
+    }
+}
+
 /// `database.read_urls`: a list of URLs, or one string of them separated by commas (for
 /// the environment). They may carry passwords: debug output shows how many, not what.
 #[derive(Clone, Default, PartialEq, Eq)]

@@ -36,8 +36,13 @@ impl TestCluster {
         static CLUSTER: OnceLock<TestCluster> = OnceLock::new();
         CLUSTER.get_or_init(|| {
             let dir = dir.to_owned();
+            // Tests run side by side, each with its service's pools (some with a fleet's):
+            // more connections than one service's embedded cluster is given.
+            let mut settings = config.settings.clone();
+            settings.insert("max_connections".into(), "200".into());
             let config = EmbeddedPostgresConfig {
                 database: "postgres".into(),
+                settings,
                 ..config.clone()
             };
             // Started on a runtime of its own: each test has its own runtime, and this one

@@ -430,7 +430,14 @@ wait "$pg"
             .arg("-p")
             .arg(self.port.to_string())
             .args(["-c", "listen_addresses="]);
+        // A standby must allow at least the primary's connections (PostgreSQL will not serve
+        // reads from it otherwise), and the primary may allow more than this configuration
+        // says: a standby keeps the value of the configuration it copied from its primary.
+        let standby = self.cluster_dir.join("standby.signal").exists();
         for (name, value) in &config.settings {
+            if standby && name == "max_connections" {
+                continue;
+            }
             cmd.arg("-c").arg(format!("{name}={value}"));
         }
         cmd.stdin(Stdio::piped())

@@ -41,7 +41,14 @@ impl Replicated {
             database: "butler_memory".into(),
             ..base_config("").edge.embedded_postgres
         };
-        let primary = EmbeddedPostgres::start(&dir.path().join("p"), &config)
+        // The primary allows more connections than the replica's configuration says, as an
+        // operator's primary may: the replica keeps the primary's (a standby allowing fewer
+        // does not serve reads).
+        let mut primary_config = config.clone();
+        primary_config
+            .settings
+            .insert("max_connections".into(), "60".into());
+        let primary = EmbeddedPostgres::start(&dir.path().join("p"), &primary_config)
             .await
             .expect("the primary starts");
         let conninfo = format!(
