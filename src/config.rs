@@ -335,8 +335,8 @@ fn documented() -> Dict {
 const BESIDE_THE_SERVICE: u32 = 10;
 
 /// Whether the embedded cluster's `max_connections` leaves the service's pools at their
-/// largest (`pools`) and what runs beside it room; PostgreSQL keeps three more for
-/// superusers, which the service's own connections may use but nothing should count on.
+/// largest (`pools`) and what runs beside it room. (Three of the slots are kept for
+/// superusers; the service connects as one, so they count for it.)
 fn embedded_slots_problem(embedded: &EmbeddedPostgresConfig, pools: u32) -> Option<String> {
     let slots: u32 = embedded.settings.get("max_connections")?.parse().ok()?;
     (pools + BESIDE_THE_SERVICE > slots).then(|| {

@@ -177,6 +177,18 @@ pub async fn database_at(version: i64) -> (TestDatabase, sqlx::PgPool) {
     (database, pool)
 }
 
+/// A model registered in `embedding_versions`, for rows a migration test stores embedded;
+/// its id.
+pub async fn registered_model(pool: &sqlx::PgPool) -> i16 {
+    sqlx::query_scalar(
+        "INSERT INTO embedding_versions (model, model_sha256, dimensions, pooling)
+         VALUES ('a-model', 'abc', 384, 'mean') RETURNING id",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
 /// The partitions of the partitioned `table`, by name.
 pub async fn partitions_of(app: &TestApp, table: &str) -> Vec<String> {
     let mut conn = app.sql().await;

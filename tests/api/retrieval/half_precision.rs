@@ -30,13 +30,7 @@ fn cosine(a: &[f64], b: &[f64]) -> f64 {
 #[tokio::test]
 async fn the_migration_keeps_stored_embeddings_at_half_precision() {
     let (_database, pool) = database_at(FULL_PRECISION).await;
-    let version: i16 = sqlx::query_scalar(
-        "INSERT INTO embedding_versions (model, model_sha256, dimensions, pooling)
-         VALUES ('a-model', 'abc', 384, 'mean') RETURNING id",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let version = registered_model(&pool).await;
     let vectors: Vec<Vec<f64>> = (1..=6).map(unit_vector).collect();
     for (i, vector) in vectors.iter().enumerate() {
         sqlx::query(

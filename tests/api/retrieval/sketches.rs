@@ -240,13 +240,7 @@ const SKETCHES_IN_ROWS: i64 = 20261122000031;
 #[tokio::test]
 async fn the_migration_moves_stored_sketches_beside_their_rows() {
     let (_database, pool) = database_at(SKETCHES_IN_ROWS).await;
-    let version: i16 = sqlx::query_scalar(
-        "INSERT INTO embedding_versions (model, model_sha256, dimensions, pooling)
-         VALUES ('a-model', 'abc', 384, 'mean') RETURNING id",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let version = registered_model(&pool).await;
     // Two embedded episodes with sketches, one embedded without, one whose embedding was
     // cleared with its sketch left behind (as sealing in place left it).
     sqlx::query(
