@@ -27,19 +27,50 @@ fn config(max_batch: usize, max_queue: usize) -> EmbedderConfig {
 }
 
 async fn pool(max_batch: usize, max_queue: usize) -> Mailbox<EmbedderMsg> {
+    spawned(
+        config(max_batch, max_queue),
+        Arc::new(|| Ok(Box::new(HashingEmbedder::default()) as Box<dyn Embedder>)),
+    )
+    .await
+}
+
+/// A pool with `config`, its workers' embedders made by `factory`.
+async fn spawned(config: EmbedderConfig, factory: EmbedderFactory) -> Mailbox<EmbedderMsg> {
     let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
     let (actor, _) = Actor::spawn(
         None,
         EmbedderPool,
         EmbedderPoolArgs {
-            factory: Arc::new(|| Ok(Box::new(HashingEmbedder::default()) as Box<dyn Embedder>)),
-            config: config(max_batch, max_queue),
+            factory,
+            config,
             info: info.clone(),
         },
     )
     .await
     .unwrap();
     Mailbox::new(actor, info)
+}
+
+/// The vectors of `texts`, asked as a query or as background work.
+async fn vectors(
+    pool: &Mailbox<EmbedderMsg>,
+    texts: Vec<String>,
+    background: bool,
+) -> MemoryResult<Embeddings> {
+    pool.ask(
+        |reply| {
+            let reply = JobReply::Vectors(reply);
+            if background {
+                EmbedderMsg::EmbedBackground { texts, reply }
+            } else {
+                EmbedderMsg::Embed { texts, reply }
+            }
+        },
+        Duration::from_secs(5),
+        "embedder",
+    )
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -49,23 +80,11 @@ async fn concurrent_requests_get_their_own_vectors_back() {
     let requests: Vec<Vec<String>> = (0..20)
         .map(|i| (0..(i % 3 + 1)).map(|j| format!("text {i} {j}")).collect())
         .collect();
-    let answers = futures::future::join_all(requests.iter().map(|texts| {
-        let texts = texts.clone();
-        let pool = pool.clone();
-        async move {
-            pool.ask(
-                |reply| EmbedderMsg::Embed {
-                    texts,
-                    reply: JobReply::Vectors(reply),
-                },
-                Duration::from_secs(5),
-                "embedder",
-            )
-            .await
-            .unwrap()
-            .unwrap()
-        }
-    }))
+    let answers = futures::future::join_all(
+        requests
+            .iter()
+            .map(|texts| async { vectors(&pool, texts.clone(), false).await.unwrap() }),
+    )
     .await;
     for (texts, got) in requests.iter().zip(answers) {
         assert_eq!(got, expected.embed(texts).unwrap());
@@ -76,18 +95,7 @@ async fn concurrent_requests_get_their_own_vectors_back() {
 async fn a_full_queue_refuses_at_once() {
     let pool = pool(1, 1).await;
     let texts: Vec<String> = vec!["a".into(), "b".into()];
-    let err = pool
-        .ask(
-            |reply| EmbedderMsg::Embed {
-                texts,
-                reply: JobReply::Vectors(reply),
-            },
-            Duration::from_secs(5),
-            "embedder",
-        )
-        .await
-        .unwrap()
-        .unwrap_err();
+    let err = vectors(&pool, texts, false).await.unwrap_err();
     assert_eq!(err.class(), crate::error::ErrorClass::Overloaded);
     assert!(err.retry_after_ms.is_some());
 }
@@ -389,51 +397,25 @@ impl Embedder for Recording {
 async fn batch_sizes(background: bool) -> Vec<usize> {
     let sizes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let recorded = sizes.clone();
-    let info = ActorDirectory::default().entry(ActorKind::EmbedderPool, "pool");
     let mut config = config(8, 1000);
     config.background_batch = NonZeroUsize::new(2).unwrap();
-    let (actor, _) = Actor::spawn(
-        None,
-        EmbedderPool,
-        EmbedderPoolArgs {
-            factory: Arc::new(move || {
-                Ok(
-                    Box::new(Recording(HashingEmbedder::default(), recorded.clone()))
-                        as Box<dyn Embedder>,
-                )
-            }),
-            config,
-            info: info.clone(),
-        },
+    let pool = spawned(
+        config,
+        Arc::new(move || {
+            Ok(
+                Box::new(Recording(HashingEmbedder::default(), recorded.clone()))
+                    as Box<dyn Embedder>,
+            )
+        }),
     )
-    .await
-    .unwrap();
+    .await;
     // The worker's warm-up text at start is not one of the requests.
     tokio::time::sleep(Duration::from_millis(100)).await;
     sizes.lock().unwrap().clear();
-    let pool = Mailbox::new(actor, info);
-    futures::future::join_all((0..12).map(|i| {
-        let pool = pool.clone();
-        async move {
-            let texts = vec![format!("text {i}")];
-            pool.ask(
-                |reply| {
-                    let reply = JobReply::Vectors(reply);
-                    if background {
-                        EmbedderMsg::EmbedBackground { texts, reply }
-                    } else {
-                        EmbedderMsg::Embed { texts, reply }
-                    }
-                },
-                Duration::from_secs(5),
-                "embedder",
-            )
-            .await
-            .unwrap()
-            .unwrap()
-        }
-    }))
-    .await;
+    let requests = (0..12).map(|i| vectors(&pool, vec![format!("text {i}")], background));
+    for answer in futures::future::join_all(requests).await {
+        answer.unwrap();
+    }
     let sizes = sizes.lock().unwrap().clone();
     assert_eq!(sizes.iter().sum::<usize>(), 12, "{sizes:?}");
     sizes
