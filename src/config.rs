@@ -263,6 +263,7 @@ impl Config {
                 &edge.embedded_postgres,
                 db.most_connections(self.engine.retrieval.connections.get()),
             ));
+            out.extend(embedded_autovacuum_problem(&edge.embedded_postgres));
         }
         let postgres_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
         if !url.is_empty() && !postgres_url {
@@ -347,6 +348,22 @@ fn embedded_slots_problem(embedded: &EmbeddedPostgresConfig, pools: u32) -> Opti
              for locks) and {BESIDE_THE_SERVICE} are kept for commands beside it; raise it to \
              at least {} or make the pools smaller",
             pools + BESIDE_THE_SERVICE
+        )
+    })
+}
+
+/// Whether the embedded cluster has a slot for each autovacuum worker it may run: past its
+/// slots PostgreSQL runs fewer workers than configured and says so only in its log.
+fn embedded_autovacuum_problem(embedded: &EmbeddedPostgresConfig) -> Option<String> {
+    let setting = |name: &str| -> Option<u32> { embedded.settings.get(name)?.parse().ok() };
+    let slots = setting("autovacuum_worker_slots")?;
+    // PostgreSQL's default when the setting is not given.
+    let workers = setting("autovacuum_max_workers").unwrap_or(3);
+    (workers > slots).then(|| {
+        format!(
+            "embedded_postgres.settings.autovacuum_max_workers: {workers} workers need as many \
+             slots; raise embedded_postgres.settings.autovacuum_worker_slots ({slots}) to at \
+             least {workers}"
         )
     })
 }
@@ -515,6 +532,27 @@ mod tests {
         assert!(
             Config::from_toml(
                 "database_url = 'postgres://u@h/db'\n[database]\nmax_connections = 24"
+            )
+            .is_ok()
+        );
+    }
+
+    /// Autovacuum workers beyond the embedded cluster's slots are refused by name, not left
+    /// to a warning in PostgreSQL's log.
+    #[test]
+    fn the_embedded_cluster_has_a_slot_for_each_autovacuum_worker() {
+        let err = Config::from_toml("[embedded_postgres.settings]\nautovacuum_max_workers = '5'")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("autovacuum_max_workers: 5")
+                && err.contains("autovacuum_worker_slots (3) to at least 5"),
+            "{err}"
+        );
+        assert!(
+            Config::from_toml(
+                "[embedded_postgres.settings]\n\
+                 autovacuum_max_workers = '5'\nautovacuum_worker_slots = '5'"
             )
             .is_ok()
         );
