@@ -339,7 +339,7 @@ const BESIDE_THE_SERVICE: u32 = 10;
 /// largest (`pools`) and what runs beside it room. (Three of the slots are kept for
 /// superusers; the service connects as one, so they count for it.)
 fn embedded_slots_problem(embedded: &EmbeddedPostgresConfig, pools: u32) -> Option<String> {
-    let slots: u32 = embedded.settings.get("max_connections")?.parse().ok()?;
+    let slots = numeric_setting(embedded, "max_connections")?;
     (pools + BESIDE_THE_SERVICE > slots).then(|| {
         format!(
             "embedded_postgres.settings.max_connections: {slots} leaves too few connections: \
@@ -355,10 +355,9 @@ fn embedded_slots_problem(embedded: &EmbeddedPostgresConfig, pools: u32) -> Opti
 /// Whether the embedded cluster has a slot for each autovacuum worker it may run: past its
 /// slots PostgreSQL runs fewer workers than configured and says so only in its log.
 fn embedded_autovacuum_problem(embedded: &EmbeddedPostgresConfig) -> Option<String> {
-    let setting = |name: &str| -> Option<u32> { embedded.settings.get(name)?.parse().ok() };
-    let slots = setting("autovacuum_worker_slots")?;
+    let slots = numeric_setting(embedded, "autovacuum_worker_slots")?;
     // PostgreSQL's default when the setting is not given.
-    let workers = setting("autovacuum_max_workers").unwrap_or(3);
+    let workers = numeric_setting(embedded, "autovacuum_max_workers").unwrap_or(3);
     (workers > slots).then(|| {
         format!(
             "embedded_postgres.settings.autovacuum_max_workers: {workers} workers need as many \
@@ -366,6 +365,12 @@ fn embedded_autovacuum_problem(embedded: &EmbeddedPostgresConfig) -> Option<Stri
              least {workers}"
         )
     })
+}
+
+/// An embedded cluster's setting given as a plain number; none when it is absent or has a
+/// unit or form the checks above do not read (PostgreSQL then judges it itself).
+fn numeric_setting(embedded: &EmbeddedPostgresConfig, name: &str) -> Option<u32> {
+    embedded.settings.get(name)?.parse().ok()
 }
 
 #[cfg(test)]
