@@ -242,6 +242,9 @@ pub struct RetrievalConfig {
     /// No diversity cluster (a fact's subject, an episode's session) may hold more than this
     /// share of the top-k; beyond it, its hits move below other clusters'.
     pub max_cluster_share: f64,
+    /// What a memory outside the time a query states ("last week", "in March") keeps of its
+    /// score (`domain::stated_time`); 1 reads no time from queries.
+    pub stated_time_share: f64,
     /// Ranking by the query's intent (`domain::intent`).
     pub intent_routing: IntentRouting,
     /// The second stage (`domain::rerank`).

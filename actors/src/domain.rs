@@ -40,6 +40,7 @@ pub mod scoring;
 pub mod sealed_bytes;
 pub mod search;
 pub mod shard_key;
+pub mod stated_time;
 pub mod stats;
 pub mod sweep;
 pub mod text;

@@ -120,6 +120,7 @@ pub use domain::orchestrator::status::{GraphCounts, IngestCounts, MemoryState, M
 pub use domain::record::{Forgetting, MemoryRecord, RecordWithLinks};
 pub use domain::rule::Rule;
 pub use domain::search::{ComponentScores, Hit, SearchOutcome};
+pub use domain::stated_time::StatedTime;
 pub use domain::stats::{MAX_TIMELINE_DAYS, MemoryStats, Timeline, TimelineDay};
 pub use embedder::token_counter::TokenizerCounter;
 pub use store::orchestrator_graph::NodeWithEdges;

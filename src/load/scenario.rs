@@ -103,6 +103,9 @@ pub struct Prompts {
     pub repeat: f64,
     /// How many distinct prompts the repeated ones are drawn from.
     pub pool: usize,
+    /// The share of prompts that end with a time ("from yesterday", "in March"): the
+    /// service then also searches that time (docs/tools.md, "A time the query states").
+    pub stated_time: f64,
 }
 
 impl Default for Prompts {
@@ -110,6 +113,7 @@ impl Default for Prompts {
         Prompts {
             repeat: 0.3,
             pool: 20,
+            stated_time: 0.0,
         }
     }
 }
@@ -267,8 +271,11 @@ impl Scenario {
             "content.unicode must be between 0 and 1",
         );
         check(
-            (0.0..=1.0).contains(&self.prompts.repeat) && self.prompts.pool > 0,
-            "prompts.repeat must be between 0 and 1 and prompts.pool at least 1",
+            (0.0..=1.0).contains(&self.prompts.repeat)
+                && (0.0..=1.0).contains(&self.prompts.stated_time)
+                && self.prompts.pool > 0,
+            "prompts.repeat and prompts.stated_time must be between 0 and 1 and prompts.pool \
+             at least 1",
         );
         check(!self.mix.is_empty(), "mix must name at least one tool");
         check(

@@ -110,6 +110,7 @@ pub struct Workload {
     content: Content,
     unicode_share: f64,
     repeat_share: f64,
+    stated_time_share: f64,
     prompts: Vec<String>,
     sessions: usize,
     session: Session,
@@ -123,8 +124,9 @@ impl Workload {
     /// up, the rule its marks rate.
     pub fn new(scenario: &Scenario, shards: Vec<Shard>, rng: &mut SmallRng) -> Workload {
         let content = scenario.content.clone();
+        let stated_time = scenario.prompts.stated_time;
         let prompts = (0..scenario.prompts.pool)
-            .map(|_| prompt(rng, scenario.content.unicode))
+            .map(|_| prompt(rng, scenario.content.unicode, stated_time))
             .collect();
         Workload {
             total_weight: scenario.mix.iter().map(|m| m.weight).sum(),
@@ -132,6 +134,7 @@ impl Workload {
             unicode_share: content.unicode,
             content,
             repeat_share: scenario.prompts.repeat,
+            stated_time_share: stated_time,
             prompts,
             sessions: scenario.population.sessions,
             session: scenario.session.clone(),
@@ -275,13 +278,23 @@ impl Workload {
         if rng.random_bool(self.repeat_share) {
             self.prompts[rng.random_range(0..self.prompts.len())].clone()
         } else {
-            prompt(rng, self.unicode_share)
+            prompt(rng, self.unicode_share, self.stated_time_share)
         }
     }
 }
 
-/// A short question of everyday words.
-fn prompt(rng: &mut SmallRng, unicode_share: f64) -> String {
+/// Times a prompt may end with: some hold the memories a run has just stored, some none.
+const STATED_TIMES: &[&str] = &[
+    "today",
+    "this week",
+    "yesterday",
+    "last week",
+    "in March",
+    "three days ago",
+];
+
+/// A short question of everyday words, ending with a time in `stated_time_share` of them.
+fn prompt(rng: &mut SmallRng, unicode_share: f64, stated_time_share: f64) -> String {
     let words = rng.random_range(3..9);
     let unicode = rng.random_bool(unicode_share);
     let mut out: Vec<&str> = (0..words)
@@ -289,6 +302,11 @@ fn prompt(rng: &mut SmallRng, unicode_share: f64) -> String {
         .collect();
     if unicode {
         out.push(UNICODE_WORDS[rng.random_range(0..UNICODE_WORDS.len())]);
+    }
+    // Not drawn at 0: a scenario without times makes the calls it made before.
+    if stated_time_share > 0.0 && rng.random_bool(stated_time_share) {
+        let time = STATED_TIMES[rng.random_range(0..STATED_TIMES.len())];
+        return format!("What about the {} {time}?", out.join(" "));
     }
     format!("What about the {}?", out.join(" "))
 }
@@ -337,6 +355,24 @@ mod tests {
             assert!(texts.insert(text.to_owned()), "every text is distinct");
         }
         assert!(texts.iter().any(|t| !t.is_ascii()), "some carry Unicode");
+    }
+
+    #[test]
+    fn a_share_of_prompts_ends_with_a_time() {
+        let mut s = scenario(r#"[{ tool = "memory_search", weight = 1 }]"#);
+        s.prompts.repeat = 0.0;
+        s.prompts.stated_time = 0.5;
+        let mut rng = SmallRng::seed_from_u64(4);
+        let mut workload = Workload::new(&s, shards(), &mut rng);
+        let queries: Vec<String> = (0..400)
+            .flat_map(|_| workload.draw(&mut rng))
+            .map(|(_, call)| call.args["query"].as_str().unwrap().to_owned())
+            .collect();
+        let timed = queries
+            .iter()
+            .filter(|q| STATED_TIMES.iter().any(|t| q.ends_with(&format!(" {t}?"))))
+            .count();
+        assert!((160..240).contains(&timed), "{timed} of 400");
     }
 
     #[test]

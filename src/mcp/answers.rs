@@ -6,7 +6,7 @@
 
 use butler_memory_actors::{
     ComponentScores, Fact, FactOutcome, Hit, Intent, MemoryType, SearchMode, SearchOutcome,
-    StoredFact,
+    StatedTime, StoredFact,
 };
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -27,6 +27,11 @@ pub struct SearchResults {
     /// (`retrieval.intent_routing`): it shifted the weights behind each hit's score.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intent: Option<Intent>,
+    /// The time the query states ("last week", "in March"), as the service read it, when
+    /// the search had no `as_of`, `since` or `until`: its episodes and facts rank first
+    /// (`retrieval.stated_time_share`; each hit's `scores.time_weight`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stated_time: Option<StatedTime>,
 }
 
 /// One search result: the record's common fields, its score and the components behind
@@ -83,6 +88,7 @@ impl From<SearchOutcome> for SearchResults {
             mode: outcome.mode,
             degraded: outcome.degraded,
             intent: outcome.intent,
+            stated_time: outcome.stated_time,
         }
     }
 }

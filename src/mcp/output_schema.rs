@@ -13,8 +13,8 @@ use std::sync::{Arc, LazyLock};
 use butler_memory_actors::{
     AuditRead, BulletinAnswer, ComponentScores, ContextBlock, DeadLetter, Episode, ErrorClass,
     Fact, FactOutcome, Intent, Maturity, MemoryRecord, MemoryStats, MemoryStatus, MemoryType, Node,
-    NodeWithEdges, Purge, RecallBundle, RecordWithLinks, Remembered, Rule, SearchMode, StoredEvent,
-    SweepReport,
+    NodeWithEdges, Purge, RecallBundle, RecordWithLinks, Remembered, Rule, SearchMode, StatedTime,
+    StoredEvent, SweepReport,
 };
 use rmcp::model::JsonObject;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -168,6 +168,9 @@ fn success(tool: &str, defs: &mut Definitions) -> Option<Value> {
                     "description": "true when relevance had to do without embeddings"},
                 "intent": merge(defs.of::<Intent>(), json!({"description":
                     "the query's intent, when the service routes queries by intent"})),
+                "stated_time": merge(defs.of::<StatedTime>(), json!({"description":
+                    "the time the query states, as read, when it had no window: its \
+                     episodes and facts rank first"})),
             }),
             &["results", "count", "mode", "degraded"],
         ),

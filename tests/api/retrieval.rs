@@ -17,6 +17,7 @@ mod keyword_statistics;
 mod neighbour_reach;
 mod second_stage;
 mod sketches;
+mod stated_time;
 mod time_aware;
 
 fn contents(result: &Value) -> Vec<String> {

@@ -130,6 +130,11 @@ impl EngineConfig {
             "must be between 0 and 1",
         );
         check(
+            unit(q.stated_time_share),
+            "retrieval.stated_time_share",
+            "must be between 0 and 1",
+        );
+        check(
             q.recency_half_life_days > 0.0,
             "retrieval.recency_half_life_days",
             "must be greater than 0",

@@ -16,6 +16,7 @@ use super::memory_type::MemoryType;
 use super::search::{
     Candidate, ComponentScores, Fusion, Hit, Scored, SearchMode, SessionNeighbours,
 };
+use super::time_window::TimeWindow;
 
 /// Composite score weights.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -83,6 +84,9 @@ pub struct Ranking {
     pub session_neighbour_decay: f64,
     /// A multiplier of the composite score per memory type (`domain::intent`).
     pub type_weights: TypeWeights,
+    /// The time the query states and what a memory outside it keeps of its score
+    /// (`domain::stated_time`).
+    pub stated_time: Option<(TimeWindow, f64)>,
 }
 
 /// Reciprocal Rank Fusion of two ranked lists of ids: `Σ 1 / (k + rank)`, ranks 1-based.
@@ -295,8 +299,10 @@ impl Ranking {
         };
         scores.maturity_weight = self.maturity_weight(candidate.maturity());
         scores.type_weight = self.type_weights.of(candidate.memory_type());
+        scores.time_weight = self.time_weight(&candidate);
         let score = scores.maturity_weight
             * scores.type_weight
+            * scores.time_weight
             * (w.relevance * scores.relevance
                 + w.importance * scores.importance
                 + w.recency * scores.recency
@@ -306,6 +312,24 @@ impl Ranking {
             score,
             scores,
         }
+    }
+
+    /// What `candidate` keeps of its score against the time the query states: all of it
+    /// when it is an episode of that time, a fact true in it, or a rule (a rule is how to
+    /// behave, whenever it was made).
+    fn time_weight(&self, candidate: &Candidate) -> f64 {
+        let Some((window, share)) = &self.stated_time else {
+            return 1.0;
+        };
+        let of_the_time = match candidate.memory_type() {
+            MemoryType::Episode => window.admits_episode(candidate.created_at),
+            MemoryType::Fact => window.admits_fact(
+                candidate.valid_from.unwrap_or(candidate.created_at),
+                candidate.valid_until,
+            ),
+            MemoryType::Rule => true,
+        };
+        if of_the_time { 1.0 } else { *share }
     }
 
     /// Keeps one diversity cluster from taking more than its share of the top `limit`:
@@ -371,6 +395,7 @@ impl Ranking {
             session_neighbour_weight: 0.4,
             session_neighbour_decay: 0.75,
             type_weights: TypeWeights::NEUTRAL,
+            stated_time: None,
         }
     }
 }

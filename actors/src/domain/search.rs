@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::intent::Intent;
 use super::maturity::Maturity;
 use super::memory_type::MemoryType;
+use super::stated_time::StatedTime;
 use super::time_window::TimeWindow;
 
 super::string_enum! {
@@ -78,6 +79,9 @@ pub struct SearchQuery {
     pub now: DateTime<Utc>,
     /// When to look; `None`: what is live now.
     pub window: Option<TimeWindow>,
+    /// The time the query's words state, when it has no window and stated times are read
+    /// (`domain::stated_time`): its memories rank first.
+    pub stated: Option<StatedTime>,
 }
 
 /// A memory the store found for a search, with what ranking needs.
@@ -173,6 +177,10 @@ pub struct ComponentScores {
     /// The query's intent's multiplier of this memory type (1 when the query has no intent
     /// or routing is off; `domain::intent`).
     pub type_weight: f64,
+    /// What the hit keeps of its score for lying outside the time the query states
+    /// (`retrieval.stated_time_share`; `domain::stated_time`): 1 when it is an episode of that
+    /// time, a fact true in it, a rule, or the query states no time.
+    pub time_weight: f64,
     /// Cosine similarity, when the semantic list found it.
     pub semantic: Option<f64>,
     /// BM25 score (unbounded), when the keyword list found it.
@@ -200,6 +208,7 @@ impl ComponentScores {
             confidence: 0.0,
             maturity_weight: 1.0,
             type_weight: 1.0,
+            time_weight: 1.0,
             semantic: None,
             keyword: None,
             semantic_rank: None,
@@ -273,6 +282,9 @@ pub struct ContextRequest {
     pub now: DateTime<Utc>,
     /// When to look; `None`: what is live now.
     pub window: Option<TimeWindow>,
+    /// The time the prompt states, when it has no window and stated times are read
+    /// (`domain::stated_time`): its memories rank first in each section.
+    pub stated: Option<StatedTime>,
 }
 
 /// What a search found.
@@ -288,4 +300,6 @@ pub struct SearchOutcome {
     /// The second stage is on but did not answer in time: the first stage's order stands,
     /// and the answer is not remembered in the result cache.
     pub rerank_skipped: bool,
+    /// The time the query states, as it was read (`domain::stated_time`).
+    pub stated_time: Option<StatedTime>,
 }

@@ -91,6 +91,19 @@ impl TimeWindow {
         self.episodes_since().is_none_or(|s| at >= s) && self.latest().is_none_or(|l| at <= l)
     }
 
+    /// Whether a fact true from `valid_from` until `valid_until` (`None`: still true) was
+    /// true at some moment of the window.
+    pub fn admits_fact(
+        &self,
+        valid_from: DateTime<Utc>,
+        valid_until: Option<DateTime<Utc>>,
+    ) -> bool {
+        self.latest().is_none_or(|l| valid_from <= l)
+            && self
+                .earliest()
+                .is_none_or(|e| valid_until.is_none_or(|u| u > e))
+    }
+
     /// The time a read in this window is ranked at: recency and decayed confidence as they
     /// were at the window's end (never later than `now`).
     pub fn reference(window: Option<&TimeWindow>, now: DateTime<Utc>) -> DateTime<Utc> {

@@ -5,10 +5,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::Engine;
 use crate::actors::ReaderMsg;
+use crate::config::EngineConfig;
 use crate::domain::caller::{Caller, GLOBAL_SCOPE, Role};
 use crate::domain::context_block::ContextOutcome;
 use crate::domain::memory_type::MemoryType;
@@ -18,6 +20,7 @@ use crate::domain::search::{
     ContextInput, ContextRequest, SearchInput, SearchMode, SearchOutcome, SearchQuery, SearchScope,
 };
 use crate::domain::shard_key::ShardKey;
+use crate::domain::stated_time::StatedTime;
 use crate::domain::stats::MemoryStats;
 use crate::domain::text::{check_content, check_name};
 use crate::domain::time_window::TimeWindow;
@@ -151,17 +154,19 @@ impl Engine {
             input.until.as_deref(),
         )?;
         let scope = self.visible(caller, input.scope, input.butler)?;
+        let position = self.observe_writes(&caller.tenant_id).await?;
+        let generation = self.services.generations.current(&caller.tenant_id);
+        let now = self.services.clock.now();
+        let stated = stated_time(&text, window.as_ref(), config, now);
         let key = format!(
-            "search|{}|{:?}|{:?}|{:?}|{mode}|{limit}|{min_confidence}|{}|{text}",
+            "search|{}|{:?}|{:?}|{:?}|{mode}|{limit}|{min_confidence}|{}|{}|{text}",
             scope.tenant_id,
             scope.scopes,
             scope.butlers,
             types,
-            TimeWindow::key(window.as_ref())
+            TimeWindow::key(window.as_ref()),
+            stated_key(stated.as_ref())
         );
-        let position = self.observe_writes(&caller.tenant_id).await?;
-        let generation = self.services.generations.current(&caller.tenant_id);
-        let now = self.services.clock.now();
         if let Some(Cached::Search(hit)) = self.results.get(&key, generation, now) {
             let outcome = hit.as_ref().clone();
             if touch {
@@ -180,6 +185,7 @@ impl Engine {
             min_confidence,
             now,
             window,
+            stated,
         };
         let embedding = if query.embedding_needed {
             self.queries
@@ -342,8 +348,16 @@ impl Engine {
             input.since.as_deref(),
             input.until.as_deref(),
         )?;
+        let trigger_prompt =
+            check_content("trigger_prompt", &input.trigger_prompt, &config.limits)?;
+        let now = self.services.clock.now();
+        // A prompt is what the user says to the butler, not a question to memory: "today"
+        // there ("how are you today?") is about now. Only a time that has ended looks back.
+        let stated =
+            stated_time(&trigger_prompt, window.as_ref(), config, now).filter(|s| s.until < now);
         Ok(ContextRequest {
-            trigger_prompt: check_content("trigger_prompt", &input.trigger_prompt, &config.limits)?,
+            stated,
+            trigger_prompt,
             scope: SearchScope {
                 tenant_id: caller.tenant_id.clone(),
                 scopes: Some(vec![GLOBAL_SCOPE.to_owned(), butler.clone()]),
@@ -352,7 +366,7 @@ impl Engine {
             butler,
             token_budget: budget as usize,
             min_confidence: config.facts.retrieval_confidence_threshold,
-            now: self.services.clock.now(),
+            now,
             window,
         })
     }
@@ -533,14 +547,35 @@ impl Engine {
 /// Everything a context block depends on besides the tenant's state and the time.
 fn context_key(r: &ContextRequest) -> String {
     format!(
-        "context|{}|{}|{}|{}|{}|{}",
+        "context|{}|{}|{}|{}|{}|{}|{}",
         r.scope.tenant_id,
         r.butler,
         r.token_budget,
         r.min_confidence,
         TimeWindow::key(r.window.as_ref()),
+        stated_key(r.stated.as_ref()),
         r.trigger_prompt
     )
+}
+
+/// The time `text` states, read at `now`, when the caller gave no window (a window given is
+/// what the caller means) and stated times are read (`retrieval.stated_time_share` < 1).
+fn stated_time(
+    text: &str,
+    window: Option<&TimeWindow>,
+    config: &EngineConfig,
+    now: DateTime<Utc>,
+) -> Option<StatedTime> {
+    (window.is_none() && config.retrieval.stated_time_share < 1.0)
+        .then(|| StatedTime::find(text, now))
+        .flatten()
+}
+
+/// A stated time in a result-cache key: where it starts ("yesterday" is another day
+/// tomorrow; a span to now keeps its start while it grows, and a write would clear the
+/// answer anyway).
+fn stated_key(stated: Option<&StatedTime>) -> String {
+    stated.map(|s| s.since.to_rfc3339()).unwrap_or_default()
 }
 
 /// A search's answer in the retrieval quality metrics (§9.2): how many results, none at

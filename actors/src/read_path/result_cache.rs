@@ -38,6 +38,10 @@ impl Cached {
                         .iter()
                         .map(|hit| candidate_heap(&hit.candidate))
                         .sum::<usize>()
+                    + outcome
+                        .stated_time
+                        .as_ref()
+                        .map_or(0, |s| s.phrase.capacity())
             }
             Cached::Context(outcome) => {
                 let ids = &outcome.block.sections;
@@ -210,6 +214,7 @@ mod tests {
             degraded: false,
             intent: None,
             rerank_skipped: false,
+            stated_time: None,
         }))
     }
 
@@ -313,6 +318,7 @@ mod tests {
             degraded: false,
             intent: None,
             rerank_skipped: false,
+            stated_time: None,
         }
     }
 

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use super::ReaderState;
-use super::search::{candidate_lists, in_sessions, known_empty, ranking_for};
+use super::search::{candidate_lists_in_time, in_sessions, known_empty, ranking_for};
 use super::second_stage::reranked;
 use crate::config::ContextConfig;
 use crate::domain::context_block::{
@@ -47,8 +47,9 @@ pub async fn run(
     let types = [MemoryType::Fact, MemoryType::Rule, MemoryType::Episode];
     let store = &state.kit.store;
     let standing = i64::from(config.standing_depth);
+    let (mut ranking, _) = ranking_for(&state.services.config.retrieval, &request.trigger_prompt);
     let (lists, facts, rules, recent) = futures::try_join!(
-        candidate_lists(
+        candidate_lists_in_time(
             state,
             &types,
             &filter,
@@ -56,6 +57,8 @@ pub async fn run(
             embedding,
             SearchMode::Hybrid,
             i64::from(config.relevant_depth),
+            request.stated.as_ref(),
+            &mut ranking,
         ),
         unless_empty(state, MemoryType::Fact, &filter, || {
             store.standing_facts(&filter, standing)
@@ -68,7 +71,6 @@ pub async fn run(
         }),
     )?;
     let (mode, degraded) = (lists.mode(SearchMode::Hybrid), lists.degraded);
-    let (ranking, _) = ranking_for(&state.services.config.retrieval, &request.trigger_prompt);
     let relevant = in_sessions(
         state,
         &ranking,
@@ -261,6 +263,7 @@ mod tests {
             min_confidence: 0.2,
             now: now(),
             window: None,
+            stated: None,
         }
     }
 

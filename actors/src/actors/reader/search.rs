@@ -15,6 +15,7 @@ use crate::domain::intent::Intent;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::scoring::{Ranking, TypeWeights};
 use crate::domain::search::{Candidate, Hit, Scored, SearchMode, SearchOutcome, SearchQuery};
+use crate::domain::stated_time::StatedTime;
 use crate::domain::time_window::TimeWindow;
 use crate::error::MemoryResult;
 use crate::read_path::QueryEmbedding;
@@ -33,6 +34,7 @@ pub fn ranking(r: &RetrievalConfig) -> Ranking {
         session_neighbour_weight: r.session_neighbour_weight,
         session_neighbour_decay: r.session_neighbour_decay,
         type_weights: TypeWeights::NEUTRAL,
+        stated_time: None,
     }
 }
 
@@ -55,6 +57,27 @@ pub struct CandidateLists {
 }
 
 impl CandidateLists {
+    /// These lists and `more` as one pair of lists, each candidate once (as these have it).
+    fn with(self, more: CandidateLists) -> CandidateLists {
+        let union = |mut a: Vec<Candidate>, b: Vec<Candidate>| {
+            let seen: HashSet<Uuid> = a.iter().map(|c| c.id).collect();
+            a.extend(b.into_iter().filter(|c| !seen.contains(&c.id)));
+            merge(vec![a])
+        };
+        CandidateLists {
+            semantic: union(self.semantic, more.semantic),
+            keyword: union(self.keyword, more.keyword),
+            degraded: self.degraded,
+        }
+    }
+
+    fn has_episodes_or_facts(&self) -> bool {
+        self.semantic
+            .iter()
+            .chain(&self.keyword)
+            .any(|c| c.memory_type() != MemoryType::Rule)
+    }
+
     /// The mode that actually ran when `asked` was asked for.
     pub fn mode(&self, asked: SearchMode) -> SearchMode {
         if self.degraded {
@@ -137,6 +160,39 @@ pub async fn candidate_lists(
     })
 }
 
+/// [`candidate_lists`], and when the read's words state a time (`domain::stated_time`), the
+/// lists of that time too, merged in: they find what the lists over everything may miss (a
+/// superseded fact is only found in a window). Then `ranking` ranks that time's episodes and
+/// facts first, if it has any: otherwise every episode and fact would lose the same share,
+/// which would move them against rules for nothing.
+#[allow(clippy::too_many_arguments)]
+pub async fn candidate_lists_in_time(
+    state: &ReaderState,
+    types: &[MemoryType],
+    filter: &Filter<'_>,
+    text: &str,
+    embedding: &QueryEmbedding,
+    mode: SearchMode,
+    depth: i64,
+    stated: Option<&StatedTime>,
+    ranking: &mut Ranking,
+) -> MemoryResult<CandidateLists> {
+    let lists = |filter| candidate_lists(state, types, filter, text, embedding, mode, depth);
+    let Some(stated) = stated else {
+        return lists(filter).await;
+    };
+    let window = stated.window();
+    let in_time = Filter {
+        window: Some(window),
+        ..filter.clone()
+    };
+    let (all, of_the_time) = futures::try_join!(lists(filter), lists(&in_time))?;
+    if of_the_time.has_episodes_or_facts() {
+        ranking.stated_time = Some((window, state.services.config.retrieval.stated_time_share));
+    }
+    Ok(all.with(of_the_time))
+}
+
 /// Whether the tenant has no memories of `memory_type` at all, as of its latest write.
 pub fn known_empty(state: &ReaderState, memory_type: MemoryType, filter: &Filter<'_>) -> bool {
     state.kit.corpus_cache.known_empty(
@@ -167,7 +223,8 @@ pub async fn run(
         window: query.window,
     };
     let depth = i64::from(state.services.config.retrieval.candidate_depth).max(query.limit as i64);
-    let lists = candidate_lists(
+    let (mut ranking, intent) = ranking_for(&state.services.config.retrieval, &query.text);
+    let lists = candidate_lists_in_time(
         state,
         &query.types,
         &filter,
@@ -175,10 +232,11 @@ pub async fn run(
         embedding,
         query.mode,
         depth,
+        query.stated.as_ref(),
+        &mut ranking,
     )
     .await?;
     let (mode, degraded) = (lists.mode(query.mode), lists.degraded);
-    let (ranking, intent) = ranking_for(&state.services.config.retrieval, &query.text);
     let scored = in_sessions(
         state,
         &ranking,
@@ -201,6 +259,7 @@ pub async fn run(
         degraded,
         intent,
         rerank_skipped,
+        stated_time: query.stated.clone(),
     })
 }
 
@@ -307,6 +366,7 @@ mod tests {
             },
             now: now(),
             window: None,
+            stated: None,
         }
     }
 
