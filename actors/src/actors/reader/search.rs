@@ -71,11 +71,8 @@ impl CandidateLists {
         }
     }
 
-    fn has_episodes_or_facts(&self) -> bool {
-        self.semantic
-            .iter()
-            .chain(&self.keyword)
-            .any(|c| c.memory_type() != MemoryType::Rule)
+    fn is_empty(&self) -> bool {
+        self.semantic.is_empty() && self.keyword.is_empty()
     }
 
     /// The mode that actually ran when `asked` was asked for.
@@ -161,10 +158,12 @@ pub async fn candidate_lists(
 }
 
 /// [`candidate_lists`], and when the read's words state a time (`domain::stated_time`), the
-/// lists of that time too, merged in: they find what the lists over everything may miss (a
-/// superseded fact is only found in a window). Then `ranking` ranks that time's episodes and
-/// facts first, if it has any: otherwise every episode and fact would lose the same share,
-/// which would move them against rules for nothing.
+/// episode and fact lists of that time too, merged in: they find what the lists over
+/// everything may miss (a superseded fact is only found in a window). Rules are not looked
+/// up there: a time does not move them (how to behave does not depend on when a rule was
+/// made). Then `ranking` ranks that time's episodes and facts first, if it has any:
+/// otherwise every one would lose the same share, which would move them against rules for
+/// nothing.
 #[allow(clippy::too_many_arguments)]
 pub async fn candidate_lists_in_time(
     state: &ReaderState,
@@ -177,17 +176,22 @@ pub async fn candidate_lists_in_time(
     stated: Option<&StatedTime>,
     ranking: &mut Ranking,
 ) -> MemoryResult<CandidateLists> {
-    let lists = |filter| candidate_lists(state, types, filter, text, embedding, mode, depth);
-    let Some(stated) = stated else {
-        return lists(filter).await;
+    let lists = |types, filter| candidate_lists(state, types, filter, text, embedding, mode, depth);
+    let timed: Vec<MemoryType> = types
+        .iter()
+        .copied()
+        .filter(|t| *t != MemoryType::Rule)
+        .collect();
+    let Some(stated) = stated.filter(|_| !timed.is_empty()) else {
+        return lists(types, filter).await;
     };
     let window = stated.window();
     let in_time = Filter {
         window: Some(window),
         ..filter.clone()
     };
-    let (all, of_the_time) = futures::try_join!(lists(filter), lists(&in_time))?;
-    if of_the_time.has_episodes_or_facts() {
+    let (all, of_the_time) = futures::try_join!(lists(types, filter), lists(&timed, &in_time))?;
+    if !of_the_time.is_empty() {
         ranking.stated_time = Some((window, state.services.config.retrieval.stated_time_share));
     }
     Ok(all.with(of_the_time))
