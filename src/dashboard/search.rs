@@ -1,6 +1,7 @@
 //! Search across facts, rules and episodes, as `memory_search` sees them for this key
 //! (hybrid by default; nothing is bumped by a person looking): each hit with its type,
-//! score, what it says, and a link that opens it in the drawer.
+//! score, what it says, and a link that opens it in the drawer; a time the words state
+//! ("last week") is said, and the hits outside it are marked.
 
 use std::sync::Arc;
 
@@ -63,6 +64,13 @@ pub async fn search(
             }
             @if let Some(outcome) = hits {
                 @if outcome.degraded { div.flash.error { "The embedder is unavailable: these results come from keywords alone." } }
+                @if let Some(time) = &outcome.stated_time {
+                    p.muted #stated-time {
+                        "Read as a time: “" (time.phrase) "”, "
+                        (time.since.format("%-d %b %Y %H:%M")) " to " (time.until.format("%-d %b %Y %H:%M")) " UTC. "
+                        "Its episodes and facts come first; the others keep half their score."
+                    }
+                }
                 @if outcome.hits.is_empty() { p.muted { "Nothing found." } }
                 table.records #results {
                     tbody {
@@ -77,7 +85,10 @@ pub async fn search(
                                         (excerpt(&c.content, 200))
                                     }))
                                 }
-                                td.muted { (format!("{:.3}", hit.score)) }
+                                td.muted {
+                                    (format!("{:.3}", hit.score))
+                                    @if hit.scores.time_weight < 1.0 { br; "outside that time" }
+                                }
                             }
                         }
                     }

@@ -241,3 +241,38 @@ async fn a_prompt_about_today_is_not_a_look_back() {
     .await;
     assert_eq!(found["stated_time"]["phrase"], "today");
 }
+
+#[tokio::test]
+async fn the_dashboards_search_says_what_time_it_read() {
+    let (app, _clock) = two_garden_talks("").await;
+    let admin = crate::dashboard::sign_in(&app, TENANT_A_ADMIN).await;
+    let found = crate::dashboard::page(
+        &app,
+        Some(&admin),
+        "/memory/search?q=the+garden+talk+yesterday&type=episode",
+    )
+    .await;
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert!(
+        found
+            .body
+            .contains("Read as a time: “yesterday”, 5 May 2026 00:00 to 5 May 2026 23:59 UTC."),
+        "{}",
+        found.body
+    );
+    let (budget, layout) = (
+        found.body.find("garden budget").unwrap(),
+        found.body.find("garden layout").unwrap(),
+    );
+    assert!(budget < layout, "yesterday's talk first");
+    assert_eq!(
+        found.body.matches("outside that time").count(),
+        1 + 3,
+        "{}",
+        found.body
+    );
+    let plain =
+        crate::dashboard::page(&app, Some(&admin), "/memory/search?q=the+garden+talk").await;
+    assert!(!plain.body.contains("Read as a time"));
+    assert!(!plain.body.contains("outside that time"));
+}
