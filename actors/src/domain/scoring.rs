@@ -497,6 +497,46 @@ mod tests {
         assert_eq!(hits[0].scores.semantic_rank, Some(1));
     }
 
+    /// A stated time (May) keeps the score of an episode of May and of a fact true in May
+    /// (superseded since), halves those of an episode and a fact of June, and leaves a rule
+    /// made in June alone.
+    #[test]
+    fn a_stated_time_halves_what_lies_outside_it_but_rules() {
+        let may = |d| t0() - Duration::days(31) + Duration::days(d);
+        let mut r = ranking();
+        r.stated_time = Some((
+            TimeWindow::Span {
+                since: Some(may(0)),
+                until: Some(may(31) - Duration::microseconds(1)),
+            },
+            0.5,
+        ));
+        let at = |memory_type, n, created: DateTime<Utc>| Candidate {
+            created_at: created,
+            valid_from: (memory_type == MemoryType::Fact).then_some(created),
+            ..candidate(memory_type, n, 0.5)
+        };
+        let mut superseded = at(MemoryType::Fact, 3, may(2));
+        superseded.valid_until = Some(may(40));
+        let candidates = vec![
+            at(MemoryType::Episode, 1, may(10)),
+            at(MemoryType::Episode, 2, may(35)),
+            superseded,
+            at(MemoryType::Fact, 4, may(33)),
+            at(MemoryType::Rule, 5, may(33)),
+        ];
+        let hits = r.rank(SearchMode::Semantic, candidates, vec![], t0());
+        let weight = |n: u128| {
+            let hit = hits.iter().find(|h| h.candidate.id.as_u128() == n).unwrap();
+            hit.scores.time_weight
+        };
+        assert_eq!(
+            [1, 2, 3, 4, 5].map(weight),
+            [1.0, 0.5, 1.0, 0.5, 1.0],
+            "{hits:?}"
+        );
+    }
+
     #[test]
     fn maturity_weights_the_rule_score() {
         let r = ranking();
