@@ -175,6 +175,17 @@ async fn a_share_of_one_reads_no_time_from_queries() {
     }
 }
 
+/// The health butler's context block for `prompt`.
+async fn context_text(mcp: &McpClient, prompt: &str) -> String {
+    let block = mcp
+        .ok(
+            "memory_context",
+            json!({"trigger_prompt": prompt, "butler": "health"}),
+        )
+        .await;
+    block["text"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn the_context_block_lists_the_stated_times_episodes_first() {
     let (app, _clock) = two_garden_talks("").await;
@@ -182,13 +193,7 @@ async fn the_context_block_lists_the_stated_times_episodes_first() {
     let first = |prompt: &'static str| {
         let mcp = &mcp;
         async move {
-            let block = mcp
-                .ok(
-                    "memory_context",
-                    json!({"trigger_prompt": prompt, "butler": "health"}),
-                )
-                .await;
-            let text = block["text"].as_str().unwrap().to_owned();
+            let text = context_text(mcp, prompt).await;
             let (layout, budget) = (text.find(LAYOUT).unwrap(), text.find(BUDGET).unwrap());
             if layout < budget { LAYOUT } else { BUDGET }
         }
@@ -217,13 +222,7 @@ async fn a_prompt_about_today_is_not_a_look_back() {
     let order = |prompt: &'static str| {
         let mcp = &mcp;
         async move {
-            let block = mcp
-                .ok(
-                    "memory_context",
-                    json!({"trigger_prompt": prompt, "butler": "health"}),
-                )
-                .await;
-            let text = block["text"].as_str().unwrap().to_owned();
+            let text = context_text(mcp, prompt).await;
             text.find(BUDGET).unwrap() < text.find(GREENHOUSE).unwrap()
         }
     };
