@@ -263,11 +263,8 @@ fn phrase_at(words: &[Word], i: usize, now: DateTime<Utc>) -> Option<(usize, Spa
         return Some(found);
     }
     // A weekday: the latest one up to today ("on Monday", "Monday").
-    let day = weekday(at(start)?)?;
-    Some((
-        start + 1,
-        Span::Days(latest(today, day, 0)?, latest(today, day, 0)?),
-    ))
+    let day = latest(today, weekday(at(start)?)?, 0)?;
+    Some((start + 1, Span::Days(day, day)))
 }
 
 /// The latest `day` at least `skip` days before `today`.
