@@ -68,7 +68,7 @@ pub async fn search(
                     p.muted #stated-time {
                         "Read as a time: “" (time.phrase) "”, "
                         (time.since.format("%-d %b %Y %H:%M")) " to " (time.until.format("%-d %b %Y %H:%M")) " UTC. "
-                        "Its episodes and facts come first; the others keep half their score."
+                        "Its episodes and facts come first; the others keep a share of their score (retrieval.stated_time_share)."
                     }
                 }
                 @if outcome.hits.is_empty() { p.muted { "Nothing found." } }
