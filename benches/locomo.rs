@@ -66,6 +66,11 @@ struct Args {
     /// at a time in file order, its text alone (no `session_id`, no metadata).
     #[arg(long)]
     no_sessions: bool,
+    /// With sessions, also tell the service when each turn happened (`occurred_at`: its
+    /// session's date), as a butler importing a dated conversation would; a question that
+    /// names a time ("in May 2023") then finds that time's turns.
+    #[arg(long, conflicts_with = "no_sessions")]
+    session_times: bool,
     /// Search calls in flight.
     #[arg(long, default_value_t = 4)]
     search_concurrency: usize,
@@ -204,7 +209,19 @@ async fn store_conversation(
     client: &McpClient,
     conversation: &Conversation,
     concurrency: usize,
+    dated: bool,
 ) -> anyhow::Result<HashMap<String, String>> {
+    if dated {
+        let undated = conversation
+            .episodes
+            .iter()
+            .filter(|e| e.occurred_at.is_none());
+        anyhow::ensure!(
+            undated.count() == 0,
+            "{}: a session's date does not read as a time",
+            conversation.id
+        );
+    }
     let mut sessions: Vec<Vec<&Episode>> = Vec::new();
     for episode in &conversation.episodes {
         match sessions.last_mut() {
@@ -215,13 +232,16 @@ async fn store_conversation(
     let calls = sessions.into_iter().map(|session| async move {
         let mut stored = Vec::with_capacity(session.len());
         for episode in session {
-            let args = json!({
+            let mut args = json!({
                 "content": episode.content,
                 "butler": BUTLER,
                 "session_id": format!("{}-session-{}", conversation.id, episode.metadata["session"]),
                 "ttl_days": 3650,
                 "metadata": episode.metadata,
             });
+            if dated {
+                args["occurred_at"] = json!(episode.occurred_at);
+            }
             let id = store_turn(client, conversation, episode, args).await?;
             stored.push((id, episode.dia_id.clone()));
         }
@@ -345,7 +365,13 @@ async fn run(
         let ids = if args.no_sessions {
             store_turns_alone(&client, conversation).await?
         } else {
-            store_conversation(&client, conversation, args.store_concurrency).await?
+            store_conversation(
+                &client,
+                conversation,
+                args.store_concurrency,
+                args.session_times,
+            )
+            .await?
         };
         let stored = started.elapsed();
         // The indexer embeds rows after their write is acknowledged; this is what is left
@@ -442,8 +468,13 @@ fn report(
         "one turn at a time in file order, no session_id, no metadata".to_owned()
     } else {
         format!(
-            "{} sessions at once, each in order, with session_id",
-            args.store_concurrency
+            "{} sessions at once, each in order, with session_id{}",
+            args.store_concurrency,
+            if args.session_times {
+                " and the session's time as occurred_at"
+            } else {
+                ""
+            }
         )
     };
     println!(
@@ -548,6 +579,7 @@ fn report(
             "search_limit": SEARCH_LIMIT,
             "store_concurrency": args.store_concurrency,
             "sessions": !args.no_sessions,
+            "session_times": args.session_times,
             "search_concurrency": args.search_concurrency,
             "store_seconds": round3(store_s),
             "store_turns_per_second": round3(turns as f64 / store_s.max(1e-9)),

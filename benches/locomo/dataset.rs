@@ -41,6 +41,9 @@ pub struct Episode {
     pub dia_id: String,
     pub content: String,
     pub metadata: Value,
+    /// When its session took place (RFC 3339, UTC), as an importer would tell the service
+    /// (`occurred_at`); `None` when the file's date does not read.
+    pub occurred_at: Option<String>,
 }
 
 /// One question to score.
@@ -109,6 +112,13 @@ fn normalise_evidence(raw: &[String], turns: &HashSet<String>) -> (Vec<String>, 
     (kept, dropped)
 }
 
+/// A session's `date_time` ("1:56 pm on 8 May, 2023", the data file's form) as RFC 3339.
+fn session_time(date: &str) -> Option<String> {
+    chrono::NaiveDateTime::parse_from_str(date, "%I:%M %p on %d %B, %Y")
+        .ok()
+        .map(|t| t.and_utc().to_rfc3339())
+}
+
 /// Parses the file at `path` into conversations (the first `limit_conversations`, or all),
 /// with the evidence counts.
 pub fn load(
@@ -144,6 +154,7 @@ pub fn load(
                 .get(&format!("session_{n}_date_time"))
                 .and_then(Value::as_str)
                 .unwrap_or("");
+            let occurred_at = session_time(date);
             for turn in turns {
                 let dia_id = canonical_dia_id(&turn.dia_id).unwrap_or(turn.dia_id);
                 let mut content = format!("{}: {}", turn.speaker, turn.text);
@@ -160,6 +171,7 @@ pub fn load(
                     dia_id,
                     content,
                     metadata,
+                    occurred_at: occurred_at.clone(),
                 });
             }
         }

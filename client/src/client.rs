@@ -79,6 +79,11 @@ pub struct Episode {
     /// Given one if none: every send of this episode carries the same key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// When it happened (RFC 3339), if not as it is recorded. An episode kept in the outbox
+    /// is given the time it was recorded, so that it is dated when it happened, not when
+    /// the service came back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub occurred_at: Option<String>,
 }
 
 impl Episode {
@@ -90,6 +95,7 @@ impl Episode {
             importance: None,
             metadata: None,
             idempotency_key: None,
+            occurred_at: None,
         }
     }
 }
@@ -174,6 +180,7 @@ impl MemoryClient {
     /// the service answers), or dropped with the reason. Never an error, never a wait past
     /// the write timeout.
     pub async fn record_episode(&self, mut episode: Episode) -> Recorded {
+        let recorded_at = chrono::Utc::now();
         let key = episode
             .idempotency_key
             .get_or_insert_with(|| uuid::Uuid::now_v7().to_string())
@@ -183,7 +190,7 @@ impl MemoryClient {
         if self.outbox.len() > 0 {
             self.flush_outbox().await;
             if self.outbox.len() > 0 {
-                return self.keep(&arguments, key);
+                return self.keep(arguments, key, recorded_at);
             }
         }
         match self
@@ -202,7 +209,7 @@ impl MemoryClient {
                 tracing::warn!(%reason, "memory refused an episode; dropped");
                 Recorded::Dropped { reason }
             }
-            Outcome::Failed(_) => self.keep(&arguments, key),
+            Outcome::Failed(_) => self.keep(arguments, key, recorded_at),
         }
     }
 
@@ -248,8 +255,19 @@ impl MemoryClient {
         self.lock_breaker().is_open()
     }
 
-    fn keep(&self, arguments: &Value, idempotency_key: String) -> Recorded {
-        match self.outbox.push(arguments) {
+    /// Keeps an episode for later, dated `recorded_at` unless its caller dated it.
+    fn keep(
+        &self,
+        mut arguments: Value,
+        idempotency_key: String,
+        recorded_at: chrono::DateTime<chrono::Utc>,
+    ) -> Recorded {
+        if arguments.get("occurred_at").is_none() {
+            arguments["occurred_at"] = recorded_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+                .into();
+        }
+        match self.outbox.push(&arguments) {
             Ok(()) => Recorded::Queued { idempotency_key },
             Err(e) => {
                 tracing::warn!(error = %e, "an episode could not be kept for later; dropped");

@@ -138,6 +138,9 @@ fn episode(viewer: &Viewer, e: &Episode, now: DateTime<Utc>) -> Markup {
             div.content { (e.content) }
             dl.fields {
                 @if let Some(s) = &e.session_id { dt { "Session" } dd { (s) } }
+                @if let Some(happened) = e.occurred_at {
+                    dt { "Happened" } dd.happened { (happened.format("%Y-%m-%d %H:%M UTC")) ", stored " (ago(e.created_at, now)) }
+                }
                 dt { "Consolidation" } dd { (status.replace('_', " ")) ", " (e.consolidation_attempts) " attempts" }
                 @if let Some(err) = &e.last_consolidation_error { dt { "Last error" } dd { (err) } }
                 dt { "Expires" } dd { (e.expires_at.format("%Y-%m-%d")) }
@@ -209,6 +212,9 @@ pub async fn detail(
             p.content { (e.content) }
             dl.fields {
                 dt { "Stored" } dd { (ago(e.created_at, now)) }
+                @if let Some(happened) = e.occurred_at {
+                    dt { "Happened" } dd { (happened.format("%Y-%m-%d %H:%M UTC")) }
+                }
                 dt { "Importance" } dd { (e.importance) }
                 dt { "Consolidation" } dd { (badge(e.consolidation_status.as_str())) }
                 dt { "Id" } dd { code { (e.id) } }

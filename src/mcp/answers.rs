@@ -64,6 +64,9 @@ pub struct SearchHit {
     pub butler: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// Episodes stored with an earlier time: when it happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub occurred_at: Option<DateTime<Utc>>,
     /// Facts: when it became true.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub valid_from: Option<DateTime<Utc>>,
@@ -116,6 +119,7 @@ impl From<Hit> for SearchHit {
             maturity: c.maturity,
             butler: c.butler,
             session_id: c.session_id,
+            occurred_at: c.occurred_at,
             valid_from: c.valid_from,
             valid_until: c.valid_from.map(|_| c.valid_until),
             effective_confidence: (memory_type != MemoryType::Episode)

@@ -247,6 +247,7 @@ fn hit(defs: &mut Definitions) -> Value {
             "maturity": text,
             "butler": text,
             "session_id": text,
+            "occurred_at": {"type": "string", "format": "date-time", "description": "episodes stored with an earlier time: when it happened"},
             "effective_confidence": {"type": "number", "description": "facts and rules"},
             "valid_from": {"type": "string", "format": "date-time", "description": "facts: when it became true"},
             "valid_until": {"type": ["string", "null"], "format": "date-time", "description": "facts: when it stopped being true (superseded), found only with as_of, since or until"},

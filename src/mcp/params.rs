@@ -35,6 +35,11 @@ pub struct StoreEpisodeParams {
     /// stores nothing and returns the episode stored the first time, marked `duplicate`.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// When it happened, if before now: an RFC 3339 time or a date (YYYY-MM-DD), e.g. a
+    /// conversation imported from last spring. Reads with `as_of`, `since` or `until`, and
+    /// a query that names a time, find episodes by it (default: now).
+    #[serde(default)]
+    pub occurred_at: Option<String>,
     /// Request lineage, echoed in the response and recorded in the audit stream.
     #[serde(default)]
     pub request_context: Option<RequestContext>,
@@ -56,6 +61,8 @@ pub struct IngestEpisode {
     pub metadata: Option<Map<String, Value>>,
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    #[serde(default)]
+    pub occurred_at: Option<String>,
 }
 
 /// `memory_ingest_batch`

@@ -65,6 +65,7 @@ pub async fn store_episode(
             metadata: p.metadata.map(Value::Object),
             ttl_days: p.ttl_days,
             idempotency_key: p.idempotency_key,
+            occurred_at: p.occurred_at,
         };
         let stored = engine.store_episode(caller, input, lineage).await?;
         let mut body = to_json(MemoryRecord::Episode(stored.episode))?;
@@ -92,6 +93,7 @@ pub async fn ingest_batch(
                 metadata: e.metadata.map(Value::Object),
                 ttl_days: e.ttl_days,
                 idempotency_key: e.idempotency_key,
+                occurred_at: e.occurred_at,
             })
             .collect();
         let stored = engine.ingest_batch(caller, inputs, lineage).await?;

@@ -23,7 +23,8 @@ async fn remember(app: &TestApp) -> Vec<(&'static str, String)> {
         .ok(
             "memory_store_episode",
             json!({"content": "Brewed oolong tea for Ana and Luis", "butler": "health",
-                   "session_id": "s-1", "metadata": {"room": "kitchen"}}),
+                   "session_id": "s-1", "metadata": {"room": "kitchen"},
+                   "occurred_at": "2025-12-24T18:00:00Z"}),
         )
         .await);
     let first = id(&health

@@ -146,10 +146,28 @@ async fn a_stopped_service_costs_no_calls_once_the_circuit_opens_and_loses_nothi
 
     gate.set(Mode::Open);
     cooldown().await;
+    let came_back = chrono::Utc::now();
     let report = client.flush_outbox().await;
     assert_eq!((report.sent, report.remaining), (5, 0), "{report:?}");
     for i in 0..5 {
         assert_eq!(stored(&app, &format!("while down {i}")).await, 1);
+    }
+    // Each is dated when it was recorded, while the service was down, and stored when it
+    // came back.
+    let times: Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> =
+        sqlx::query_as(
+            "SELECT occurred_at, created_at FROM episodes WHERE content LIKE 'while down %'
+             ORDER BY content",
+        )
+        .fetch_all(&mut app.sql().await)
+        .await
+        .unwrap();
+    assert_eq!(times.len(), 5);
+    for (occurred, created) in times {
+        assert!(
+            occurred < came_back && came_back <= created,
+            "{occurred} {created}"
+        );
     }
     assert!(!client.circuit_open());
     app.stop().await;

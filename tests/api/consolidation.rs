@@ -200,6 +200,11 @@ async fn the_llm_extractor_creates_supersedes_confirms_and_links() {
         .await
         .unwrap();
     assert_eq!(tea_from, told);
+    // The extractor was told the day each episode happened, against which it reads dates.
+    assert_eq!(
+        user["episodes"][0]["happened"],
+        told.format("%Y-%m-%d").to_string()
+    );
     let confirmed_by: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM memory_events
          WHERE event_type = 'fact_confirmed' AND actor = 'consolidation' AND entity_id = $1::uuid",

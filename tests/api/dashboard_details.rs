@@ -3,8 +3,8 @@
 //! mark, scope badge, effectiveness bar and counts; facts with their confidence band
 //! (green above 0.8, yellow from 0.5, red below), permanence badge and last confirmation;
 //! a fact's drawer with its source butler, the rules linked to it and its versions; the
-//! overview's fading, backlog and last-consolidation cards; and a butler's page narrowed
-//! to what that butler wrote.
+//! overview's fading, backlog and last-consolidation cards; an imported episode with when
+//! it happened; and a butler's page narrowed to what that butler wrote.
 
 use serde_json::{Value, json};
 
@@ -72,6 +72,45 @@ async fn the_playbook_marks_an_anti_pattern_with_its_scope_effectiveness_and_cou
         "{healthy}"
     );
     assert!(healthy.contains("fill-green"), "{healthy}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_imported_episode_shows_when_it_happened_and_a_live_one_does_not() {
+    let app = spawn_app().await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let imported = id(health
+        .ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": "Planted the tulip bulbs",
+                   "occurred_at": "2025-10-12T16:30:00Z"}),
+        )
+        .await);
+    let live = id(health
+        .ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": "Watered the tulips"}),
+        )
+        .await);
+    let cookie = sign_in(&app, TENANT_A_ADMIN).await;
+    let episodes = page(&app, Some(&cookie), "/memory/episodes").await.body;
+    let row = element(
+        &episodes,
+        &format!(r#"data-episode="{imported}""#),
+        "</details>",
+    );
+    assert!(row.contains("Happened"), "{row}");
+    assert!(row.contains("2025-10-12 16:30 UTC"), "{row}");
+    let row = element(
+        &episodes,
+        &format!(r#"data-episode="{live}""#),
+        "</details>",
+    );
+    assert!(!row.contains("Happened"), "{row}");
+    let drawer = page(&app, Some(&cookie), &format!("/memory/episodes/{imported}"))
+        .await
+        .body;
+    assert!(drawer.contains("2025-10-12 16:30 UTC"), "{drawer}");
     app.stop().await;
 }
 

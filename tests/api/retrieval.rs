@@ -15,6 +15,7 @@ mod half_precision;
 mod intent_routing;
 mod keyword_statistics;
 mod neighbour_reach;
+mod occurred_at;
 mod second_stage;
 mod sketches;
 mod stated_time;

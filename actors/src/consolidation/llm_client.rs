@@ -101,8 +101,10 @@ plans), ephemeral (what happened today); importance 0-10), updated_facts (a new 
 of the known facts: give its id as supersedes_fact_id), new_rules (how the butler should behave, \
 learned from what worked or failed), and confirmations (ids of known facts the episodes show \
 are still true). A new or updated fact may link to known facts it supports or contradicts. \
-A new or updated fact gives valid_from, the date it became true (YYYY-MM-DD), when the episode \
-states one (\"moved in March\" in an episode dated May), else null. Every item names the \
+Each episode gives the date it happened (happened, YYYY-MM-DD, UTC), which dates the \
+words it uses (\"yesterday\", \"in March\"). A new or updated fact gives valid_from, the date it \
+became true (YYYY-MM-DD), when the episode states one (\"moved in March\" in an episode that \
+happened in May), else null. Every item names the \
 episode it came from. Do not repeat known facts as new facts; confirm them instead. Extract \
 nothing you are not sure of.";
 
@@ -374,7 +376,13 @@ impl LlmExtractor {
     ) -> Result<Extraction, ExtractError> {
         let episodes: Vec<Value> = batch
             .iter()
-            .map(|e| json!({"id": e.id, "content": e.content}))
+            .map(|e| {
+                json!({
+                    "id": e.id,
+                    "happened": e.happened_at.format("%Y-%m-%d").to_string(),
+                    "content": e.content,
+                })
+            })
             .collect();
         let user = json!({
             "episodes": episodes,

@@ -286,7 +286,7 @@ pub fn episode_line(hit: &Hit, now: DateTime<Utc>, max_bytes: usize) -> Line {
         id: c.id,
         text: format!(
             "- [{} ago] {}\n",
-            age(c.created_at, now),
+            age(c.happened_at(), now),
             clip(&c.content, max_bytes)
         ),
     }

@@ -12,6 +12,7 @@ use super::redaction::{Findings, Redactor};
 use super::text::{
     Limits, check_content, check_identifier_text, check_importance, check_metadata, check_name,
 };
+use super::time_window::parse_occurred_at;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
 /// A stored episode, by its schema names.
@@ -31,7 +32,14 @@ pub struct Episode {
     pub consolidation_attempts: i32,
     pub last_consolidation_error: Option<String>,
     pub next_consolidation_retry_at: Option<DateTime<Utc>>,
+    /// When it was stored (the record time: its expiry counts from it).
     pub created_at: DateTime<Utc>,
+    /// When it happened, when its caller said it was before it was stored (an imported
+    /// conversation, an outage's outbox); absent: it happened as it was stored. Time-aware
+    /// reads select episodes by it. Left out of the record (and its events) when absent, so
+    /// an episode stored without one costs nothing more than before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub occurred_at: Option<DateTime<Utc>>,
     pub last_referenced_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub forgotten_at: Option<DateTime<Utc>>,
@@ -54,6 +62,9 @@ pub struct EpisodeInput {
     pub ttl_days: Option<f64>,
     /// Stores the episode once however often it is submitted with this key (per butler).
     pub idempotency_key: Option<String>,
+    /// When it happened, if before now (RFC 3339 or a date); else an `occurred_at` string
+    /// in its metadata says it; default: now.
+    pub occurred_at: Option<String>,
 }
 
 /// A validated episode, ready for its shard to write.
@@ -67,6 +78,8 @@ pub struct NewEpisode {
     pub importance: f64,
     pub metadata: Value,
     pub created_at: DateTime<Utc>,
+    /// When it happened, when earlier than `created_at`.
+    pub occurred_at: Option<DateTime<Utc>>,
     pub expires_at: DateTime<Utc>,
     pub idempotency_key: Option<String>,
     /// What redaction found in it (detector: spans), for its event.
@@ -105,6 +118,7 @@ impl NewEpisode {
             last_consolidation_error: None,
             next_consolidation_retry_at: None,
             created_at: self.created_at,
+            occurred_at: self.occurred_at,
             last_referenced_at: self.created_at,
             expires_at: self.expires_at,
             forgotten_at: None,
@@ -115,6 +129,11 @@ impl NewEpisode {
         }
     }
 }
+
+/// How far ahead of the service's clock a caller's `occurred_at` may be and still be read
+/// as now: a caller stamping what just happened with a clock a little fast is not wrong.
+/// Further ahead is refused: an episode is stored once it has happened.
+pub const OCCURRED_AT_SKEW: Duration = Duration::minutes(5);
 
 /// Longest time to live a caller may ask for.
 pub const MAX_TTL_DAYS: f64 = 3650.0;
@@ -133,6 +152,10 @@ impl EpisodeInput {
         now: DateTime<Utc>,
     ) -> MemoryResult<NewEpisode> {
         check_name("butler", &self.butler)?;
+        // PostgreSQL keeps microseconds: the episode is stamped as it will be stored, so the
+        // record built before the insert (`stored`) is the one a later read returns.
+        let now = now.trunc_subsecs(6);
+        let occurred_at = self.occurred_at(now)?;
         let butler = caller
             .acting_butler(Some(&self.butler))?
             .unwrap_or(self.butler);
@@ -152,9 +175,6 @@ impl EpisodeInput {
                 ),
             ));
         }
-        // PostgreSQL keeps microseconds: the episode is stamped as it will be stored, so the
-        // record built before the insert (`stored`) is the one a later read returns.
-        let now = now.trunc_subsecs(6);
         Ok(NewEpisode {
             id: id_at(now),
             tenant_id: caller.tenant_id.clone(),
@@ -164,10 +184,35 @@ impl EpisodeInput {
             importance: check_importance(self.importance)?,
             metadata: check_metadata(self.metadata, limits)?,
             created_at: now,
+            occurred_at,
             expires_at: now + Duration::milliseconds((ttl_days * 86_400_000.0) as i64),
             idempotency_key: self.idempotency_key,
             redacted: Findings::new(),
         })
+    }
+
+    /// When it happened, if before `now`: the `occurred_at` given, or a string of that name
+    /// in its metadata (as a caller that keeps times in metadata states it).
+    fn occurred_at(&self, now: DateTime<Utc>) -> MemoryResult<Option<DateTime<Utc>>> {
+        let stated = self
+            .occurred_at
+            .as_deref()
+            .or_else(|| self.metadata.as_ref()?.get("occurred_at")?.as_str());
+        let Some(text) = stated else {
+            return Ok(None);
+        };
+        let at = parse_occurred_at(text)?.trunc_subsecs(6);
+        if at > now + OCCURRED_AT_SKEW {
+            return Err(MemoryError::new(
+                ErrorCode::InvalidTime,
+                format!(
+                    "`occurred_at` {text} is after now ({}): an episode is stored once it has \
+                     happened",
+                    now.to_rfc3339()
+                ),
+            ));
+        }
+        Ok((at < now).then_some(at))
     }
 }
 
@@ -278,5 +323,79 @@ mod tests {
                 prop_assert!(!episode.content.contains('\0'));
             }
         }
+
+        /// Whatever time a caller states, a stored episode never happened after it was
+        /// stored (`CHECK (occurred_at <= created_at)`), and one within the skew is now (none).
+        #[test]
+        fn an_episode_never_happens_after_it_is_stored(offset_secs in -10_000_000i64..10_000_000) {
+            let now = Utc.with_ymd_and_hms(2026, 5, 1, 9, 0, 0).unwrap();
+            let stated = now + Duration::seconds(offset_secs);
+            let input = EpisodeInput {
+                butler: "b".into(),
+                content: "c".into(),
+                occurred_at: Some(stated.to_rfc3339()),
+                ..EpisodeInput::default()
+            };
+            match input.validate(&caller(), &Limits::default(), 7.0, now) {
+                Ok(episode) => {
+                    prop_assert!(stated <= now + OCCURRED_AT_SKEW);
+                    prop_assert_eq!(episode.occurred_at, (stated < now).then_some(stated));
+                    prop_assert!(episode.stored("r").occurred_at.is_none_or(|t| t < episode.created_at));
+                }
+                Err(e) => {
+                    prop_assert!(stated > now + OCCURRED_AT_SKEW);
+                    prop_assert_eq!(e.code, ErrorCode::InvalidTime);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn when_an_episode_happened_is_read_from_its_parameter_then_its_metadata() {
+        let now = Utc.with_ymd_and_hms(2026, 5, 1, 9, 0, 0).unwrap();
+        let stored = |occurred_at: Option<&str>, metadata: serde_json::Value| {
+            EpisodeInput {
+                butler: "b".into(),
+                content: "c".into(),
+                occurred_at: occurred_at.map(str::to_owned),
+                metadata: Some(metadata),
+                ..EpisodeInput::default()
+            }
+            .validate(&caller(), &Limits::default(), 7.0, now)
+            .map(|e| e.occurred_at)
+        };
+        let march = Utc.with_ymd_and_hms(2025, 3, 8, 0, 0, 0).unwrap();
+        let none = serde_json::json!({});
+        assert_eq!(
+            stored(Some("2025-03-08"), none.clone()).unwrap(),
+            Some(march)
+        );
+        assert_eq!(
+            stored(Some("2025-03-08T14:30:00+02:00"), none.clone()).unwrap(),
+            Some(Utc.with_ymd_and_hms(2025, 3, 8, 12, 30, 0).unwrap())
+        );
+        let in_metadata = serde_json::json!({"occurred_at": "2025-03-08", "source": "import"});
+        assert_eq!(stored(None, in_metadata.clone()).unwrap(), Some(march));
+        // The parameter wins over the metadata.
+        assert_eq!(
+            stored(Some("2024-01-01"), in_metadata).unwrap(),
+            Some(Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).unwrap())
+        );
+        assert_eq!(stored(None, none.clone()).unwrap(), None);
+        // A metadata value that is no time is refused, as a parameter would be; a
+        // non-string one is ordinary metadata.
+        for bad in [
+            stored(Some("last March"), none.clone()),
+            stored(None, serde_json::json!({"occurred_at": "8 March 2025"})),
+        ] {
+            assert_eq!(bad.unwrap_err().code, ErrorCode::InvalidTime);
+        }
+        assert_eq!(
+            stored(None, serde_json::json!({"occurred_at": 17})).unwrap(),
+            None
+        );
+        let future = stored(Some("2026-05-02"), none).unwrap_err();
+        assert_eq!(future.code, ErrorCode::InvalidTime);
+        assert!(future.message.contains("after now"), "{}", future.message);
     }
 }

@@ -18,6 +18,9 @@ pub const MAX_ITEMS_PER_EPISODE: usize = 32;
 pub struct SourceEpisode {
     pub id: Uuid,
     pub content: String,
+    /// When it happened (`Episode::occurred_at`): what its "yesterday" or "in March" is
+    /// read against.
+    pub happened_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// A fact to store (through the same supersession path as `memory_store_fact`).
@@ -159,6 +162,7 @@ mod tests {
         vec![SourceEpisode {
             id: Uuid::from_u128(7),
             content: "x".into(),
+            happened_at: chrono::DateTime::UNIX_EPOCH,
         }]
     }
 

@@ -249,6 +249,7 @@ mod tests {
         extract(&[SourceEpisode {
             id: Uuid::nil(),
             content: text.to_owned(),
+            happened_at: chrono::DateTime::UNIX_EPOCH,
         }])
     }
 
@@ -348,10 +349,12 @@ mod tests {
             SourceEpisode {
                 id: Uuid::from_u128(1),
                 content: "My name is Ada".into(),
+                happened_at: chrono::DateTime::UNIX_EPOCH,
             },
             SourceEpisode {
                 id: Uuid::from_u128(1),
                 content: "My name is Ada".into(),
+                happened_at: chrono::DateTime::UNIX_EPOCH,
             },
         ];
         let out = extract(&batch);
@@ -369,6 +372,7 @@ mod tests {
         let batch = vec![SourceEpisode {
             id: Uuid::from_u128(1),
             content,
+            happened_at: chrono::DateTime::UNIX_EPOCH,
         }];
         let out = extract(&batch);
         assert_eq!(out.rules.len(), MAX_ITEMS_PER_EPISODE);

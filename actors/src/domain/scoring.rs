@@ -322,7 +322,7 @@ impl Ranking {
             return 1.0;
         };
         let of_the_time = match candidate.memory_type() {
-            MemoryType::Episode => window.admits_episode(candidate.created_at),
+            MemoryType::Episode => window.admits_episode(candidate.happened_at()),
             MemoryType::Fact => window.admits_fact(
                 candidate.valid_from.unwrap_or(candidate.created_at),
                 candidate.valid_until,

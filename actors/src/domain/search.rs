@@ -107,6 +107,8 @@ pub struct Candidate {
     pub butler: Option<String>,
     pub session_id: Option<String>,
     pub metadata: Value,
+    /// When an episode happened, if before it was stored (`Episode::occurred_at`).
+    pub occurred_at: Option<DateTime<Utc>>,
     /// Cosine similarity (semantic list) or full-text rank (keyword list).
     pub signal: f64,
     /// A sealed fact's tenant, data key version and ciphertext (`vault.rs`), until the
@@ -144,6 +146,7 @@ impl Candidate {
             butler: None,
             session_id: None,
             metadata: serde_json::json!({}),
+            occurred_at: None,
             signal: 0.0,
             tenant_id: None,
             key_version: None,
@@ -151,6 +154,12 @@ impl Candidate {
             valid_from: None,
             valid_until: None,
         }
+    }
+
+    /// When the memory happened or was made: an episode's `occurred_at` if it has one, else
+    /// when it was stored.
+    pub fn happened_at(&self) -> DateTime<Utc> {
+        self.occurred_at.unwrap_or(self.created_at)
     }
 
     pub fn memory_type(&self) -> MemoryType {

@@ -132,6 +132,12 @@ pub fn parse_valid_from(text: &str) -> MemoryResult<DateTime<Utc>> {
     parse_time("valid_from", text, DayEnd::First)
 }
 
+/// When an episode happened, as a caller states it (`occurred_at`): RFC 3339 or a date (its
+/// first instant).
+pub fn parse_occurred_at(text: &str) -> MemoryResult<DateTime<Utc>> {
+    parse_time("occurred_at", text, DayEnd::First)
+}
+
 fn parse_time(field: &str, text: &str, end: DayEnd) -> MemoryResult<DateTime<Utc>> {
     let text = text.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {

@@ -76,7 +76,7 @@ error_codes! {
     InvalidBatch => ("invalid_batch", InvalidInput, "a batch with no item, or more than its limit (64 context requests, `writes.max_ingest_batch` episodes)"),
     NotConfirmable => ("not_confirmable", InvalidInput, "`memory_confirm` of an episode: only facts and rules have a confidence to confirm"),
     InvalidSince => ("invalid_since", InvalidInput, "`since` is neither a cursor from a previous page nor an RFC 3339 time"),
-    InvalidTime => ("invalid_time", InvalidInput, "`as_of`, `since`, `until` or `valid_from` is neither an RFC 3339 time nor a date (YYYY-MM-DD)"),
+    InvalidTime => ("invalid_time", InvalidInput, "`as_of`, `since`, `until`, `valid_from` or `occurred_at` is neither an RFC 3339 time nor a date (YYYY-MM-DD), or `occurred_at` is after now"),
     InvalidTimeWindow => ("invalid_time_window", InvalidInput, "`as_of` together with `since` or `until`, or `since` after `until`"),
     EmptyKinds => ("empty_kinds", InvalidInput, "`kinds: []` in `memory_run_sweep`"),
     InvalidPurgeTarget => ("invalid_purge_target", InvalidInput, "`memory_purge` names no target or more than one (a record's `type` and `id`, a `subject`, a `butler`, the `tenant`), or a `tenant` other than the key's"),

@@ -25,7 +25,7 @@ macro_rules! episode_columns {
             "id, tenant_id, butler, session_id, content, importance, ",
             $crate::store::columns::reference_count!(),
             ", consolidation_status, consolidated, consolidation_attempts, last_consolidation_error, \
-             next_consolidation_retry_at, created_at, ",
+             next_consolidation_retry_at, created_at, occurred_at, ",
             $crate::store::columns::last_referenced_at!(),
             ", expires_at, forgotten_at, metadata, (SELECT model FROM embedding_versions v WHERE v.id = embedding_version_id) AS embedding_model, \
              request_id, idempotency_key"

@@ -117,7 +117,8 @@ impl Store {
         // cleaned up) since it was read: nothing is persisted from a text that no longer
         // exists, and the rest of the batch is pending again for the next run.
         let held: HashMap<Uuid, DateTime<Utc>> = sqlx::query_as(
-            "SELECT id, created_at FROM episodes WHERE tenant_id = $1 AND id = ANY ($2) FOR SHARE",
+            "SELECT id, COALESCE(occurred_at, created_at) FROM episodes
+             WHERE tenant_id = $1 AND id = ANY ($2) FOR SHARE",
         )
         .bind(&shard.tenant_id)
         .bind(&ids)
@@ -185,8 +186,8 @@ impl Store {
                     }))
                     .collect(),
                 created_at: now,
-                // True from when the episode says, else from when it was told (not from
-                // when it was consolidated).
+                // True from when the episode says, else from when what it tells happened
+                // (not from when it was consolidated).
                 valid_from: f
                     .valid_from
                     .or_else(|| held.get(&f.source_episode_id).copied())

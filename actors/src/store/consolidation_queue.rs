@@ -263,8 +263,8 @@ impl Store {
         now: DateTime<Utc>,
         limit: i64,
     ) -> MemoryResult<Vec<SourceEpisode>> {
-        let rows: Vec<(Uuid, String)> = sqlx::query_as(
-            "SELECT id, content FROM episodes
+        let rows: Vec<(Uuid, String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT id, content, COALESCE(occurred_at, created_at) FROM episodes
              WHERE tenant_id = $1 AND butler = $2 AND consolidation_status = 'pending'
                AND forgotten_at IS NULL AND expires_at > $3
                AND (next_consolidation_retry_at IS NULL OR next_consolidation_retry_at <= $3)
@@ -278,7 +278,11 @@ impl Store {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(id, content)| SourceEpisode { id, content })
+            .map(|(id, content, happened_at)| SourceEpisode {
+                id,
+                content,
+                happened_at,
+            })
             .collect())
     }
 }

@@ -155,11 +155,11 @@ async fn insert_rows(
              SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
                                   $6::float8[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[],
                                   $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                                  $15::jsonb[])
+                                  $15::jsonb[], $18::timestamptz[])
                   WITH ORDINALITY
                   AS i(id, tenant_id, butler, session_id, content, importance, created_at,
                        expires_at, metadata, request_id, idempotency_key, actor, subrequest_id,
-                       segment_id, payload, ord)),
+                       segment_id, payload, occurred_at, ord)),
          -- An idempotency key admits its episode once (migration 26: the keys are a table
          -- of their own, `episodes` being partitioned by id): a key already taken, or taken
          -- twice in this batch, admits nothing. A concurrent holder is waited for.
@@ -172,9 +172,10 @@ async fn insert_rows(
          inserted AS (
              INSERT INTO episodes
                  (id, tenant_id, butler, session_id, content, importance, created_at,
-                  last_referenced_at, expires_at, metadata, request_id, idempotency_key)
+                  last_referenced_at, expires_at, metadata, request_id, idempotency_key,
+                  occurred_at)
              SELECT id, tenant_id, butler, session_id, content, importance, created_at, created_at,
-                    expires_at, metadata, request_id, idempotency_key
+                    expires_at, metadata, request_id, idempotency_key, occurred_at
              FROM input
              WHERE idempotency_key IS NULL OR id IN (SELECT episode_id FROM keyed)
              RETURNING id, tenant_id, butler, created_at),
@@ -245,6 +246,12 @@ async fn insert_rows(
     )
     .bind(EventType::EpisodeStored.as_str())
     .bind(MemoryType::Episode.as_str())
+    .bind(
+        batch
+            .iter()
+            .map(|s| s.episode.occurred_at)
+            .collect::<Vec<_>>(),
+    )
     .fetch_all(&mut *conn)
     .await
 }

@@ -29,7 +29,7 @@ macro_rules! episode_candidate {
             "e.id, e.content, e.importance, e.created_at, e.last_referenced_at, 1.0::float8 AS confidence,
              0.0::float8 AS decay_rate, e.created_at AS last_confirmed_at, NULL::text AS subject,
              NULL::text AS predicate, NULL::text AS scope, NULL::text AS permanence, NULL::text AS validity,
-             NULL::text AS maturity, e.butler, e.session_id, e.metadata, ",
+             NULL::text AS maturity, e.butler, e.session_id, e.metadata, e.occurred_at, ",
             unsealed_unbounded!()
         )
     };
@@ -39,7 +39,8 @@ macro_rules! fact_candidate {
         "f.id, f.content, f.importance, f.created_at, f.last_referenced_at, f.confidence, f.decay_rate,
          f.last_confirmed_at, f.subject, f.predicate, f.scope, f.permanence, f.validity,
          NULL::text AS maturity, f.source_butler AS butler, NULL::text AS session_id, f.metadata,
-         f.tenant_id, f.key_version, f.sealed, f.valid_from, f.valid_until"
+         NULL::timestamptz AS occurred_at, f.tenant_id, f.key_version, f.sealed, f.valid_from,
+         f.valid_until"
     };
 }
 macro_rules! rule_candidate {
@@ -47,7 +48,8 @@ macro_rules! rule_candidate {
         concat!(
             "r.id, r.content, r.importance, r.created_at, r.last_referenced_at, r.confidence, r.decay_rate,
              r.last_confirmed_at, NULL::text AS subject, NULL::text AS predicate, r.scope, r.permanence,
-             r.validity, r.maturity, r.source_butler AS butler, NULL::text AS session_id, r.metadata, ",
+             r.validity, r.maturity, r.source_butler AS butler, NULL::text AS session_id, r.metadata,
+             NULL::timestamptz AS occurred_at, ",
             unsealed_unbounded!()
         )
     };

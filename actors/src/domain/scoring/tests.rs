@@ -88,9 +88,9 @@ fn composite_uses_the_configured_weights() {
     assert_eq!(hits[0].scores.semantic_rank, Some(1));
 }
 
-/// A stated time (May) keeps the score of an episode of May and of a fact true in May
-/// (superseded since), halves those of an episode and a fact of June, and leaves a rule
-/// made in June alone.
+/// A stated time (May) keeps the score of an episode of May (one stored in June that
+/// happened in May too) and of a fact true in May (superseded since), halves those of an
+/// episode and a fact of June, and leaves a rule made in June alone.
 #[test]
 fn a_stated_time_halves_what_lies_outside_it_but_rules() {
     let may = |d| t0() - Duration::days(31) + Duration::days(d);
@@ -109,12 +109,16 @@ fn a_stated_time_halves_what_lies_outside_it_but_rules() {
     };
     let mut superseded = at(MemoryType::Fact, 3, may(2));
     superseded.valid_until = Some(may(40));
+    // Stored in June, imported as having happened in May: it is May's.
+    let mut imported = at(MemoryType::Episode, 6, may(35));
+    imported.occurred_at = Some(may(5));
     let candidates = vec![
         at(MemoryType::Episode, 1, may(10)),
         at(MemoryType::Episode, 2, may(35)),
         superseded,
         at(MemoryType::Fact, 4, may(33)),
         at(MemoryType::Rule, 5, may(33)),
+        imported,
     ];
     let hits = r.rank(SearchMode::Semantic, candidates, vec![], t0());
     let weight = |n: u128| {
@@ -122,8 +126,8 @@ fn a_stated_time_halves_what_lies_outside_it_but_rules() {
         hit.scores.time_weight
     };
     assert_eq!(
-        [1, 2, 3, 4, 5].map(weight),
-        [1.0, 0.5, 1.0, 0.5, 1.0],
+        [1, 2, 3, 4, 5, 6].map(weight),
+        [1.0, 0.5, 1.0, 0.5, 1.0, 1.0],
         "{hits:?}"
     );
 }

@@ -159,7 +159,7 @@ impl Store {
             .await?;
         // A read in a time window sees no neighbour outside it.
         if let Some(window) = &filter.window {
-            rows.retain(|r| window.admits_episode(r.neighbour.created_at));
+            rows.retain(|r| window.admits_episode(r.neighbour.happened_at()));
         }
         Ok(session_links(&ids, rows, known))
     }

@@ -21,6 +21,8 @@ use crate::store::columns::effective_confidence;
 /// What a windowed fact filter selects instead of live facts only.
 const FACTS_LIVE: &str = "f.validity IN ('active', 'fading')";
 const FACTS_LIVE_OR_PAST: &str = "f.validity IN ('active', 'fading', 'superseded')";
+/// When an episode happened (migration 35).
+const HAPPENED: &str = "COALESCE(e.occurred_at, e.created_at)";
 /// The time the fact filter decays confidence to, without a window.
 const DECAYED_TO_NOW: &str = effective_confidence!("f.", "$3");
 
@@ -53,12 +55,17 @@ impl Filter<'_> {
         };
         let (filter, windowed) = match memory_type {
             MemoryType::Episode => {
+                // When it happened; an episode is never stored before it happened, so one
+                // that happened since a time was also stored since then, which the
+                // `(tenant_id, butler, created_at)` indexes can bound.
                 let mut conditions = String::from(episode_filter!());
                 if let Some(since) = window.episodes_since() {
-                    conditions += &format!(" AND e.created_at >= {}", param(since));
+                    let since = param(since);
+                    conditions +=
+                        &format!(" AND e.created_at >= {since} AND {HAPPENED} >= {since}");
                 }
                 if let Some(latest) = window.latest() {
-                    conditions += &format!(" AND e.created_at <= {}", param(latest));
+                    conditions += &format!(" AND {HAPPENED} <= {}", param(latest));
                 }
                 (episode_filter!(), conditions)
             }
@@ -182,7 +189,9 @@ mod tests {
             .windowed(MemoryType::Episode, Cow::Borrowed(sql), 6)
             .unwrap();
         assert!(
-            w.sql.ends_with("AND e.created_at >= $7 LIMIT $6"),
+            w.sql.ends_with(
+                "AND e.created_at >= $7 AND COALESCE(e.occurred_at, e.created_at) >= $7 LIMIT $6"
+            ),
             "{}",
             w.sql
         );

@@ -38,6 +38,7 @@ fn submission(butler: &str, content: &str) -> Submission {
             importance: 5.0,
             metadata: serde_json::json!({}),
             created_at: at,
+            occurred_at: None,
             expires_at: at + chrono::Duration::days(7),
             idempotency_key: None,
             redacted: Default::default(),
