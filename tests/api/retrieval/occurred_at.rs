@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::contents;
+use super::stated_time::weighed;
 use crate::helpers::*;
 
 fn at(time: &str) -> DateTime<Utc> {
@@ -123,18 +124,8 @@ async fn an_imported_episode_is_found_by_when_it_happened() {
     )
     .await;
     assert_eq!(stated["stated_time"]["phrase"], "in March 2025", "{stated}");
-    let ranked: Vec<(String, f64)> = stated["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["content"].as_str().unwrap().contains("garden"))
-        .map(|r| {
-            let weight = r["scores"]["time_weight"].as_f64().unwrap();
-            (r["content"].as_str().unwrap().to_owned(), weight)
-        })
-        .collect();
     assert_eq!(
-        ranked,
+        weighed(&stated),
         vec![(LAYOUT.to_owned(), 1.0), (BUDGET.to_owned(), 0.5)],
         "{stated}"
     );

@@ -19,7 +19,7 @@ fn at(time: &str) -> DateTime<Utc> {
 }
 
 /// The garden talks found, in order, each with its `time_weight`.
-fn weighed(result: &Value) -> Vec<(String, f64)> {
+pub(super) fn weighed(result: &Value) -> Vec<(String, f64)> {
     result["results"]
         .as_array()
         .unwrap()
