@@ -22,7 +22,7 @@ use super::filters;
 use super::layout::{self, Section};
 use super::provenance::provenance_panel;
 use super::session::Viewer;
-use super::widgets::{ago, badge, butler, drawer_link};
+use super::widgets::{ago, badge, butler, drawer_link, moment};
 use crate::app_state::AppState;
 
 /// Episodes a page lists.
@@ -139,7 +139,7 @@ fn episode(viewer: &Viewer, e: &Episode, now: DateTime<Utc>) -> Markup {
             dl.fields {
                 @if let Some(s) = &e.session_id { dt { "Session" } dd { (s) } }
                 @if let Some(happened) = e.occurred_at {
-                    dt { "Happened" } dd.happened { (happened.format("%Y-%m-%d %H:%M UTC")) ", stored " (ago(e.created_at, now)) }
+                    dt { "Happened" } dd.happened { (moment(happened)) ", stored " (ago(e.created_at, now)) }
                 }
                 dt { "Consolidation" } dd { (status.replace('_', " ")) ", " (e.consolidation_attempts) " attempts" }
                 @if let Some(err) = &e.last_consolidation_error { dt { "Last error" } dd { (err) } }
@@ -213,7 +213,7 @@ pub async fn detail(
             dl.fields {
                 dt { "Stored" } dd { (ago(e.created_at, now)) }
                 @if let Some(happened) = e.occurred_at {
-                    dt { "Happened" } dd { (happened.format("%Y-%m-%d %H:%M UTC")) }
+                    dt { "Happened" } dd { (moment(happened)) }
                 }
                 dt { "Importance" } dd { (e.importance) }
                 dt { "Consolidation" } dd { (badge(e.consolidation_status.as_str())) }

@@ -27,7 +27,7 @@ use super::filters;
 use super::layout::{self, Section};
 use super::provenance::provenance_panel;
 use super::session::Viewer;
-use super::widgets::{ago, badge, drawer_link, meter};
+use super::widgets::{ago, badge, drawer_link, meter, moment};
 use crate::app_state::AppState;
 use crate::http::request_meta::RequestMeta;
 
@@ -181,8 +181,8 @@ pub async fn detail(
                 dt { "Importance" } dd { (fact.importance) }
                 dt { "Source butler" } dd { @if let Some(b) = &fact.source_butler { (super::widgets::butler(b)) } @else { "—" } }
                 dt { "True" } dd {
-                    "from " (fact.valid_from.format("%Y-%m-%d %H:%M UTC"))
-                    @if let Some(until) = fact.valid_until { " until " (until.format("%Y-%m-%d %H:%M UTC")) } @else { " on" }
+                    "from " (moment(fact.valid_from))
+                    @if let Some(until) = fact.valid_until { " until " (moment(until)) } @else { " on" }
                 }
                 dt { "Created" } dd { (ago(fact.created_at, now)) }
                 dt { "Last confirmed" } dd { (ago(fact.last_confirmed_at, now)) }

@@ -56,6 +56,12 @@ pub fn ago(when: DateTime<Utc>, now: DateTime<Utc>) -> Markup {
     html! { time datetime=(when.to_rfc3339()) title=(when.to_rfc3339()) { (text) } }
 }
 
+/// A moment to the minute: "2025-10-12 16:30 UTC" (when a fact held, when an episode
+/// happened).
+pub fn moment(when: DateTime<Utc>) -> String {
+    when.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
 /// A list's total, in parentheses: "(1,204)", or "(many)" when it was too slow to count.
 pub fn total(total: Option<i64>) -> String {
     match total {
