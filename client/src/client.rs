@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::breaker::Breaker;
-use crate::outbox::{FlushReport, Outbox, OutboxError};
+use crate::outbox::{Entry, FlushReport, Outbox, OutboxError};
 use crate::rpc::{self, Outcome};
 
 /// Where the service is and how patient to be with it.
@@ -80,7 +80,7 @@ pub struct Episode {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     /// When it happened (RFC 3339), if not as it is recorded. An episode kept in the outbox
-    /// is given the time it was recorded, so that it is dated when it happened, not when
+    /// is sent with the time it was recorded, so that it is dated when it happened, not when
     /// the service came back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub occurred_at: Option<String>,
@@ -193,21 +193,14 @@ impl MemoryClient {
                 return self.keep(arguments, key, recorded_at);
             }
         }
-        match self
-            .call_outcome(
-                "memory_store_episode",
-                arguments.clone(),
-                self.config.write_timeout,
-            )
-            .await
-        {
+        match self.store(arguments.clone()).await {
             Outcome::Done(body) => Recorded::Stored {
                 id: body["id"].as_str().unwrap_or_default().to_owned(),
                 duplicate: body["duplicate"] == true,
             },
-            Outcome::Refused(reason) => {
-                tracing::warn!(%reason, "memory refused an episode; dropped");
-                Recorded::Dropped { reason }
+            Outcome::Refused { why, .. } => {
+                tracing::warn!(reason = %why, "memory refused an episode; dropped");
+                Recorded::Dropped { reason: why }
             }
             Outcome::Failed(_) => self.keep(arguments, key, recorded_at),
         }
@@ -223,18 +216,15 @@ impl MemoryClient {
             if batch.is_empty() {
                 break;
             }
-            for (path, arguments) in batch {
-                match self
-                    .call_outcome("memory_store_episode", arguments, self.config.write_timeout)
-                    .await
-                {
+            for entry in batch {
+                match self.deliver(&entry).await {
                     Outcome::Done(_) => {
-                        self.outbox.remove(&path);
+                        self.outbox.remove(&entry.path);
                         report.sent += 1;
                     }
-                    Outcome::Refused(reason) => {
-                        tracing::warn!(%reason, "memory refused a queued episode; dropped");
-                        self.outbox.remove(&path);
+                    Outcome::Refused { why, .. } => {
+                        tracing::warn!(reason = %why, "memory refused a queued episode; dropped");
+                        self.outbox.remove(&entry.path);
                         report.dropped += 1;
                     }
                     Outcome::Failed(_) => break 'flush,
@@ -243,6 +233,39 @@ impl MemoryClient {
         }
         report.remaining = self.outbox.len();
         report
+    }
+
+    /// Sends a queued episode dated by when it was recorded (unless its caller dated it). The
+    /// time is this host's: should the service find it in its future (this clock ahead of
+    /// the service's by more than the skew it allows), the episode is sent again undated,
+    /// stored as of its arrival rather than dropped for a clock.
+    async fn deliver(&self, entry: &Entry) -> Outcome {
+        let Some(recorded_at) = entry
+            .recorded_at
+            .filter(|_| entry.arguments.get("occurred_at").is_none())
+        else {
+            return self.store(entry.arguments.clone()).await;
+        };
+        let mut dated = entry.arguments.clone();
+        dated["occurred_at"] = recorded_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+            .into();
+        match self.store(dated).await {
+            Outcome::Refused { code, .. } if code.as_deref() == Some("invalid_time") => {
+                tracing::warn!(
+                    %recorded_at,
+                    "memory found a queued episode's time in its future (this host's clock is \
+                     ahead of the service's); sent again undated"
+                );
+                self.store(entry.arguments.clone()).await
+            }
+            outcome => outcome,
+        }
+    }
+
+    async fn store(&self, arguments: Value) -> Outcome {
+        self.call_outcome("memory_store_episode", arguments, self.config.write_timeout)
+            .await
     }
 
     /// Episodes waiting in the outbox.
@@ -255,19 +278,14 @@ impl MemoryClient {
         self.lock_breaker().is_open()
     }
 
-    /// Keeps an episode for later, dated `recorded_at` unless its caller dated it.
+    /// Keeps an episode for later, with when it was recorded.
     fn keep(
         &self,
-        mut arguments: Value,
+        arguments: Value,
         idempotency_key: String,
         recorded_at: chrono::DateTime<chrono::Utc>,
     ) -> Recorded {
-        if arguments.get("occurred_at").is_none() {
-            arguments["occurred_at"] = recorded_at
-                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-                .into();
-        }
-        match self.outbox.push(&arguments) {
+        match self.outbox.push(&arguments, recorded_at) {
             Ok(()) => Recorded::Queued { idempotency_key },
             Err(e) => {
                 tracing::warn!(error = %e, "an episode could not be kept for later; dropped");
@@ -281,7 +299,7 @@ impl MemoryClient {
     async fn call(&self, tool: &str, arguments: Value, timeout: Duration) -> Result<Value, String> {
         match self.call_outcome(tool, arguments, timeout).await {
             Outcome::Done(body) => Ok(body),
-            Outcome::Refused(why) | Outcome::Failed(why) => Err(why),
+            Outcome::Refused { why, .. } | Outcome::Failed(why) => Err(why),
         }
     }
 
@@ -302,7 +320,7 @@ impl MemoryClient {
         let mut breaker = self.lock_breaker();
         match &outcome {
             // A refusal is an answer: the service is there.
-            Outcome::Done(_) | Outcome::Refused(_) => breaker.success(),
+            Outcome::Done(_) | Outcome::Refused { .. } => breaker.success(),
             Outcome::Failed(_) => breaker.failure(Instant::now()),
         }
         outcome

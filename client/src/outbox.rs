@@ -3,12 +3,25 @@
 //! the order they were recorded in. A file is written beside its final name and renamed
 //! into place (then the directory is synced), so a crash leaves either the whole episode or
 //! nothing. Bounded in entries and bytes: past either bound a new episode is refused, not
-//! an old one dropped, so what was kept stays kept.
+//! an old one dropped, so what was kept stays kept. A file holds the caller's arguments as
+//! given and when the episode was recorded, by this host's clock (the client dates the
+//! episode with it when it is sent; see `MemoryClient::flush_outbox`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde_json::Value;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+/// An episode waiting: the tool's arguments as the caller gave them, and when it was
+/// recorded (none for a file written before the time was kept apart, whose arguments carry
+/// it already).
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub path: PathBuf,
+    pub arguments: Value,
+    pub recorded_at: Option<DateTime<Utc>>,
+}
 
 /// What a flush did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -71,9 +84,10 @@ impl Outbox {
         })
     }
 
-    /// Keeps `episode` (the tool's arguments) on disk.
-    pub fn push(&self, episode: &Value) -> Result<(), OutboxError> {
-        let bytes = serde_json::to_vec(episode).expect("a JSON value serialises");
+    /// Keeps `episode` (the tool's arguments), recorded at `recorded_at`, on disk.
+    pub fn push(&self, episode: &Value, recorded_at: DateTime<Utc>) -> Result<(), OutboxError> {
+        let file = json!({"arguments": episode, "recorded_at": recorded_at});
+        let bytes = serde_json::to_vec(&file).expect("a JSON value serialises");
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         if held.0 >= self.max_entries || held.1 + bytes.len() as u64 > self.max_bytes {
             return Err(OutboxError::Full {
@@ -104,7 +118,7 @@ impl Outbox {
     }
 
     /// The oldest `n` entries, oldest first.
-    pub fn oldest(&self, n: usize) -> Vec<(PathBuf, Value)> {
+    pub fn oldest(&self, n: usize) -> Vec<Entry> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -118,10 +132,10 @@ impl Outbox {
             .into_iter()
             .take(n)
             .filter_map(|path| {
-                let value = std::fs::read(&path)
+                let value: Value = std::fs::read(&path)
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())?;
-                Some((path, value))
+                Some(Entry::read(path, value))
             })
             .collect()
     }
@@ -142,6 +156,28 @@ impl Outbox {
     }
 }
 
+impl Entry {
+    /// An entry from its file's JSON: `{"arguments", "recorded_at"}`, or the arguments alone
+    /// as the client wrote them before (already dated).
+    fn read(path: PathBuf, mut file: Value) -> Entry {
+        match file.get_mut("arguments").map(Value::take) {
+            Some(arguments) if arguments.is_object() => Entry {
+                path,
+                arguments,
+                recorded_at: file["recorded_at"]
+                    .as_str()
+                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| t.with_timezone(&Utc)),
+            },
+            _ => Entry {
+                path,
+                arguments: file,
+                recorded_at: None,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -154,11 +190,11 @@ mod tests {
         let outbox = Outbox::open(dir.path(), 3, 1 << 20).unwrap();
         for i in 0..3 {
             outbox
-                .push(&json!({"content": format!("episode {i}")}))
+                .push(&json!({"content": format!("episode {i}")}), Utc::now())
                 .unwrap();
         }
         assert!(matches!(
-            outbox.push(&json!({"content": "one too many"})),
+            outbox.push(&json!({"content": "one too many"}), Utc::now()),
             Err(OutboxError::Full { entries: 3, .. })
         ));
         // A crash mid-write leaves a temporary file, which is not an entry.
@@ -168,10 +204,10 @@ mod tests {
         let oldest = reopened.oldest(10);
         let contents: Vec<&str> = oldest
             .iter()
-            .map(|(_, v)| v["content"].as_str().unwrap())
+            .map(|e| e.arguments["content"].as_str().unwrap())
             .collect();
         assert_eq!(contents, ["episode 0", "episode 1", "episode 2"]);
-        reopened.remove(&oldest[0].0);
+        reopened.remove(&oldest[0].path);
         assert_eq!(reopened.len(), 2);
         assert!(!dir.path().join(".tmp-x").exists());
     }
@@ -179,8 +215,32 @@ mod tests {
     #[test]
     fn the_byte_bound_holds_too() {
         let dir = tempfile::tempdir().unwrap();
-        let outbox = Outbox::open(dir.path(), 100, 64).unwrap();
-        outbox.push(&json!({"content": "x".repeat(40)})).unwrap();
-        assert!(outbox.push(&json!({"content": "y".repeat(40)})).is_err());
+        let outbox = Outbox::open(dir.path(), 100, 150).unwrap();
+        let one = json!({"content": "x".repeat(20)});
+        outbox.push(&one, Utc::now()).unwrap();
+        assert!(outbox.push(&one, Utc::now()).is_err());
+    }
+
+    /// An entry keeps the caller's arguments apart from when it was recorded; a file of the
+    /// arguments alone (as written before) reads as arguments already dated.
+    #[test]
+    fn an_entry_keeps_its_recorded_time_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::open(dir.path(), 10, 1 << 20).unwrap();
+        let recorded = "2026-03-01T10:00:00.123456Z"
+            .parse::<DateTime<Utc>>()
+            .unwrap();
+        outbox.push(&json!({"content": "new"}), recorded).unwrap();
+        let old = json!({"content": "old", "occurred_at": "2026-02-01T00:00:00Z"});
+        std::fs::write(
+            dir.path().join(format!("{}.json", uuid::Uuid::now_v7())),
+            old.to_string(),
+        )
+        .unwrap();
+        let entries = Outbox::open(dir.path(), 10, 1 << 20).unwrap().oldest(10);
+        assert_eq!(entries[0].arguments, json!({"content": "new"}));
+        assert_eq!(entries[0].recorded_at, Some(recorded));
+        assert_eq!(entries[1].arguments, old);
+        assert_eq!(entries[1].recorded_at, None);
     }
 }

@@ -12,8 +12,9 @@ pub enum Outcome {
     /// The tool's result.
     Done(Value),
     /// The service refused the input (`invalid_input`, `forbidden`, `not_found`, ...): sending
-    /// it again would be refused again.
-    Refused(String),
+    /// it again would be refused again. `code` is the tool error's (`invalid_time`, ...), none
+    /// for a refusal by HTTP status or JSON-RPC.
+    Refused { code: Option<String>, why: String },
     /// The service did not answer, answered late, or said it cannot now (`overloaded`,
     /// `unavailable`, HTTP 5xx, 429): try again later.
     Failed(String),
@@ -52,7 +53,10 @@ pub async fn call(
     }
     if !status.is_success() {
         // 401 (a key the service does not know), 403, 413: sending again changes nothing.
-        return Outcome::Refused(format!("HTTP {status}"));
+        return Outcome::Refused {
+            code: None,
+            why: format!("HTTP {status}"),
+        };
     }
     let answer: Value = match response.json().await {
         Ok(answer) => answer,
@@ -67,7 +71,10 @@ pub async fn call(
 /// A JSON-RPC answer to a tool call as an [`Outcome`].
 fn interpret(answer: Value) -> Outcome {
     if let Some(error) = answer.get("error") {
-        return Outcome::Refused(format!("JSON-RPC error: {error}"));
+        return Outcome::Refused {
+            code: None,
+            why: format!("JSON-RPC error: {error}"),
+        };
     }
     let result = &answer["result"];
     let body = result
@@ -79,7 +86,10 @@ fn interpret(answer: Value) -> Outcome {
         let why = format!("{class}: {}", body["message"].as_str().unwrap_or(""));
         return match class {
             "overloaded" | "unavailable" => Outcome::Failed(why),
-            _ => Outcome::Refused(why),
+            _ => Outcome::Refused {
+                code: body["code"].as_str().map(str::to_owned),
+                why,
+            },
         };
     }
     Outcome::Done(body)
@@ -100,15 +110,18 @@ mod tests {
             interpret(error("unavailable")),
             Outcome::Failed(_)
         ));
-        assert!(matches!(
-            interpret(error("invalid_input")),
-            Outcome::Refused(_)
-        ));
+        match interpret(error("invalid_input")) {
+            Outcome::Refused { code, why } => {
+                assert_eq!(code.as_deref(), Some("x"));
+                assert_eq!(why, "invalid_input: m");
+            }
+            other => panic!("{other:?}"),
+        }
         assert!(matches!(
             interpret(
                 json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "x"}})
             ),
-            Outcome::Refused(_)
+            Outcome::Refused { code: None, .. }
         ));
         match interpret(json!({"jsonrpc": "2.0", "id": 1,
                                "result": {"structuredContent": {"id": "e1"}}}))

@@ -267,3 +267,80 @@ async fn across_a_restart_episodes_arrive_once_and_in_order() {
     assert_eq!(client.pending(), 0);
     app.stop().await;
 }
+
+/// A queued episode is dated by this host's clock when it is sent. A host whose clock runs
+/// ahead of the service's by more than the skew it allows still has its episodes stored (as
+/// of their arrival), not dropped for a clock; an episode its caller dated in the future is
+/// still refused, as it would have been at once.
+#[tokio::test]
+async fn a_host_clock_ahead_of_the_services_costs_no_queued_episode() {
+    let app = spawn_app().await;
+    let gate = Gate::start(app.service.address).await;
+    let outbox = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now();
+    let queue = |content: &str, recorded_at: chrono::DateTime<chrono::Utc>, occurred_at| {
+        let mut arguments = serde_json::json!({"butler": "health", "content": content,
+                                               "idempotency_key": uuid::Uuid::now_v7().to_string()});
+        if let Some(t) = occurred_at {
+            arguments["occurred_at"] = serde_json::json!(t);
+        }
+        let file = serde_json::json!({"arguments": arguments, "recorded_at": recorded_at});
+        std::fs::write(
+            outbox.path().join(format!("{}.json", uuid::Uuid::now_v7())),
+            file.to_string(),
+        )
+        .unwrap();
+    };
+    queue(
+        "recorded by a clock ten minutes fast",
+        now + chrono::Duration::minutes(10),
+        None,
+    );
+    queue(
+        "dated tomorrow by its caller",
+        now,
+        Some((now + chrono::Duration::days(1)).to_rfc3339()),
+    );
+    queue(
+        "recorded an hour ago",
+        now - chrono::Duration::hours(1),
+        None,
+    );
+
+    let client = MemoryClient::new(config(&gate, outbox.path())).unwrap();
+    let report = client.flush_outbox().await;
+    assert_eq!(
+        (report.sent, report.dropped, report.remaining),
+        (2, 1, 0),
+        "{report:?}"
+    );
+    let happened = |content: &'static str| {
+        let app = &app;
+        async move {
+            sqlx::query_scalar::<_, Option<chrono::DateTime<chrono::Utc>>>(
+                "SELECT occurred_at FROM episodes WHERE content = $1",
+            )
+            .bind(content)
+            .fetch_all(&mut app.sql().await)
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(
+        happened("recorded by a clock ten minutes fast").await,
+        [None],
+        "stored once, as of its arrival"
+    );
+    assert_eq!(happened("dated tomorrow by its caller").await, []);
+    let hour_ago = happened("recorded an hour ago").await;
+    assert_eq!(hour_ago.len(), 1);
+    let dated = hour_ago[0].expect("dated by when it was recorded");
+    assert!(
+        (dated - (now - chrono::Duration::hours(1)))
+            .num_milliseconds()
+            .abs()
+            < 1,
+        "{dated}"
+    );
+    app.stop().await;
+}
