@@ -84,6 +84,14 @@ macro_rules! effective_confidence {
     };
 }
 
+/// When an episode happened (migration 35): when it says it did (`occurred_at`), or else
+/// when it was stored; `$p` is the table's alias with its dot (`"e."`), or `""`.
+macro_rules! happened {
+    ($p:literal) => {
+        concat!("COALESCE(", $p, "occurred_at, ", $p, "created_at)")
+    };
+}
+
 /// Bands of effective confidence, named by their bounds (dashboard colours: `>= 0.8`
 /// green, `0.5-0.8` yellow, below red; `< 0.2` fades, `< 0.05` expires).
 macro_rules! confidence_band_sql {
@@ -94,6 +102,6 @@ macro_rules! confidence_band_sql {
 }
 
 pub(crate) use {
-    confidence_band_sql, effective_confidence, episode_columns, fact_columns, last_referenced_at,
-    reference_count, rule_columns,
+    confidence_band_sql, effective_confidence, episode_columns, fact_columns, happened,
+    last_referenced_at, reference_count, rule_columns,
 };

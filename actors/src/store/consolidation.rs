@@ -24,6 +24,7 @@ use crate::domain::rule::{NEW_RULE_CONFIDENCE, NewRule};
 use crate::domain::shard_key::{ShardKey, TENANT_SHARD_BUTLER};
 use crate::error::MemoryResult;
 
+use super::columns::happened;
 use super::{Store, facts, rules};
 
 /// The actor recorded for consolidation's changes.
@@ -116,10 +117,11 @@ impl Store {
         // The batch's episodes are held until the commit. One that is gone was purged (or
         // cleaned up) since it was read: nothing is persisted from a text that no longer
         // exists, and the rest of the batch is pending again for the next run.
-        let held: HashMap<Uuid, DateTime<Utc>> = sqlx::query_as(
-            "SELECT id, COALESCE(occurred_at, created_at) FROM episodes
-             WHERE tenant_id = $1 AND id = ANY ($2) FOR SHARE",
-        )
+        let held: HashMap<Uuid, DateTime<Utc>> = sqlx::query_as(concat!(
+            "SELECT id, ",
+            happened!(""),
+            " FROM episodes WHERE tenant_id = $1 AND id = ANY ($2) FOR SHARE"
+        ))
         .bind(&shard.tenant_id)
         .bind(&ids)
         .fetch_all(&mut *tx)

@@ -19,6 +19,7 @@ use crate::domain::shard_key::ShardKey;
 use crate::error::MemoryResult;
 
 use super::Store;
+use super::columns::happened;
 use super::consolidation::CONSOLIDATION_ACTOR;
 
 /// A failed extraction attempt on a batch.
@@ -263,13 +264,15 @@ impl Store {
         now: DateTime<Utc>,
         limit: i64,
     ) -> MemoryResult<Vec<SourceEpisode>> {
-        let rows: Vec<(Uuid, String, DateTime<Utc>)> = sqlx::query_as(
-            "SELECT id, content, COALESCE(occurred_at, created_at) FROM episodes
+        let rows: Vec<(Uuid, String, DateTime<Utc>)> = sqlx::query_as(concat!(
+            "SELECT id, content, ",
+            happened!(""),
+            " FROM episodes
              WHERE tenant_id = $1 AND butler = $2 AND consolidation_status = 'pending'
                AND forgotten_at IS NULL AND expires_at > $3
                AND (next_consolidation_retry_at IS NULL OR next_consolidation_retry_at <= $3)
-             ORDER BY created_at, id LIMIT $4",
-        )
+             ORDER BY created_at, id LIMIT $4"
+        ))
         .bind(&shard.tenant_id)
         .bind(&shard.butler)
         .bind(now)

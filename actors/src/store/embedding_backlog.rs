@@ -9,6 +9,7 @@ use crate::domain::memory_type::MemoryType;
 use crate::error::MemoryResult;
 
 use super::Store;
+use super::columns::happened;
 use super::embedding_claims::EmbeddingClaim;
 
 /// How many batches of the oldest waiting rows an instance looks through for rows no other
@@ -41,8 +42,8 @@ pub struct StaleWindow {
 /// `user / dietary_restriction: lactose intolerant`; an episode in a conversation carries
 /// the episode before it as context: the one before it in its session, or for an episode
 /// without one, the butler's previous episode without one stored at most `$gap` seconds
-/// before it (`episodes.conversation_gap_secs`; two lookups, each on its own index-friendly
-/// condition).
+/// before it and which happened within `$gap` of it (`episodes.conversation_gap_secs`; two
+/// lookups, each on its own index-friendly condition).
 macro_rules! embedding_text {
     (episode, $gap:literal) => {
         concat!(
@@ -59,6 +60,8 @@ macro_rules! embedding_text {
                        AND p.session_id IS NULL AND p.forgotten_at IS NULL
                        AND (p.created_at, p.id) < (e.created_at, e.id)
                        AND p.created_at >= e.created_at - make_interval(secs => ", $gap, "::float8)
+                       AND ", happened!("p."), " BETWEEN ", happened!("e."), " - make_interval(secs => ", $gap, "::float8)
+                           AND ", happened!("e."), " + make_interval(secs => ", $gap, "::float8)
                      ORDER BY p.created_at DESC, p.id DESC LIMIT 1)
                 END AS context
          FROM episodes e"

@@ -138,3 +138,107 @@ async fn a_search_finding_both_kinds_brings_both_kinds_of_neighbours() {
     assert_eq!(score(lamp), None, "{found}");
     app.stop().await;
 }
+
+/// Episodes without a session stored one after another are one conversation only if they
+/// also happened close together: an import of dated conversations stored in one go keeps
+/// them apart, in what a search brings along and in the turn an episode is embedded with.
+#[tokio::test]
+async fn episodes_stored_together_that_happened_apart_are_not_one_conversation() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = spawn_app_at(
+        "[episodes]\nconversation_gap_secs = 1800.0\n",
+        clock.clone(),
+    )
+    .await;
+    let mcp = app.client(TENANT_A_ADMIN).await;
+    let start = clock.now();
+    let mut ids = Vec::new();
+    for (minutes, butler, occurred_at, content) in [
+        (
+            0,
+            "health",
+            "2025-03-01T10:00:00Z",
+            "We packed the tent and the sleeping bags",
+        ),
+        (
+            1,
+            "health",
+            "2025-03-01T10:01:00Z",
+            "The ferry to the island leaves at seven",
+        ),
+        (
+            2,
+            "health",
+            "2025-06-20T18:00:00Z",
+            "Bought a new lamp for the study",
+        ),
+        // The same words alone, in a butler of their own: embedded without a turn before.
+        (
+            3,
+            "finance",
+            "2025-06-20T18:00:00Z",
+            "Bought a new lamp for the study",
+        ),
+    ] {
+        clock.set(start + Duration::minutes(minutes));
+        let args = json!({"butler": butler, "content": content, "occurred_at": occurred_at});
+        let episode = mcp.ok("memory_store_episode", args).await;
+        ids.push(episode["id"].as_str().unwrap().to_owned());
+    }
+    let [tent, ferry, lamp, lone_lamp] = &ids[..] else {
+        unreachable!()
+    };
+    let found = mcp
+        .ok(
+            "memory_search",
+            json!({"query": "ferry island", "mode": "keyword", "butler": "health"}),
+        )
+        .await;
+    let scores = neighbour_scores(&found);
+    let score = |id: &String| scores.iter().find(|(i, _)| i == id).map(|(_, s)| *s);
+    assert_eq!(score(ferry), Some(0.0), "the match itself: {found}");
+    assert!(
+        score(tent).is_some_and(|s| s > 0.0),
+        "the turn before it: {found}"
+    );
+    assert_eq!(
+        score(lamp),
+        None,
+        "stored next, happened months later: {found}"
+    );
+
+    // The lamp is embedded as the same words alone are, not blended with the ferry's turn.
+    embedded(&app, "tenant-a").await;
+    let distance = |a: &String, b: &String| {
+        let (a, b) = (
+            uuid::Uuid::parse_str(a).unwrap(),
+            uuid::Uuid::parse_str(b).unwrap(),
+        );
+        let app = &app;
+        async move {
+            sqlx::query_scalar::<_, f64>(
+                "SELECT a.embedding::vector <=> b.embedding::vector
+                 FROM episodes a, episodes b WHERE a.id = $1 AND b.id = $2",
+            )
+            .bind(a)
+            .bind(b)
+            .fetch_one(&mut app.sql().await)
+            .await
+            .unwrap()
+        }
+    };
+    let apart = distance(lamp, lone_lamp).await;
+    assert!(apart < 1e-3, "cosine distance {apart}");
+    // While the ferry is embedded with the tent's turn before it.
+    let alone = mcp
+        .ok(
+            "memory_store_episode",
+            json!({"butler": "finance", "content": "The ferry to the island leaves at seven",
+                   "occurred_at": "2024-01-01T00:00:00Z"}),
+        )
+        .await;
+    embedded(&app, "tenant-a").await;
+    let blended = distance(ferry, &alone["id"].as_str().unwrap().to_owned()).await;
+    assert!(blended > 0.01, "cosine distance {blended}");
+    app.stop().await;
+}

@@ -11,6 +11,7 @@ use crate::domain::memory_type::MemoryType;
 use crate::domain::search::{Candidate, SessionNeighbours};
 use crate::error::MemoryResult;
 use crate::store::Store;
+use crate::store::columns::happened;
 
 /// One session link: `neighbour` is `distance` turns before or after `of` in their
 /// session, with its candidate columns.
@@ -22,27 +23,28 @@ struct NeighbourRow {
     neighbour: Candidate,
 }
 
-/// The found episodes (`$5`, `$9`-`$11`), with where they are (butler, session, time) from
+/// The found episodes (`$5`, `$9`-`$12`), with where they are (butler, session, times) from
 /// the search's own rows rather than looked up again by key: 40 lookups across the monthly
 /// partitions were a third of the statement (docs/benchmarks.md, "The keyword list's exact
 /// score, and neighbours without a lookup"); and how many turns each side each reaches.
 macro_rules! found_episodes {
     () => {
         "WITH c AS MATERIALIZED (
-             SELECT c.id, c.butler, c.session_id, c.created_at,
+             SELECT c.id, c.butler, c.session_id, c.created_at, c.happened,
                     make_interval(secs => $6::float8) AS gap,
                     CASE WHEN c.n <= $8 THEN $7 ELSE 1 END AS turns
-             FROM unnest($5::uuid[], $9::text[], $10::text[], $11::timestamptz[])
-                  WITH ORDINALITY AS c(id, butler, session_id, created_at, n)
+             FROM unnest($5::uuid[], $9::text[], $10::text[], $11::timestamptz[],
+                         $12::timestamptz[])
+                  WITH ORDINALITY AS c(id, butler, session_id, created_at, happened, n)
              WHERE c.session_id IS NOT NULL OR $6::float8 > 0)"
     };
 }
 
 /// One side of each found episode: the turns before it (`<`, newest first) or after it
 /// (`>`, oldest first) among the episodes `$1`-`$4` let the caller see, `$near` saying which
-/// of them are its conversation, up to its number of turns.
+/// of them are its conversation (a condition's pieces), up to its number of turns.
 macro_rules! turns {
-    ($side:literal, $order:literal, $near:literal) => {
+    ($side:literal, $order:literal, $($near:tt)+) => {
         concat!(
             "SELECT c.id AS of, n.* FROM c CROSS JOIN LATERAL (
                  SELECT ",
@@ -55,7 +57,7 @@ macro_rules! turns {
                  WHERE e.butler = c.butler AND (e.created_at, e.id) ",
             $side,
             " (c.created_at, c.id) AND ",
-            $near,
+            $($near)+,
             " AND ",
             episode_filter!(),
             "
@@ -82,21 +84,34 @@ macro_rules! session_turns {
     };
 }
 
+/// A turn that happened within the conversation gap of the found episode, either side.
+macro_rules! happened_near {
+    () => {
+        concat!(
+            happened!("e."),
+            " BETWEEN c.happened - c.gap AND c.happened + c.gap"
+        )
+    };
+}
+
 /// For a found episode without a session, the butler's episodes without one stored before
-/// and after it within the conversation gap.
+/// and after it within the conversation gap, which also happened within it: an import of
+/// several dated conversations stored in one go is not one conversation.
 macro_rules! gap_turns {
     () => {
         concat!(
             turns!(
                 "<",
                 "e.created_at DESC, e.id DESC",
-                "e.session_id IS NULL AND e.created_at >= c.created_at - c.gap"
+                "e.session_id IS NULL AND e.created_at >= c.created_at - c.gap AND ",
+                happened_near!()
             ),
             " WHERE c.session_id IS NULL UNION ALL ",
             turns!(
                 ">",
                 "e.created_at, e.id",
-                "e.session_id IS NULL AND e.created_at <= c.created_at + c.gap"
+                "e.session_id IS NULL AND e.created_at <= c.created_at + c.gap AND ",
+                happened_near!()
             ),
             " WHERE c.session_id IS NULL"
         )
@@ -143,6 +158,8 @@ impl Store {
         let sessions: Vec<Option<&str>> = found.iter().map(|c| c.session_id.as_deref()).collect();
         let times: Vec<chrono::DateTime<chrono::Utc>> =
             found.iter().map(|c| c.created_at).collect();
+        let happened: Vec<chrono::DateTime<chrono::Utc>> =
+            found.iter().map(|c| c.happened_at()).collect();
         let mut rows: Vec<NeighbourRow> = sqlx::query_as(sql)
             .bind(&filter.scope.tenant_id)
             .bind(filter.visibility(MemoryType::Episode))
@@ -155,6 +172,7 @@ impl Store {
             .bind(&butlers)
             .bind(&sessions)
             .bind(&times)
+            .bind(&happened)
             .fetch_all(self.pool())
             .await?;
         // A read in a time window sees no neighbour outside it.

@@ -16,13 +16,13 @@ use super::Filter;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::time_window::TimeWindow;
 use crate::error::{MemoryError, MemoryResult};
-use crate::store::columns::effective_confidence;
+use crate::store::columns::{effective_confidence, happened};
 
 /// What a windowed fact filter selects instead of live facts only.
 const FACTS_LIVE: &str = "f.validity IN ('active', 'fading')";
 const FACTS_LIVE_OR_PAST: &str = "f.validity IN ('active', 'fading', 'superseded')";
 /// When an episode happened (migration 35).
-const HAPPENED: &str = "COALESCE(e.occurred_at, e.created_at)";
+const HAPPENED: &str = happened!("e.");
 /// The time the fact filter decays confidence to, without a window.
 const DECAYED_TO_NOW: &str = effective_confidence!("f.", "$3");
 
