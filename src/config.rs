@@ -264,6 +264,7 @@ impl Config {
                 db.most_connections(self.engine.retrieval.connections.get()),
             ));
             out.extend(embedded_autovacuum_problem(&edge.embedded_postgres));
+            out.extend(embedded_io_problem(&edge.embedded_postgres));
         }
         let postgres_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
         if !url.is_empty() && !postgres_url {
@@ -363,6 +364,23 @@ fn embedded_autovacuum_problem(embedded: &EmbeddedPostgresConfig) -> Option<Stri
             "embedded_postgres.settings.autovacuum_max_workers: {workers} workers need as many \
              slots; raise embedded_postgres.settings.autovacuum_worker_slots ({slots}) to at \
              least {workers}"
+        )
+    })
+}
+
+/// Whether the embedded cluster would run asynchronous I/O one operation at a time: the
+/// default `io_max_concurrency` of 1 fits only `io_method = sync`, where nothing is in flight
+/// past its call; with `worker` or `io_uring` it would silently serialise every read.
+fn embedded_io_problem(embedded: &EmbeddedPostgresConfig) -> Option<String> {
+    // PostgreSQL's default when the setting is not given.
+    let method = embedded
+        .settings
+        .get("io_method")
+        .map_or("worker", String::as_str);
+    (method != "sync" && numeric_setting(embedded, "io_max_concurrency") == Some(1)).then(|| {
+        format!(
+            "embedded_postgres.settings.io_max_concurrency: 1 handle a process fits io_method \
+             = sync only; with io_method = {method} set it to -1 (PostgreSQL's choice) or more"
         )
     })
 }
@@ -561,6 +579,33 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    /// The default single I/O handle a process is refused beside asynchronous I/O, by name.
+    #[test]
+    fn asynchronous_io_is_not_left_one_handle_a_process() {
+        assert!(
+            Config::from_toml("").is_ok(),
+            "the defaults: sync I/O, one handle"
+        );
+        for method in ["worker", "io_uring"] {
+            let err = Config::from_toml(&format!(
+                "[embedded_postgres.settings]\nio_method = '{method}'"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("io_max_concurrency")
+                    && err.contains(&format!("io_method = {method}")),
+                "{err}"
+            );
+            assert!(
+                Config::from_toml(&format!(
+                    "[embedded_postgres.settings]\nio_method = '{method}'\nio_max_concurrency = '-1'"
+                ))
+                .is_ok()
+            );
+        }
     }
 
     #[test]
