@@ -45,6 +45,9 @@ TOKENIZER = os.path.join(ROOT, ".deps/model/tokenizer.json")
 CACHE = os.path.join(ROOT, "target/locomo_sim.npz")
 # Token vectors (before pooling) of every turn and question, for the second stage's variants.
 TOKEN_CACHE = os.path.join(ROOT, "target/locomo_sim_tokens.pkl")
+# Every stem of the turns with the vector of its most frequent word embedded alone, for the
+# query-expansion variant (`expand`).
+VOCAB_CACHE = os.path.join(ROOT, "target/locomo_sim_vocab.npz")
 MAX_TOKENS = 256
 
 STEMMER = snowballstemmer.stemmer("english")
@@ -165,6 +168,27 @@ def load(path):
                  metadata_words=[words(m) for m in metadata], questions=questions,
                  query_words=[words(q["question"]) for q in questions], vectors=vectors)
         )
+    # The turns' vocabulary (what a store would have seen), each stem as its most frequent
+    # word, embedded alone: the word vectors the `expand` variant widens a query with.
+    surfaces = collections.defaultdict(collections.Counter)
+    for conversation in data:
+        c = conversation["conversation"]
+        n = 1
+        while f"session_{n}" in c:
+            for t in c[f"session_{n}"]:
+                for w in re.findall(r"[a-z0-9]+", t["text"].lower()):
+                    if w not in STOP:
+                        surfaces[STEMMER.stemWord(w)][w] += 1
+            n += 1
+    stems = sorted(surfaces)
+    vocab = dict(np.load(VOCAB_CACHE)) if os.path.exists(VOCAB_CACHE) else {}
+    if list(vocab.get("stems", [])) != stems:
+        embed = embed or Embedder()
+        vocab = {"stems": np.array(stems), "vectors": embed([surfaces[s].most_common(1)[0][0] for s in stems])}
+        np.savez(VOCAB_CACHE, **vocab)
+    index = {s: i for i, s in enumerate(stems)}
+    for conversation in conversations:
+        conversation["vocab_index"], conversation["vocab_vectors"] = index, vocab["vectors"]
     if embed is not None:
         np.savez(CACHE, **cached)
     if tokens_added:
@@ -183,7 +207,8 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         next_weight=0.0, window_weight=0.0, query="plain", bigram=0.0, prf=0, prf_terms=5,
         prf_weight=0.3, semantic_floor=None, keyword_floor=None, with_sessions=False,
         session_prior=0.0, rerank=0, rerank_weight=0.5, rerank_query="content", rerank_both_ways=False,
-        rerank_bits=0, rerank_seed=7, rerank_signs=False, mmr=0.0, mmr_depth=50, session_cap=0):
+        rerank_bits=0, rerank_seed=7, rerank_signs=False, mmr=0.0, mmr_depth=50, session_cap=0,
+        expand=0, expand_min=0.5, expand_weight=0.3):
     """R@5/10/25/50 over every question, and R@10 per category.
 
     `rerank` > 0 models the second stage (`retrieval.rerank`): the `rerank` most relevant
@@ -195,6 +220,11 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
     every token vector as a sketch: the signs of that many fixed random projections (seed
     `rerank_seed`; `rerank_signs`: projections of +1 and -1 only), what a stored form of
     the turns' tokens would keep.
+
+    `expand` > 0 widens the keyword query: each query word whose stem the conversation's
+    turns hold brings up to `expand` of the conversation's stems whose words' vectors (each
+    word embedded alone) are at least `expand_min` alike to its own, weighted
+    `expand_weight` times that likeness ("instrument" brings "guitar", "violin", "piano").
     """
     sketch = None
     if rerank_bits:
@@ -249,6 +279,26 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                 scores[i] = s
             return scores
 
+        if expand:
+            # The conversation's stems that have a word vector, for widening queries.
+            doc_stems = sorted(w for w in df if w in c["vocab_index"])
+            doc_matrix = c["vocab_vectors"][[c["vocab_index"][w] for w in doc_stems]]
+
+        def widened(query_words):
+            weights = {w: 1.0 for w in set(query_words)}
+            for q in set(query_words) if expand else ():
+                if q not in c["vocab_index"]:
+                    continue
+                likeness = doc_matrix @ c["vocab_vectors"][c["vocab_index"][q]]
+                taken = 0
+                for j in np.argsort(-likeness):
+                    if likeness[j] < expand_min or taken >= expand:
+                        break
+                    if weights.get(doc_stems[j], 0.0) < 1.0:
+                        weights[doc_stems[j]] = max(weights.get(doc_stems[j], 0.0), expand_weight * float(likeness[j]))
+                        taken += 1
+            return weights
+
         queries = {"plain": v["query"], "stripped": v["stripped"]}.get(query)
         if queries is None:  # "both": the mean of the two
             queries = v["query"] + v["stripped"]
@@ -256,7 +306,7 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         similarities = queries @ stored.T
         for qi, (question, query_words, cosine) in enumerate(zip(c["questions"], c["query_words"], similarities)):
             pairs = set(zip(query_words, query_words[1:])) if bigram else set()
-            keyword = bm25({w: 1.0 for w in set(query_words)}, pairs)
+            keyword = bm25(widened(query_words), pairs)
             if prf:
                 # Keyword relevance feedback: the best terms of the first pass's top turns.
                 first = (semantic_weight * (cosine - cosine.min()) / (np.ptp(cosine) or 1)
