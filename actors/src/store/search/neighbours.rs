@@ -1,7 +1,7 @@
 //! A found episode's conversation neighbours: the episodes up to `reach` turns before and
 //! after it in its session, or, for an episode without one, the butler's session-less
-//! episodes stored before and after it, each within `episodes.conversation_gap_secs` of the
-//! found one. Search brings them along (`domain::scoring`), so a turn is found with the
+//! episodes stored before and after it, each stored and happened within
+//! `episodes.conversation_gap_secs` of the found one. Search brings them along (`domain::scoring`), so a turn is found with the
 //! turns that explain it.
 
 use std::collections::{HashMap, HashSet};
