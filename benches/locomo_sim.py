@@ -378,7 +378,8 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                 hit = len(evidence & set(ranked[:k])) / len(evidence)
                 recall[(k, "all")].append(hit)
                 recall[(k, question["category"])].append(hit)
-    mean = lambda key: sum(recall[key]) / len(recall[key])
+    # A category without questions (a single conversation's run) reads as nan.
+    mean = lambda key: sum(recall[key]) / len(recall[key]) if recall[key] else float("nan")
     return (" ".join(f"{mean((k, 'all')):.3f}" for k in (5, 10, 25, 50)) + " | R@10 "
             + " ".join(f"{cat}:{mean((10, cat)):.3f}" for cat in (1, 2, 3, 4)))
 
