@@ -23,6 +23,7 @@ use crate::domain::rule_evidence::RuleThresholds;
 use crate::domain::scoring::{MaturityWeights, ScoreWeights};
 use crate::domain::search::{Fusion, SearchMode};
 use crate::domain::text::Limits;
+use crate::domain::widening::Widening;
 use crate::embedder::EmbedderConfig;
 use crate::vault::{SealedNames, Vault};
 
@@ -249,6 +250,8 @@ pub struct RetrievalConfig {
     pub intent_routing: IntentRouting,
     /// The second stage (`domain::rerank`).
     pub rerank: RerankConfig,
+    /// Keyword queries widened by the model's word vectors (`domain::widening`).
+    pub widening: Widening,
     pub context: ContextConfig,
 }
 

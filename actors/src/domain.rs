@@ -46,6 +46,7 @@ pub mod sweep;
 pub mod text;
 pub mod time_window;
 pub mod validity;
+pub mod widening;
 
 /// Declares a closed set of lowercase string values stored in TEXT columns: serde, schema,
 /// `as_str`, `FromStr` (with the canonical list in the error) and `TryFrom<String>` for sqlx.

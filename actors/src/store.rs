@@ -55,6 +55,7 @@ pub mod search;
 pub mod shard_heads;
 pub mod stats;
 mod token_sketches;
+pub mod vocabulary;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -121,6 +121,14 @@ pub fn base_config(extra: &str) -> Config {
     } else {
         "[retrieval.rerank]\nenabled = false\n"
     };
+    // Widening (on in the shipped configuration) lets a keyword search find words the query
+    // does not use; a test of something else finds what it searched for, and one with a
+    // `[retrieval.widening]` table of its own turns it on (retrieval/widening.rs).
+    let widening = if extra.contains("[retrieval.widening]") {
+        ""
+    } else {
+        "[retrieval.widening]\nenabled = false\n"
+    };
     let toml = format!(
         r#"
 listen = "127.0.0.1:0"
@@ -131,6 +139,7 @@ workers = 1
 intra_threads = 1
 {retrieval}
 {rerank}
+{widening}
 [database]
 max_connections = 6
 write_connections = 3

@@ -20,6 +20,7 @@ mod second_stage;
 mod sketches;
 mod stated_time;
 mod time_aware;
+mod widening;
 
 fn contents(result: &Value) -> Vec<String> {
     result["results"]

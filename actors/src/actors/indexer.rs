@@ -40,7 +40,7 @@ use crate::domain::memory_type::MemoryType;
 use crate::embedder::Sketched;
 use crate::error::MemoryResult;
 use crate::services::{CommitNotices, Services};
-use crate::store::embedding_backlog::{Replacing, RowKey, Unembedded};
+use crate::store::embedding_backlog::{Embedded, Replacing, RowKey, Unembedded};
 use walks::{TableWalk, Walk, WalkStep};
 
 /// How long one embedding batch may take before the indexer gives up on it for now.
@@ -400,7 +400,8 @@ impl IndexerState {
     }
 
     /// Embeds `rows` and stores their vectors, and their own texts' token sketches while the
-    /// second stage is on, where `replacing` still holds; returns how many rows were updated.
+    /// second stage is on, where `replacing` still holds, with the words they bring to their
+    /// tenants' vocabularies while widening is on; returns how many rows were updated.
     async fn embed_rows(
         &mut self,
         memory_type: MemoryType,
@@ -426,21 +427,32 @@ impl IndexerState {
         } else {
             Vec::new()
         };
-        let ((mut vectors, sketches), in_context) =
-            futures::try_join!(self.embed_own(&own), self.embed_texts(&texts))?;
+        // The words the rows bring to their tenants' vocabularies, each embedded alone.
+        let words = if self.services.config.retrieval.widening.enabled {
+            store.new_words(self.version_id, &keys, &own).await?
+        } else {
+            Vec::new()
+        };
+        let spelled: Vec<String> = words.iter().map(|w| w.word.clone()).collect();
+        let ((mut vectors, sketches), in_context, word_vectors) = futures::try_join!(
+            self.embed_own(&own),
+            self.embed_texts(&texts),
+            self.embed_texts(&spelled)
+        )?;
         for (i, context_vector) in contextual.into_iter().zip(in_context) {
             vectors[i] = blend(&vectors[i], &context_vector, weight);
         }
-        let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
+        let embedded = Embedded {
+            vectors: vectors.into_iter().map(pgvector::Vector::from).collect(),
+            sketches,
+            words,
+            word_vectors: word_vectors
+                .into_iter()
+                .map(pgvector::Vector::from)
+                .collect(),
+        };
         let mut tenants = store
-            .set_embeddings(
-                memory_type,
-                self.version_id,
-                replacing,
-                &keys,
-                vectors,
-                sketches,
-            )
+            .set_embeddings(memory_type, self.version_id, replacing, &keys, embedded)
             .await?;
         let updated = tenants.len() as u64;
         // Newly embedded rows change what semantic search finds.

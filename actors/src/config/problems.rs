@@ -188,6 +188,18 @@ impl EngineConfig {
             "retrieval.rerank.timeout_ms",
             "must be greater than 0",
         );
+        let w = &q.widening;
+        check(
+            w.min_likeness > 0.0 && w.min_likeness <= 1.0,
+            "retrieval.widening.min_likeness",
+            "must be above 0 and at most 1",
+        );
+        // Below the query's own words' 1, which is how a plan tells the two apart.
+        check(
+            (0.0..1.0).contains(&w.weight),
+            "retrieval.widening.weight",
+            "must be at least 0 and below 1",
+        );
         let m = &q.maturity_weights;
         check(
             [m.candidate, m.established, m.proven]

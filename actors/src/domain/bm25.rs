@@ -14,7 +14,9 @@
 //! words each in half the memories would otherwise have every search score them all).
 //! Words found in no memory when they were counted ("unseen") join whichever selection
 //! runs, at the highest weight: counts are reused across writes (`corpus_cache.rs`), and a
-//! memory written since that contains such a word must still be found.
+//! memory written since that contains such a word must still be found. Words a query was
+//! widened with (`domain::widening`) score at a fraction of their idf and pick candidates
+//! only with what budget the query's own words leave.
 
 /// A query word (a stemmed lexeme) and how many of the tenant's memories of one type
 /// contain it.
@@ -22,12 +24,21 @@
 pub struct QueryTerm {
     pub lexeme: String,
     pub document_frequency: f64,
+    /// 1 for the query's own words; less for a word the query was widened with
+    /// (`domain::widening`), whose idf it scales.
+    pub weight: f64,
+}
+
+impl QueryTerm {
+    fn is_own(&self) -> bool {
+        self.weight >= 1.0
+    }
 }
 
 /// How one keyword search runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeywordPlan {
-    /// Every word that occurs, with its idf: all of them score.
+    /// Every word that occurs, with its idf (times its weight): all of them score.
     pub lexemes: Vec<String>,
     pub idf: Vec<f64>,
     /// What picks the candidates.
@@ -53,45 +64,76 @@ pub fn idf(documents: f64, document_frequency: f64) -> f64 {
 }
 
 impl KeywordPlan {
+    /// The plan of `terms`. The query's own words pick first; the words it was widened
+    /// with pick with what budget the own words leave, rarest first, and only where the
+    /// own words select (a query of common words alone stays a look at recent memories:
+    /// its widened words would not make it selective). A widened word found in no memory
+    /// is left out: it came from the tenant's vocabulary, not from the query, and another
+    /// type's memories may hold it while this type's do not.
     pub fn new(terms: &[QueryTerm], documents: f64, common_df: f64) -> Self {
-        let (occurring, unseen): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
-            terms.iter().partition(|t| t.document_frequency > 0.0);
-        // The rarest words first, while their matches together fit the budget.
-        let mut by_rarity: Vec<&QueryTerm> = occurring.clone();
-        by_rarity.sort_by(|a, b| a.document_frequency.total_cmp(&b.document_frequency));
-        let mut budget = common_df;
-        let picked: Vec<&str> = by_rarity
+        let terms: Vec<&QueryTerm> = terms
             .iter()
-            .take_while(|t| {
-                budget -= t.document_frequency;
-                budget >= 0.0
-            })
-            .map(|t| t.lexeme.as_str())
+            .filter(|t| t.is_own() || t.document_frequency > 0.0)
             .collect();
-        let (selective, common): (Vec<&QueryTerm>, Vec<&QueryTerm>) = occurring
-            .iter()
-            .partition(|t| picked.contains(&t.lexeme.as_str()));
+        let (own, widened): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
+            terms.iter().partition(|t| t.is_own());
+        let (occurring, unseen): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
+            own.iter().partition(|t| t.document_frequency > 0.0);
+        let mut budget = common_df;
+        let picked = rarest_within(&occurring, &mut budget);
+        let (selective, common): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
+            occurring.iter().partition(|t| picked.contains(&t.lexeme));
         let lexemes = |ts: &[&QueryTerm]| ts.iter().map(|t| t.lexeme.clone()).collect::<Vec<_>>();
-        let with_unseen = |ts: &[&QueryTerm]| {
-            let mut words = lexemes(ts);
-            words.extend(lexemes(&unseen));
-            words
+        let mut own_selection = match (selective.is_empty(), common.is_empty()) {
+            (false, _) => Some(lexemes(&selective)),
+            (true, false) => None,
+            (true, true) => Some(Vec::new()),
         };
-        let selection = match (selective.is_empty(), common.is_empty(), unseen.is_empty()) {
-            (false, _, _) => Selection::Selective(with_unseen(&selective)),
-            (true, false, _) => Selection::RecentCommon(with_unseen(&common)),
-            (true, true, false) => Selection::Selective(lexemes(&unseen)),
-            (true, true, true) => Selection::Nothing,
+        let selection = match own_selection.as_mut() {
+            Some(words) => {
+                words.extend(lexemes(&unseen));
+                words.extend(rarest_within(&widened, &mut budget));
+                if words.is_empty() {
+                    Selection::Nothing
+                } else {
+                    Selection::Selective(std::mem::take(words))
+                }
+            }
+            None => {
+                let mut words = lexemes(&common);
+                words.extend(lexemes(&unseen));
+                Selection::RecentCommon(words)
+            }
         };
         KeywordPlan {
-            lexemes: lexemes(&terms.iter().collect::<Vec<_>>()),
+            lexemes: lexemes(&terms),
             idf: terms
                 .iter()
-                .map(|t| idf(documents, t.document_frequency))
+                .map(|t| t.weight * idf(documents, t.document_frequency))
                 .collect(),
             selection,
         }
     }
+}
+
+/// The words of `terms` whose matches together fit `budget`, rarest first (in `terms`'
+/// order), taking what they use from it.
+fn rarest_within(terms: &[&QueryTerm], budget: &mut f64) -> Vec<String> {
+    let mut by_rarity = terms.to_vec();
+    by_rarity.sort_by(|a, b| a.document_frequency.total_cmp(&b.document_frequency));
+    let mut picked = Vec::new();
+    for term in by_rarity {
+        if term.document_frequency > *budget {
+            break;
+        }
+        *budget -= term.document_frequency;
+        picked.push(term.lexeme.as_str());
+    }
+    terms
+        .iter()
+        .filter(|t| picked.contains(&t.lexeme.as_str()))
+        .map(|t| t.lexeme.clone())
+        .collect()
 }
 
 /// A tsquery matching any of `lexemes` (already normalised by `to_tsvector`, so no further
@@ -112,6 +154,14 @@ mod tests {
         QueryTerm {
             lexeme: lexeme.into(),
             document_frequency: df,
+            weight: 1.0,
+        }
+    }
+
+    fn widened(lexeme: &str, df: f64, weight: f64) -> QueryTerm {
+        QueryTerm {
+            weight,
+            ..term(lexeme, df)
         }
     }
 
@@ -209,6 +259,51 @@ mod tests {
         );
         assert_eq!(
             KeywordPlan::new(&[], 10.0, 1000.0).selection,
+            Selection::Nothing
+        );
+    }
+
+    #[test]
+    fn widened_words_pick_with_what_the_own_words_leave_and_weigh_less() {
+        let plan = KeywordPlan::new(
+            &[
+                term("instrument", 300.0),
+                widened("violin", 500.0, 0.2),
+                widened("guitar", 800.0, 0.2),
+                widened("piano", 0.0, 0.2),
+            ],
+            6000.0,
+            1000.0,
+        );
+        // 300 + 500 fit the budget of 1,000; the guitar's 800 more do not, but it scores.
+        assert_eq!(
+            plan.selection,
+            Selection::Selective(vec!["instrument".into(), "violin".into()])
+        );
+        // A widened word in no memory of this type is no unseen word: it is left out.
+        assert_eq!(plan.lexemes, ["instrument", "violin", "guitar"]);
+        assert!((plan.idf[1] - 0.2 * idf(6000.0, 500.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn widened_words_select_when_no_own_word_occurs_but_not_for_common_ones() {
+        let plan = KeywordPlan::new(
+            &[term("instrument", 0.0), widened("violin", 5.0, 0.2)],
+            6000.0,
+            1000.0,
+        );
+        assert_eq!(
+            plan.selection,
+            Selection::Selective(vec!["instrument".into(), "violin".into()])
+        );
+        let plan = KeywordPlan::new(
+            &[term("user", 5000.0), widened("person", 5.0, 0.2)],
+            6000.0,
+            1000.0,
+        );
+        assert_eq!(plan.selection, Selection::RecentCommon(vec!["user".into()]));
+        assert_eq!(
+            KeywordPlan::new(&[widened("violin", 0.0, 0.2)], 10.0, 1000.0).selection,
             Selection::Nothing
         );
     }

@@ -219,16 +219,33 @@ impl CorpusCache {
     }
 
     /// The collection statistics and the plan of a keyword search for the query words
-    /// `lexemes` (`CorpusCache::lexemes`).
+    /// `own` (`CorpusCache::lexemes`) and the words `widened` it was widened with, each with
+    /// its weight (`domain::widening`).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one plan as asked: all of it is needed"
+    )]
     pub async fn keyword_plan(
         &self,
         store: &Store,
         generations: &Arc<Generations>,
         memory_type: MemoryType,
         tenant_id: &str,
-        lexemes: &[String],
+        own: &[String],
+        widened: &[(String, f64)],
         now: DateTime<Utc>,
     ) -> MemoryResult<(CorpusStats, KeywordPlan)> {
+        let weights: Vec<f64> = own
+            .iter()
+            .map(|_| 1.0)
+            .chain(widened.iter().map(|(_, w)| *w))
+            .collect();
+        let lexemes: Vec<String> = own
+            .iter()
+            .cloned()
+            .chain(widened.iter().map(|(l, _)| l.clone()))
+            .collect();
+        let lexemes = &lexemes[..];
         let common_df = self.common_df;
         let generation = generations.current_of(tenant_id, memory_type);
         let key = (tenant_id.to_owned(), memory_type);
@@ -293,9 +310,11 @@ impl CorpusCache {
         let terms: Vec<QueryTerm> = lexemes
             .iter()
             .zip(frequencies)
-            .map(|(lexeme, df)| QueryTerm {
+            .zip(weights)
+            .map(|((lexeme, df), weight)| QueryTerm {
                 lexeme: lexeme.clone(),
                 document_frequency: df.unwrap_or(0.0),
+                weight,
             })
             .collect();
         let plan = KeywordPlan::new(&terms, corpus.documents, common_df as f64);

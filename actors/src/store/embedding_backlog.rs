@@ -11,6 +11,7 @@ use crate::error::MemoryResult;
 use super::Store;
 use super::columns::happened;
 use super::embedding_claims::EmbeddingClaim;
+use super::vocabulary::{LEARN_WORDS, NewWord};
 
 /// How many batches of the oldest waiting rows an instance looks through for rows no other
 /// instance has claimed.
@@ -24,6 +25,16 @@ pub struct Unembedded {
     pub text: String,
     /// For an episode in a session: the episode before it, whose meaning it continues.
     pub context: Option<String>,
+}
+
+/// What the indexer made of a batch of rows, in their order: each row's vector and token
+/// sketch (none while the second stage is off), and the words the rows bring to their
+/// tenants' vocabularies with those words' vectors (none while widening is off).
+pub struct Embedded {
+    pub vectors: Vec<pgvector::Vector>,
+    pub sketches: Vec<Option<Vec<u8>>>,
+    pub words: Vec<NewWord>,
+    pub word_vectors: Vec<pgvector::Vector>,
 }
 
 /// A row's key: its tenant and id.
@@ -362,7 +373,8 @@ impl Store {
 
     /// Stores embeddings, each with its text's token sketch (`store/token_sketches.rs`), for
     /// rows that still have none (`Replacing::Nothing`) or still have another model's
-    /// (`Replacing::OtherModel`), in one statement. Returns the tenant of
+    /// (`Replacing::OtherModel`), with the rows' new words (`store/vocabulary.rs`), in one
+    /// statement. Returns the tenant of
     /// each row updated. Both are asked of `embedding_version_id` (set and cleared with the
     /// embedding, a CHECK says so), which no index covers: asked of `embedding`, it let the
     /// planner scan the whole backlog through its partial index. A row embedded without a
@@ -374,9 +386,14 @@ impl Store {
         version_id: i16,
         replacing: Replacing,
         rows: &[RowKey],
-        vectors: Vec<pgvector::Vector>,
-        sketches: Vec<Option<Vec<u8>>>,
+        embedded: Embedded,
     ) -> MemoryResult<Vec<String>> {
+        let Embedded {
+            vectors,
+            sketches,
+            words,
+            word_vectors,
+        } = embedded;
         let still = match replacing {
             Replacing::Nothing => "t.embedding_version_id IS NULL",
             Replacing::OtherModel => "t.embedding_version_id <> $1",
@@ -400,10 +417,21 @@ impl Store {
              unsketched AS (
                  DELETE FROM {sketches} s USING v, embedded e
                  WHERE s.tenant_id = v.tenant_id AND s.id = v.id
-                   AND e.tenant_id = v.tenant_id AND e.id = v.id AND v.sketch IS NULL)
+                   AND e.tenant_id = v.tenant_id AND e.id = v.id AND v.sketch IS NULL),
+             {LEARN_WORDS}
              SELECT tenant_id FROM embedded",
             table = memory_type.table(),
             sketches = memory_type.sketch_table(),
+        );
+        let (word_tenants, word_rows, lexemes, surfaces) = words.into_iter().fold(
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new()),
+            |(mut t, mut r, mut l, mut w), word| {
+                t.push(word.tenant_id);
+                r.push(word.id);
+                l.push(word.lexeme);
+                w.push(word.word);
+                (t, r, l, w)
+            },
         );
         let (tenants, ids): (Vec<&str>, Vec<Uuid>) =
             rows.iter().map(|(t, id)| (t.as_str(), *id)).unzip();
@@ -413,6 +441,11 @@ impl Store {
             .bind(ids)
             .bind(vectors)
             .bind(sketches)
+            .bind(word_tenants)
+            .bind(word_rows)
+            .bind(lexemes)
+            .bind(surfaces)
+            .bind(word_vectors)
             .fetch_all(self.writer())
             .await?)
     }

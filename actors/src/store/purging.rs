@@ -1,6 +1,7 @@
 //! Purge's SQL (`domain/purge.rs`): finding candidates about a subject, resolving a target
 //! into the rows it erases (locked), and erasing them in one transaction: the rows (with
-//! their embeddings and full-text vectors), their links, rule applications and
+//! their embeddings and full-text vectors), the words of the tenant's vocabulary no other
+//! memory holds (`store/vocabulary.rs`), their links, rule applications and
 //! consolidation items, the output of the consolidation jobs that read or wrote them, and
 //! the content of their past events, through `memory_events_purge` (the one rewrite the
 //! append-only stream accepts, migration 15). One `*_purged` event per record is appended.
@@ -20,7 +21,7 @@ use crate::domain::purge::{
 use crate::domain::text::check_name;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 
-use super::Store;
+use super::{Store, vocabulary};
 
 /// A purge is an admin's rare, possibly large, transaction: it may take longer than the
 /// statement limit that keeps the butlers' path fast.
@@ -252,6 +253,15 @@ async fn erase(
     .fetch_all(&mut *conn)
     .await?;
 
+    // The words the records hold, which the tenant's vocabulary may keep only while another
+    // memory holds them (a purged tenant's vocabulary goes altogether).
+    let lexemes = match owner {
+        Some(None) => None,
+        _ => Some(
+            vocabulary::lexemes_of(conn, tenant_id, &set.episodes, &set.facts, &set.rules).await?,
+        ),
+    };
+
     // Consolidation's traces: the items that point at the records, and the output of every
     // job that read one of the episodes or wrote one of the records (an extractor's answer
     // quotes what it extracted).
@@ -341,6 +351,7 @@ async fn erase(
         .execute(&mut *conn)
         .await?;
     }
+    vocabulary::forget_words(conn, tenant_id, lexemes.as_deref()).await?;
 
     if owner == Some(None) {
         // The tenant's counts go with it (the deletes above left only their negations).
@@ -541,7 +552,7 @@ impl Store {
     /// entries) is reclaimed soon rather than at autovacuum's leisure. Best effort.
     pub async fn vacuum_after_purge(&self) {
         let sql = "VACUUM episodes, facts, rules, memory_links, rule_applications, \
-                   consolidation_items, consolidation_jobs, memory_events";
+                   consolidation_items, consolidation_jobs, memory_events, word_vectors";
         if let Err(e) = sqlx::query(sql).execute(self.pool()).await {
             tracing::warn!(error = %e, "vacuum after a purge failed; autovacuum will get there");
         }

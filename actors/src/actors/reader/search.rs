@@ -17,6 +17,7 @@ use crate::domain::scoring::{Ranking, TypeWeights};
 use crate::domain::search::{Candidate, Hit, Scored, SearchMode, SearchOutcome, SearchQuery};
 use crate::domain::stated_time::StatedTime;
 use crate::domain::time_window::TimeWindow;
+use crate::domain::widening::widen;
 use crate::error::MemoryResult;
 use crate::read_path::QueryEmbedding;
 use crate::store::search::Filter;
@@ -130,6 +131,7 @@ pub async fn candidate_lists(
             return Ok(Vec::new());
         }
         let lexemes = state.kit.corpus_cache.lexemes(store, text).await?;
+        let widened = widened(state, &filter.scope.tenant_id, &lexemes).await?;
         try_join_all(types.iter().map(|t| async {
             let (corpus, plan) = state
                 .kit
@@ -140,6 +142,7 @@ pub async fn candidate_lists(
                     *t,
                     &filter.scope.tenant_id,
                     &lexemes,
+                    &widened,
                     filter.now,
                 )
                 .await?;
@@ -155,6 +158,30 @@ pub async fn candidate_lists(
         keyword: merge(keyword),
         degraded,
     })
+}
+
+/// The words a keyword query of `lexemes` is widened with, with their weights
+/// (`domain::widening`): none while widening is off.
+async fn widened(
+    state: &ReaderState,
+    tenant_id: &str,
+    lexemes: &[String],
+) -> MemoryResult<Vec<(String, f64)>> {
+    let widening = state.services.config.retrieval.widening;
+    if !widening.enabled {
+        return Ok(Vec::new());
+    }
+    let neighbours = state
+        .kit
+        .store
+        .word_neighbours(
+            tenant_id,
+            state.embedding_version,
+            lexemes,
+            widening.words_per_word,
+        )
+        .await?;
+    Ok(widen(lexemes, &neighbours, widening))
 }
 
 /// [`candidate_lists`], and when the read's words state a time (`domain::stated_time`), the

@@ -1,0 +1,183 @@
+//! Keyword queries widened by the model's word vectors (`domain::widening`): the indexer keeps
+//! each tenant's vocabulary with the real model's vectors; a query word then also finds
+//! memories of the words the model places beside it, below a memory of its own word, never
+//! another tenant's words; off, nothing is widened and no word is kept; a purge takes the
+//! words no remaining memory holds, a tenant's purge all of them.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+const WIDENING_ON: &str = "[retrieval.widening]\nenabled = true\n";
+const WIDENING_OFF: &str = "[retrieval.widening]\nenabled = false\n";
+
+const BAND: &str = "Our band still needs another instrument for the summer concert";
+const VIOLIN: &str = "I have been practising the violin every evening";
+const GUITAR: &str = "She finally bought a guitar from the shop downtown";
+const KITCHEN: &str = "We repainted the kitchen cabinets on Sunday";
+
+/// Stores `contents` as the health butler's episodes of `client`'s tenant and waits for
+/// the indexer; answers their ids.
+async fn store(app: &TestApp, client: &McpClient, contents: &[&str]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for content in contents {
+        let stored = client
+            .ok(
+                "memory_store_episode",
+                json!({"butler": "health", "content": content}),
+            )
+            .await;
+        ids.push(stored["id"].as_str().unwrap().to_owned());
+    }
+    app.engine().flush().await.unwrap();
+    ids
+}
+
+/// The ids a keyword search for `query` finds, best first, with their keyword scores.
+async fn keyword_search(client: &McpClient, query: &str) -> (Vec<(String, f64)>, Value) {
+    let found = client
+        .ok(
+            "memory_search",
+            json!({"query": query, "mode": "keyword", "butler": "health"}),
+        )
+        .await;
+    let hits = found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_owned(),
+                r["scores"]["keyword"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    (hits, found)
+}
+
+/// The tenant's vocabulary: each lexeme with the word it stands for, by lexeme.
+async fn vocabulary(app: &TestApp, tenant: &str) -> Vec<(String, String)> {
+    sqlx::query_as("SELECT lexeme, word FROM word_vectors WHERE tenant_id = $1 ORDER BY lexeme")
+        .bind(tenant)
+        .fetch_all(&mut app.sql().await)
+        .await
+        .unwrap()
+}
+
+fn has(vocabulary: &[(String, String)], lexeme: &str) -> bool {
+    vocabulary.iter().any(|(l, _)| l == lexeme)
+}
+
+#[tokio::test]
+async fn a_query_word_also_finds_the_words_the_model_places_beside_it() {
+    let app = spawn_app_with(WIDENING_ON).await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let ids = store(&app, &health, &[BAND, VIOLIN, GUITAR, KITCHEN]).await;
+    let [band, violin, guitar, kitchen] = &ids[..] else {
+        unreachable!()
+    };
+    // Another tenant's word is no word of this tenant's.
+    let other = app.client(TENANT_B_HEALTH).await;
+    store(&app, &other, &["The cello lessons start in May"]).await;
+
+    let words = vocabulary(&app, "tenant-a").await;
+    // Stemmed as the full-text index stems them, spelled as written; no stop words.
+    assert!(
+        words.contains(&("practis".into(), "practising".into())),
+        "{words:?}"
+    );
+    assert!(has(&words, "violin") && has(&words, "instrument"), "{words:?}");
+    assert!(!has(&words, "the") && !has(&words, "cello"), "{words:?}");
+    let stored: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM word_vectors WHERE tenant_id = 'tenant-a'")
+            .fetch_one(&mut app.sql().await)
+            .await
+            .unwrap();
+    assert_eq!(stored as usize, words.len());
+
+    let (hits, found) = keyword_search(&health, "instrument").await;
+    let at = |id: &String| hits.iter().position(|(i, _)| i == id);
+    // The memory of the query's own word first, then those of the words beside it.
+    assert_eq!(at(band), Some(0), "{found}");
+    for near in [violin, guitar] {
+        let i = at(near).unwrap_or_else(|| panic!("{near} not found: {found}"));
+        assert!(hits[i].1 > 0.0 && hits[i].1 < hits[0].1, "{found}");
+    }
+    assert_eq!(at(kitchen), None, "{found}");
+    assert_eq!(hits.len(), 3, "{found}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn off_nothing_is_widened_and_no_word_is_kept() {
+    let app = spawn_app_with(WIDENING_OFF).await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let ids = store(&app, &health, &[BAND, VIOLIN, GUITAR, KITCHEN]).await;
+    let (hits, found) = keyword_search(&health, "instrument").await;
+    assert_eq!(
+        hits.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+        [&ids[0]],
+        "{found}"
+    );
+    assert!(vocabulary(&app, "tenant-a").await.is_empty());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_purge_takes_the_words_no_remaining_memory_holds() {
+    let app = spawn_app_with(WIDENING_ON).await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    let ids = store(
+        &app,
+        &health,
+        &[
+            VIOLIN,
+            "The violin teacher moved to Leeds",
+            "Chemotherapy starts on Monday",
+        ],
+    )
+    .await;
+    let other = app.client(TENANT_B_HEALTH).await;
+    store(&app, &other, &["Chemotherapy was moved to Tuesday"]).await;
+    let before = vocabulary(&app, "tenant-a").await;
+    assert!(has(&before, "chemotherapi") && has(&before, "monday"), "{before:?}");
+
+    admin
+        .ok(
+            "memory_purge",
+            json!({"type": "episode", "id": ids[2], "reason": "asked"}),
+        )
+        .await;
+    let after = vocabulary(&app, "tenant-a").await;
+    assert!(!has(&after, "chemotherapi") && !has(&after, "monday"), "{after:?}");
+    // Nothing else went: every other word is still some memory's.
+    let rest: Vec<_> = before
+        .iter()
+        .filter(|(l, _)| l != "chemotherapi" && l != "monday" && l != "start")
+        .cloned()
+        .collect();
+    assert_eq!(after, rest);
+
+    // The violin stays while the teacher's memory holds it; practising goes with its own.
+    admin
+        .ok(
+            "memory_purge",
+            json!({"type": "episode", "id": ids[0], "reason": "asked"}),
+        )
+        .await;
+    let after = vocabulary(&app, "tenant-a").await;
+    assert!(has(&after, "violin") && has(&after, "teacher"), "{after:?}");
+    assert!(!has(&after, "practis") && !has(&after, "even"), "{after:?}");
+
+    admin
+        .ok(
+            "memory_purge",
+            json!({"tenant": "tenant-a", "reason": "account closed"}),
+        )
+        .await;
+    assert!(vocabulary(&app, "tenant-a").await.is_empty());
+    // Another tenant's words are its own.
+    assert!(has(&vocabulary(&app, "tenant-b").await, "chemotherapi"));
+    app.stop().await;
+}
