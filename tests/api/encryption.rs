@@ -414,6 +414,19 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
         }
     };
     assert_eq!(sketched(clear_id.clone()).await, 1, "embedded and sketched");
+    // Its words learnt for query widening (on in the shipped configuration); a sealed fact's
+    // never, as it is never embedded.
+    let words = || {
+        let options = options.clone();
+        async move {
+            let mut sql = sqlx::PgConnection::connect_with(&options).await.unwrap();
+            sqlx::query_scalar::<_, String>("SELECT lexeme FROM word_vectors ORDER BY lexeme")
+                .fetch_all(&mut sql)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(words().await, ["diagnosi", "patient", "tinnitus"]);
     let rotated = write_config(
         dir.path(),
         &format!(
@@ -467,8 +480,10 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
         (content.as_str(), metadata, embedded),
         ("[encrypted]", json!({}), false)
     );
-    // A sketch of the text would leak it as the vector would: gone with it.
+    // A sketch of the text would leak it as the vector would: gone with it, and so is the
+    // word only its text held (its subject and predicate still find it).
     assert_eq!(sketched(clear_id.clone()).await, 0);
+    assert_eq!(words().await, ["diagnosi", "patient"]);
     let sealed_events: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM memory_events WHERE entity_id = $1::uuid AND event_type = 'fact_sealed'
            AND NOT payload::text LIKE '%Tinnitus%'",

@@ -14,7 +14,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::columns::fact_columns;
-use super::{Store, data_keys, events};
+use super::{Store, data_keys, events, vocabulary};
 use crate::domain::author::Author;
 use crate::domain::event::{EventType, NewEvent};
 use crate::domain::fact::Fact;
@@ -207,13 +207,16 @@ impl Store {
 }
 
 /// Seals a fact stored in the clear, in place: placeholder content, no metadata, no
-/// embedding (a vector of the text would leak it).
+/// embedding (a vector of the text would leak it), and none of the words of the tenant's
+/// vocabulary its text alone held (its subject and predicate stay found by full text, and
+/// stay words).
 async fn seal_row_in_place(
     conn: &mut PgConnection,
     tenant_id: &str,
     id: Uuid,
     sealed: &Sealed,
 ) -> MemoryResult<()> {
+    let lexemes = vocabulary::lexemes_of(conn, tenant_id, &[], &[id], &[]).await?;
     sqlx::query(
         "UPDATE facts SET content = $2, metadata = '{}', embedding = NULL,
                           embedding_version_id = NULL, key_version = $3, sealed = $4
@@ -224,7 +227,8 @@ async fn seal_row_in_place(
     .bind(sealed.key_version)
     .bind(&sealed.bytes)
     .bind(tenant_id)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    vocabulary::forget_words(conn, tenant_id, Some(&lexemes)).await?;
     Ok(())
 }

@@ -86,7 +86,10 @@ async fn a_query_word_also_finds_the_words_the_model_places_beside_it() {
         words.contains(&("practis".into(), "practising".into())),
         "{words:?}"
     );
-    assert!(has(&words, "violin") && has(&words, "instrument"), "{words:?}");
+    assert!(
+        has(&words, "violin") && has(&words, "instrument"),
+        "{words:?}"
+    );
     assert!(!has(&words, "the") && !has(&words, "cello"), "{words:?}");
     let stored: i64 =
         sqlx::query_scalar("SELECT count(*) FROM word_vectors WHERE tenant_id = 'tenant-a'")
@@ -141,7 +144,10 @@ async fn a_purge_takes_the_words_no_remaining_memory_holds() {
     let other = app.client(TENANT_B_HEALTH).await;
     store(&app, &other, &["Chemotherapy was moved to Tuesday"]).await;
     let before = vocabulary(&app, "tenant-a").await;
-    assert!(has(&before, "chemotherapi") && has(&before, "monday"), "{before:?}");
+    assert!(
+        has(&before, "chemotherapi") && has(&before, "monday"),
+        "{before:?}"
+    );
 
     admin
         .ok(
@@ -150,7 +156,10 @@ async fn a_purge_takes_the_words_no_remaining_memory_holds() {
         )
         .await;
     let after = vocabulary(&app, "tenant-a").await;
-    assert!(!has(&after, "chemotherapi") && !has(&after, "monday"), "{after:?}");
+    assert!(
+        !has(&after, "chemotherapi") && !has(&after, "monday"),
+        "{after:?}"
+    );
     // Nothing else went: every other word is still some memory's.
     let rest: Vec<_> = before
         .iter()
