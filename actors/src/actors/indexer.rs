@@ -17,7 +17,8 @@
 //! running model only) and keyword search finds it. Orchestrator memory nodes another model
 //! embedded simply lose that vector at the first look and are embedded again as new ones.
 //! With the second stage on, rows embedded while it was off get their token sketches by a
-//! walk of the same kind, begun at start (`indexer/walks.rs`). Both walks keep to
+//! walk of the same kind, begun at start (`indexer/walks.rs`); with query widening on, rows
+//! embedded before it was get their words learnt by a third. The walks keep to
 //! `indexer.walk_rows_per_sec` when it is set.
 //!
 //! Background work yields to foreground work: while episodes are being admitted faster than
@@ -41,7 +42,7 @@ use crate::embedder::Sketched;
 use crate::error::MemoryResult;
 use crate::services::{CommitNotices, Services};
 use crate::store::embedding_backlog::{Embedded, Replacing, RowKey, Unembedded};
-use walks::{TableWalk, Walk, WalkStep};
+use walks::{TableWalk, VocabularyWalk, Walk, WalkStep};
 
 /// How long one embedding batch may take before the indexer gives up on it for now.
 const EMBED_TIMEOUT: Duration = Duration::from_secs(60);
@@ -95,6 +96,8 @@ pub struct IndexerState {
     /// Storing the sketches of rows embedded while the second stage was off: begun at start
     /// while it is on, `None` once done or when it is off.
     sketch_walk: Option<TableWalk>,
+    /// Learning the words of rows embedded without them.
+    vocabulary_walk: VocabularyWalk,
     /// When the walks may take their next step (`indexer.walk_rows_per_sec`).
     walk_not_before: Option<Instant>,
     /// The instant a tick is set for, to step a walk kept to its pace.
@@ -133,6 +136,7 @@ impl Actor for Indexer {
             hot: false,
             walk: Walk::Unknown,
             sketch_walk,
+            vocabulary_walk: VocabularyWalk::Unknown,
             walk_not_before: None,
             walk_wake: None,
         })

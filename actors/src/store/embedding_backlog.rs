@@ -11,7 +11,7 @@ use crate::error::MemoryResult;
 use super::Store;
 use super::columns::happened;
 use super::embedding_claims::EmbeddingClaim;
-use super::vocabulary::{LEARN_WORDS, NewWord};
+use super::vocabulary::{NewWord, learn_words, word_columns};
 
 /// How many batches of the oldest waiting rows an instance looks through for rows no other
 /// instance has claimed.
@@ -313,8 +313,39 @@ impl Store {
                  SELECT 1 FROM {} s WHERE s.tenant_id = t.tenant_id AND s.id = t.id)",
             memory_type.sketch_table(),
         );
+        self.own_texts_window(memory_type, unsketched, version, after, window)
+            .await
+    }
+
+    /// The next `window` rows of `memory_type` in id order after `after`, and those of them
+    /// that hold an embedding of the model `version`, with their own text: one bounded step
+    /// of the walk that learns their words (`store/vocabulary.rs`). Not claimed: a word two
+    /// instances learn at once is stored once.
+    #[tracing::instrument(target = "otel", name = "db.embedded_window", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
+    pub async fn embedded_window(
+        &self,
+        memory_type: MemoryType,
+        version: i16,
+        after: Option<&RowKey>,
+        window: i64,
+    ) -> MemoryResult<(Vec<Unembedded>, Option<RowKey>)> {
+        let embedded = "t.embedding_version_id = $1".to_owned();
+        self.own_texts_window(memory_type, embedded, version, after, window)
+            .await
+    }
+
+    /// One window of a walk (`walk_window`), with the own texts of the rows `picked` that
+    /// hold an embedding of the model `version`.
+    async fn own_texts_window(
+        &self,
+        memory_type: MemoryType,
+        picked: String,
+        version: i16,
+        after: Option<&RowKey>,
+        window: i64,
+    ) -> MemoryResult<(Vec<Unembedded>, Option<RowKey>)> {
         let (missing, last) = self
-            .walk_window(memory_type, unsketched, version, after, window)
+            .walk_window(memory_type, picked, version, after, window)
             .await?;
         let (tenants, ids): (Vec<String>, Vec<Uuid>) = missing.into_iter().unzip();
         if ids.is_empty() {
@@ -418,21 +449,14 @@ impl Store {
                  DELETE FROM {sketches} s USING v, embedded e
                  WHERE s.tenant_id = v.tenant_id AND s.id = v.id
                    AND e.tenant_id = v.tenant_id AND e.id = v.id AND v.sketch IS NULL),
-             {LEARN_WORDS}
+             {learnt}
              SELECT tenant_id FROM embedded",
             table = memory_type.table(),
             sketches = memory_type.sketch_table(),
+            learnt = learn_words(6),
         );
-        let (word_tenants, word_rows, lexemes, surfaces) = words.into_iter().fold(
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new()),
-            |(mut t, mut r, mut l, mut w), word| {
-                t.push(word.tenant_id);
-                r.push(word.id);
-                l.push(word.lexeme);
-                w.push(word.word);
-                (t, r, l, w)
-            },
-        );
+        let (word_tenants, word_rows, lexemes, surfaces, word_vectors) =
+            word_columns(words, word_vectors);
         let (tenants, ids): (Vec<&str>, Vec<Uuid>) =
             rows.iter().map(|(t, id)| (t.as_str(), *id)).unzip();
         Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))

@@ -2,14 +2,17 @@
 //! the model gives it alone, which a search widens its keyword query with
 //! (`domain::widening`). The indexer finds the words of the rows it embeds that the
 //! vocabulary lacks (`new_words`), embeds them with the rows and stores both in one
-//! statement (`embedding_backlog.rs`, `LEARN_WORDS`); a purge takes the words of what it
-//! erases that no other memory of the tenant holds (`forget_words`).
+//! statement (`embedding_backlog.rs`, `learn_words`); rows embedded before (or while
+//! widening was off) are walked once (`learn_walked_words`, `vocabulary_complete`); a purge
+//! takes the words of what it erases that no other memory of the tenant holds
+//! (`forget_words`).
 
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::Store;
 use super::embedding_backlog::RowKey;
+use crate::domain::memory_type::MemoryType;
 use crate::domain::widening::Neighbour;
 use crate::error::MemoryResult;
 
@@ -27,22 +30,52 @@ pub struct NewWord {
 /// hashes or run-together text, no word a question would be widened to.
 const LONGEST_WORD: i32 = 32;
 
-/// Inserts the words a statement's `embedded` rows (a CTE of their `tenant_id, id`) hold,
-/// `$6` to `$10` being the words' tenants, rows, lexemes, words and vectors, for model `$1`.
-/// A word whose row was not embedded (purged meanwhile) is not learnt; in one statement
-/// with the embedding, a purge either waits for both or finds neither.
-pub const LEARN_WORDS: &str = "
-             learnt AS (
-                 INSERT INTO word_vectors (tenant_id, lexeme, word, embedding_version_id, embedding)
-                 SELECT w.tenant_id, w.lexeme, w.word, $1, w.embedding::halfvec
-                 FROM unnest($6::text[], $7::uuid[], $8::text[], $9::text[], $10::vector[])
-                     AS w(tenant_id, id, lexeme, word, embedding)
-                 JOIN embedded e ON e.tenant_id = w.tenant_id AND e.id = w.id
-                 ON CONFLICT (tenant_id, lexeme) DO UPDATE
-                     SET word = excluded.word,
-                         embedding_version_id = excluded.embedding_version_id,
-                         embedding = excluded.embedding
-                     WHERE word_vectors.embedding_version_id <> excluded.embedding_version_id)";
+/// A CTE, `learnt`, inserting the words a statement's `embedded` rows (a CTE of their
+/// `tenant_id, id`) hold: `$first` to `$first + 4` are the words' tenants, rows, lexemes,
+/// words and vectors, `$1` their model. A word whose row is not in `embedded` (purged
+/// meanwhile) is not learnt: in one statement with what locks the rows (the embedding's
+/// update, or a walk's `FOR KEY SHARE`), a purge either waits for both or finds neither.
+pub fn learn_words(first: usize) -> String {
+    let [tenants, rows, lexemes, words, vectors] =
+        [first, first + 1, first + 2, first + 3, first + 4];
+    format!(
+        "learnt AS (
+             INSERT INTO word_vectors (tenant_id, lexeme, word, embedding_version_id, embedding)
+             SELECT w.tenant_id, w.lexeme, w.word, $1, w.embedding::halfvec
+             FROM unnest(${tenants}::text[], ${rows}::uuid[], ${lexemes}::text[], ${words}::text[],
+                         ${vectors}::vector[]) AS w(tenant_id, id, lexeme, word, embedding)
+             JOIN embedded e ON e.tenant_id = w.tenant_id AND e.id = w.id
+             ON CONFLICT (tenant_id, lexeme) DO UPDATE
+                 SET word = excluded.word,
+                     embedding_version_id = excluded.embedding_version_id,
+                     embedding = excluded.embedding
+                 WHERE word_vectors.embedding_version_id <> excluded.embedding_version_id
+             RETURNING 1)"
+    )
+}
+
+/// New words with their vectors, as the columns `learn_words` binds: tenants, rows,
+/// lexemes, words, vectors.
+pub type WordColumns = (
+    Vec<String>,
+    Vec<Uuid>,
+    Vec<String>,
+    Vec<String>,
+    Vec<pgvector::Vector>,
+);
+
+/// `words` and their `vectors` (in order) as the columns `learn_words` binds.
+pub fn word_columns(words: Vec<NewWord>, vectors: Vec<pgvector::Vector>) -> WordColumns {
+    let mut columns: WordColumns = Default::default();
+    for word in words {
+        columns.0.push(word.tenant_id);
+        columns.1.push(word.id);
+        columns.2.push(word.lexeme);
+        columns.3.push(word.word);
+    }
+    columns.4 = vectors;
+    columns
+}
 
 impl Store {
     /// The words of `texts` (of the rows `rows`, in order) that their tenants' vocabularies
@@ -83,6 +116,71 @@ impl Store {
         .bind(LONGEST_WORD)
         .fetch_all(self.pool())
         .await?)
+    }
+
+    /// Learns `words` (with their `vectors`, of model `version`) of rows of `memory_type`
+    /// a walk read, for those rows that still hold an embedding of that model (locked while
+    /// the words go in); returns how many words were stored.
+    #[tracing::instrument(target = "otel", name = "db.learn_walked_words", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
+    pub async fn learn_walked_words(
+        &self,
+        memory_type: MemoryType,
+        version: i16,
+        words: Vec<NewWord>,
+        vectors: Vec<pgvector::Vector>,
+    ) -> MemoryResult<u64> {
+        if words.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "WITH embedded AS (
+                 SELECT t.tenant_id, t.id FROM {table} t
+                 WHERE (t.tenant_id, t.id) IN (SELECT * FROM unnest($2::text[], $3::uuid[]))
+                   AND t.embedding_version_id = $1
+                 FOR KEY SHARE),
+             {learnt}
+             SELECT count(*) FROM learnt",
+            table = memory_type.table(),
+            learnt = learn_words(2),
+        );
+        let (tenants, rows, lexemes, spelled, vectors) = word_columns(words, vectors);
+        let stored: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(version)
+            .bind(tenants)
+            .bind(rows)
+            .bind(lexemes)
+            .bind(spelled)
+            .bind(vectors)
+            .fetch_one(self.writer())
+            .await?;
+        Ok(stored as u64)
+    }
+
+    /// Whether every row the model `version` embedded has had its words learnt.
+    pub async fn vocabulary_complete(&self, version: i16) -> MemoryResult<bool> {
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM vocabulary_complete WHERE embedding_version_id = $1)",
+        )
+        .bind(version)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// Records whether every row the model `version` embedded has had its words learnt:
+    /// `true` when a walk is done, `false` at the start of an instance that will not learn
+    /// them.
+    pub async fn set_vocabulary_complete(&self, version: i16, complete: bool) -> MemoryResult<()> {
+        let sql = if complete {
+            "INSERT INTO vocabulary_complete (embedding_version_id) VALUES ($1)
+             ON CONFLICT DO NOTHING"
+        } else {
+            "DELETE FROM vocabulary_complete WHERE embedding_version_id = $1"
+        };
+        sqlx::query(sql)
+            .bind(version)
+            .execute(self.writer())
+            .await?;
+        Ok(())
     }
 
     /// The nearest words of each of `lexemes` in the tenant's vocabulary of model

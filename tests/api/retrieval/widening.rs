@@ -1,8 +1,9 @@
 //! Keyword queries widened by the model's word vectors (`domain::widening`): the indexer keeps
 //! each tenant's vocabulary with the real model's vectors; a query word then also finds
 //! memories of the words the model places beside it, below a memory of its own word, never
-//! another tenant's words; off, nothing is widened and no word is kept; a purge takes the
-//! words no remaining memory holds, a tenant's purge all of them.
+//! another tenant's words; off, nothing is widened and no word is kept; turned on over a
+//! store, the rows embedded before get their words by a walk; a purge takes the words no
+//! remaining memory holds, a tenant's purge all of them.
 
 use serde_json::{Value, json};
 
@@ -188,5 +189,56 @@ async fn a_purge_takes_the_words_no_remaining_memory_holds() {
     assert!(vocabulary(&app, "tenant-a").await.is_empty());
     // Another tenant's words are its own.
     assert!(has(&vocabulary(&app, "tenant-b").await, "chemotherapi"));
+    app.stop().await;
+}
+
+/// Whether the database says every embedded row's words are learnt.
+async fn complete(app: &TestApp) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM vocabulary_complete)")
+        .fetch_one(&mut app.sql().await)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn memories_embedded_while_widening_was_off_get_their_words_when_it_is_on() {
+    let app = spawn_app_with(WIDENING_OFF).await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let ids = store(&app, &health, &[BAND, VIOLIN, KITCHEN]).await;
+    assert!(vocabulary(&app, "tenant-a").await.is_empty());
+    assert!(!complete(&app).await);
+    let database = (app.db_url.clone(), app.db.clone());
+    app.stop().await;
+
+    // Turned on: a walk learns the stored rows' words, once.
+    let app = spawn_on_database(database, |config| {
+        config.engine.retrieval.widening.enabled = true;
+    })
+    .await;
+    app.engine().flush().await.unwrap();
+    let words = vocabulary(&app, "tenant-a").await;
+    assert!(
+        has(&words, "violin") && has(&words, "instrument") && has(&words, "kitchen"),
+        "{words:?}"
+    );
+    assert!(complete(&app).await);
+    let health = app.client(TENANT_A_HEALTH).await;
+    let (hits, found) = keyword_search(&health, "instrument").await;
+    assert_eq!(
+        hits.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+        [&ids[0], &ids[1]],
+        "{found}"
+    );
+    let database = (app.db_url.clone(), app.db.clone());
+    app.stop().await;
+
+    // Off again: this instance embeds rows without their words, so the next start with
+    // widening on must walk again.
+    let app = spawn_on_database(database, |config| {
+        config.engine.retrieval.widening.enabled = false;
+    })
+    .await;
+    app.engine().flush().await.unwrap();
+    assert!(!complete(&app).await);
     app.stop().await;
 }

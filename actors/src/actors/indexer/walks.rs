@@ -1,9 +1,11 @@
 //! The indexer's walks through whole tables, in key order and bounded windows, when no row
 //! waits for a first embedding: re-embedding the rows another model embedded (after a model
 //! change), and storing the token sketches of rows embedded while the second stage was off
-//! (once it is on), so that turning it on over an existing store reranks all of it. Both
-//! keep to `indexer.walk_rows_per_sec` when it is set: a large store's walk spread over
-//! hours instead of taking a core for them.
+//! (once it is on), so that turning it on over an existing store reranks all of it; and
+//! learning the words of rows embedded without them (before the vocabulary existed, or
+//! while widening was off), so that widening reaches every memory. All keep to
+//! `indexer.walk_rows_per_sec` when it is set: a large store's walk spread over hours
+//! instead of taking a core for them.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -62,6 +64,17 @@ pub(super) enum WalkStep {
     Done,
 }
 
+/// Where learning the words of rows embedded without them stands.
+#[derive(Debug)]
+pub(super) enum VocabularyWalk {
+    /// Not looked at yet (the first walk step does).
+    Unknown,
+    /// Learning the words of every embedded row: where the walk is.
+    Walking(TableWalk),
+    /// Nothing to do: every embedded row's words are learnt, or widening is off.
+    Done,
+}
+
 /// Where re-embedding stands.
 #[derive(Debug)]
 pub(super) enum Walk {
@@ -101,7 +114,10 @@ impl IndexerState {
             Some(read) => read,
             None => match self.sketch_step().await? {
                 Some(read) => read,
-                None => return Ok(WalkStep::Done),
+                None => match self.vocabulary_step().await? {
+                    Some(read) => read,
+                    None => return Ok(WalkStep::Done),
+                },
             },
         };
         // The next step waits until the rows read so far fit the pace, counted from where
@@ -265,6 +281,66 @@ impl IndexerState {
         {
             tracing::info!("every embedded row has its token sketch");
             self.sketch_walk = None;
+        }
+        Ok(Some(read))
+    }
+
+    /// One bounded step of learning the words of rows embedded before the vocabulary
+    /// existed or while widening was off (`store/vocabulary.rs`): the rows it read, or `None`
+    /// when there is nothing (left) to do. The first step looks whether a walk is needed:
+    /// with widening on, unless `vocabulary_complete` says every row's words are learnt;
+    /// with it off, it says they will not be (this instance embeds rows without them), so
+    /// that the next start with widening on walks again.
+    pub(super) async fn vocabulary_step(&mut self) -> MemoryResult<Option<u64>> {
+        let store = &self.services.store;
+        if matches!(self.vocabulary_walk, VocabularyWalk::Unknown) {
+            self.vocabulary_walk = if !self.services.config.retrieval.widening.enabled {
+                store
+                    .set_vocabulary_complete(self.version_id, false)
+                    .await?;
+                VocabularyWalk::Done
+            } else if store.vocabulary_complete(self.version_id).await? {
+                VocabularyWalk::Done
+            } else {
+                tracing::info!("learning the words of rows embedded before, in the background");
+                VocabularyWalk::Walking(TableWalk::every_table())
+            };
+        }
+        let window = self.walk_window();
+        let VocabularyWalk::Walking(walk) = &mut self.vocabulary_walk else {
+            return Ok(None);
+        };
+        let Some(memory_type) = walk.table() else {
+            store.set_vocabulary_complete(self.version_id, true).await?;
+            tracing::info!("every embedded row's words are learnt");
+            self.vocabulary_walk = VocabularyWalk::Done;
+            return Ok(None);
+        };
+        let (rows, last) = store
+            .embedded_window(memory_type, self.version_id, walk.after.as_ref(), window)
+            .await?;
+        walk.advance(last);
+        let read = rows.len() as u64;
+        if !rows.is_empty() {
+            let span = tracing::info_span!(
+                target: crate::TRACE_SPANS,
+                "indexer.vocabulary",
+                memory.type = memory_type.as_str(),
+                rows = rows.len(),
+            );
+            let texts: Vec<String> = rows.iter().map(|r| r.text.clone()).collect();
+            let keys: Vec<RowKey> = rows.into_iter().map(|r| (r.tenant_id, r.id)).collect();
+            async {
+                let words = store.new_words(self.version_id, &keys, &texts).await?;
+                let spelled: Vec<String> = words.iter().map(|w| w.word.clone()).collect();
+                let vectors = self.embed_texts(&spelled).await?;
+                let vectors = vectors.into_iter().map(pgvector::Vector::from).collect();
+                store
+                    .learn_walked_words(memory_type, self.version_id, words, vectors)
+                    .await
+            }
+            .instrument(span)
+            .await?;
         }
         Ok(Some(read))
     }
