@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use futures::future::try_join_all;
+use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use super::ReaderState;
@@ -87,7 +88,10 @@ impl CandidateLists {
 }
 
 /// The semantic and keyword lists over `types`. The keyword lists start at once; the
-/// semantic ones as soon as the query embedding is there.
+/// semantic ones as soon as the query embedding is there. `widened` holds the words the
+/// keyword query is widened with once they are looked up (by the first of the read's
+/// lists to need them).
+#[allow(clippy::too_many_arguments)]
 pub async fn candidate_lists(
     state: &ReaderState,
     types: &[MemoryType],
@@ -96,6 +100,7 @@ pub async fn candidate_lists(
     embedding: &QueryEmbedding,
     mode: SearchMode,
     depth: i64,
+    widened: &OnceCell<Vec<(String, f64)>>,
 ) -> MemoryResult<CandidateLists> {
     let store = &state.kit.store;
     // A type the tenant has nothing of (as of now) needs no queries.
@@ -131,7 +136,9 @@ pub async fn candidate_lists(
             return Ok(Vec::new());
         }
         let lexemes = state.kit.corpus_cache.lexemes(store, text).await?;
-        let widened = widened(state, &filter.scope.tenant_id, &lexemes).await?;
+        let widened = widened
+            .get_or_try_init(|| widening(state, &filter.scope.tenant_id, &lexemes))
+            .await?;
         try_join_all(types.iter().map(|t| async {
             let (corpus, plan) = state
                 .kit
@@ -142,7 +149,7 @@ pub async fn candidate_lists(
                     *t,
                     &filter.scope.tenant_id,
                     &lexemes,
-                    &widened,
+                    widened,
                     filter.now,
                 )
                 .await?;
@@ -162,7 +169,7 @@ pub async fn candidate_lists(
 
 /// The words a keyword query of `lexemes` is widened with, with their weights
 /// (`domain::widening`): none while widening is off.
-async fn widened(
+async fn widening(
     state: &ReaderState,
     tenant_id: &str,
     lexemes: &[String],
@@ -203,7 +210,10 @@ pub async fn candidate_lists_in_time(
     stated: Option<&StatedTime>,
     ranking: &mut Ranking,
 ) -> MemoryResult<CandidateLists> {
-    let lists = |types, filter| candidate_lists(state, types, filter, text, embedding, mode, depth);
+    let widened = OnceCell::new();
+    let lists = |types, filter| {
+        candidate_lists(state, types, filter, text, embedding, mode, depth, &widened)
+    };
     let timed: Vec<MemoryType> = types
         .iter()
         .copied()
