@@ -37,6 +37,27 @@ pub struct Widening {
     pub min_likeness: f64,
     /// What a word weighs against the query's own, times its likeness.
     pub weight: f64,
+    /// At most this many of a query's words are widened (`widened_query_words`): a long
+    /// prompt's widening costs as much as a question's.
+    pub max_query_words: usize,
+}
+
+/// Which of a query's words (`lexemes`) are widened: all of them, or for a query of more
+/// than `max`, the `max` longest (ties by the word). A word's length is known before any
+/// count is, and longer words are the rarer ones (a prompt's "need", "like" and "time" are
+/// short), so the words a long prompt is widened by are those that say most about it.
+pub fn widened_query_words(lexemes: &[String], max: usize) -> Vec<String> {
+    let mut words = lexemes.to_vec();
+    if words.len() > max {
+        words.sort_by(|a, b| {
+            b.chars()
+                .count()
+                .cmp(&a.chars().count())
+                .then_with(|| a.cmp(b))
+        });
+        words.truncate(max);
+    }
+    words
 }
 
 /// The words `query` (its lexemes) is widened with, each with its weight, from the
@@ -91,7 +112,20 @@ mod tests {
         words_per_word: 2,
         min_likeness: 0.5,
         weight: 0.3,
+        max_query_words: 12,
     };
+
+    #[test]
+    fn a_long_query_is_widened_by_its_longest_words() {
+        let words = |ws: &[&str]| ws.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let query = words(&["need", "instrument", "time", "concert", "band"]);
+        assert_eq!(widened_query_words(&query, 5), query);
+        assert_eq!(
+            widened_query_words(&query, 3),
+            words(&["instrument", "concert", "band"])
+        );
+        assert!(widened_query_words(&query, 0).is_empty());
+    }
 
     #[test]
     fn each_query_word_brings_its_nearest_words_above_the_floor() {

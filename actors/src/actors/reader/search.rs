@@ -18,7 +18,7 @@ use crate::domain::scoring::{Ranking, TypeWeights};
 use crate::domain::search::{Candidate, Hit, Scored, SearchMode, SearchOutcome, SearchQuery};
 use crate::domain::stated_time::StatedTime;
 use crate::domain::time_window::TimeWindow;
-use crate::domain::widening::widen;
+use crate::domain::widening::{widen, widened_query_words};
 use crate::error::MemoryResult;
 use crate::read_path::QueryEmbedding;
 use crate::store::search::Filter;
@@ -178,13 +178,14 @@ async fn widening(
     if !widening.enabled {
         return Ok(Vec::new());
     }
+    let widened = widened_query_words(lexemes, widening.max_query_words);
     let neighbours = state
         .kit
         .store
         .word_neighbours(
             tenant_id,
             state.embedding_version,
-            lexemes,
+            &widened,
             widening.words_per_word,
         )
         .await?;
