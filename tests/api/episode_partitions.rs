@@ -175,10 +175,11 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
     let (recent, recent_partition) = months_ago(now, 2);
     let clock = Arc::new(ManualClock::new(old));
     // The second stage on: the indexer stores a token sketch with each embedding (migration
-    // 32), which must go with its episode however the episode goes.
+    // 32), which must go with its episode however the episode goes; and widening on: the
+    // words only the month's episodes held go with them (migration 36).
     let app = spawn_app_at(
         "[lifecycle]\nepisode_cleanup_cron = \"0 4 * * *\"\nscheduler_tick_ms = 20\ncatch_up_missed_runs = false\n\
-         [retrieval.rerank]\nenabled = true\n",
+         [retrieval.rerank]\nenabled = true\n[retrieval.widening]\nenabled = true\n",
         clock.clone(),
     )
     .await;
@@ -209,6 +210,7 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
     // roll back, to the next cleanup, a day away on this clock.)
     app.engine().flush().await.unwrap();
     assert_eq!(sketched(&app).await, 3);
+    assert!(words(&app).await.contains(&"plumber".to_owned()));
     clock.set(recent);
     wait_for(&app, "the expired month retired", |p| {
         !p.iter().any(|(name, _)| *name == old_partition)
@@ -225,8 +227,9 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
             .await;
         assert_eq!(missing["class"], "not_found", "{missing}");
     }
-    // The month's sketches went with it (a TRUNCATE fires no delete trigger).
+    // The month's sketches went with it (a TRUNCATE fires no delete trigger), and its words.
     assert_eq!(sketched(&app).await, 0);
+    assert_eq!(words(&app).await, Vec::<String>::new());
 
     // A month holding a live episode stays: its expired one goes row by row.
     store(&health, "Booked the dentist", 1.0, None).await;
@@ -282,6 +285,14 @@ async fn a_month_whose_episodes_all_expired_is_retired_whole_by_the_cleanup() {
 async fn sketched(app: &TestApp) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM episode_sketches")
         .fetch_one(&mut app.sql().await)
+        .await
+        .unwrap()
+}
+
+/// The lexemes of the tenants' vocabularies (query widening), in order.
+async fn words(app: &TestApp) -> Vec<String> {
+    sqlx::query_scalar("SELECT lexeme FROM word_vectors ORDER BY lexeme")
+        .fetch_all(&mut app.sql().await)
         .await
         .unwrap()
 }

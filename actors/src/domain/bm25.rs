@@ -84,25 +84,19 @@ impl KeywordPlan {
         let (selective, common): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
             occurring.iter().partition(|t| picked.contains(&t.lexeme));
         let lexemes = |ts: &[&QueryTerm]| ts.iter().map(|t| t.lexeme.clone()).collect::<Vec<_>>();
-        let mut own_selection = match (selective.is_empty(), common.is_empty()) {
-            (false, _) => Some(lexemes(&selective)),
-            (true, false) => None,
-            (true, true) => Some(Vec::new()),
-        };
-        let selection = match own_selection.as_mut() {
-            Some(words) => {
-                words.extend(lexemes(&unseen));
-                words.extend(rarest_within(&widened, &mut budget));
-                if words.is_empty() {
-                    Selection::Nothing
-                } else {
-                    Selection::Selective(std::mem::take(words))
-                }
-            }
-            None => {
-                let mut words = lexemes(&common);
-                words.extend(lexemes(&unseen));
-                Selection::RecentCommon(words)
+        let selection = if selective.is_empty() && !common.is_empty() {
+            // Only common words: the most recent of their matches.
+            let mut words = lexemes(&common);
+            words.extend(lexemes(&unseen));
+            Selection::RecentCommon(words)
+        } else {
+            let mut words = lexemes(&selective);
+            words.extend(lexemes(&unseen));
+            words.extend(rarest_within(&widened, &mut budget));
+            if words.is_empty() {
+                Selection::Nothing
+            } else {
+                Selection::Selective(words)
             }
         };
         KeywordPlan {

@@ -3,23 +3,25 @@
 //! then, above `max_entries`, the oldest terminal episodes go: consolidated ones first, then
 //! failed ones. A pending episode that has not expired is never deleted, nor is a dead
 //! letter inside its retention, whatever the count. Every deletion appends an
-//! `episode_deleted` event in the statement that deletes, in bounded batches.
+//! `episode_deleted` event in the statement that deletes, in bounded batches, and the
+//! tenant's vocabulary then lets go of the words no remaining memory holds.
 
 use chrono::{DateTime, Duration, Utc};
 
 use crate::domain::shard_key::ShardKey;
 use crate::error::MemoryResult;
 
-use super::Store;
+use super::{Store, vocabulary};
 
 /// Deletes the episodes `$victims` selects (a query over `episodes` returning ids, using
 /// `$1` tenant, `$2` butler, `$3` now, `$4` batch size and `$6` the dead-letter cutoff) and
-/// logs each, with `$5` as the actor and `reason`.
+/// logs each, with `$5` as the actor and `reason`. Answers how many, and the words they held
+/// (for the tenant's vocabulary to let go of those no memory holds any longer).
 fn delete_sql(victims: &str, reason: &str) -> String {
     format!(
         "WITH gone AS (
              DELETE FROM episodes WHERE tenant_id = $1 AND id IN ({victims})
-             RETURNING id, butler, consolidation_status, created_at, expires_at),
+             RETURNING id, butler, consolidation_status, created_at, expires_at, search_vector),
          logged AS (
              INSERT INTO memory_events (tenant_id, event_type, entity_type, entity_id,
                                         occurred_at, actor, butler, payload)
@@ -29,7 +31,11 @@ fn delete_sql(victims: &str, reason: &str) -> String {
                                            'created_at', created_at, 'expires_at', expires_at),
                                        'after', NULL, 'reason', '{reason}')
              FROM gone)
-         SELECT count(*) FROM gone"
+         SELECT count(*),
+                COALESCE((SELECT array_agg(DISTINCT l)
+                          FROM gone g, unnest(tsvector_to_array(g.search_vector)) AS l),
+                         '{{}}')
+         FROM gone"
     )
 }
 
@@ -73,7 +79,7 @@ impl Store {
         cleanup: Cleanup,
         actor: &str,
     ) -> MemoryResult<u64> {
-        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(delete_sql(EXPIRED, "expired")))
+        let gone = sqlx::query_as(sqlx::AssertSqlSafe(delete_sql(EXPIRED, "expired")))
             .bind(&shard.tenant_id)
             .bind(&shard.butler)
             .bind(cleanup.now)
@@ -82,6 +88,21 @@ impl Store {
             .bind(cleanup.dead_letter_cutoff)
             .fetch_one(self.writer())
             .await?;
+        self.forget_words_of(shard, gone).await
+    }
+
+    /// After a deletion of `gone` (how many episodes, the words they held): the tenant's
+    /// vocabulary lets go of the words no memory holds any longer. Answers how many.
+    async fn forget_words_of(
+        &self,
+        shard: &ShardKey,
+        gone: (i64, Vec<String>),
+    ) -> MemoryResult<u64> {
+        let (n, words) = gone;
+        if !words.is_empty() {
+            let mut conn = self.writer().acquire().await?;
+            vocabulary::forget_words(&mut conn, &shard.tenant_id, Some(&words)).await?;
+        }
         Ok(n as u64)
     }
 
@@ -107,7 +128,7 @@ impl Store {
         excess: u64,
         actor: &str,
     ) -> MemoryResult<u64> {
-        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(delete_sql(OVER_CAPACITY, "capacity")))
+        let gone = sqlx::query_as(sqlx::AssertSqlSafe(delete_sql(OVER_CAPACITY, "capacity")))
             .bind(&shard.tenant_id)
             .bind(&shard.butler)
             .bind(cleanup.now)
@@ -117,6 +138,6 @@ impl Store {
             .bind(excess as i64)
             .fetch_one(self.writer())
             .await?;
-        Ok(n as u64)
+        self.forget_words_of(shard, gone).await
     }
 }

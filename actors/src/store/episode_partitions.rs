@@ -16,9 +16,9 @@
 
 use chrono::{DateTime, Months, Utc};
 
-use super::Store;
 use super::episode_cleanup::Cleanup;
 use super::month_partitions::{Monthly, first_of_month};
+use super::{Store, vocabulary};
 use crate::error::MemoryResult;
 
 /// How long retiring a month waits for a lock before giving up until the next cleanup.
@@ -164,6 +164,15 @@ impl Store {
             );
             return Ok(None);
         }
+        // The words the month's episodes held, by tenant: after it is emptied, each
+        // tenant's vocabulary lets go of those no remaining memory holds.
+        let words_sql = format!(
+            "SELECT tenant_id, array_agg(DISTINCT l)
+             FROM {partition}, unnest(tsvector_to_array(search_vector)) AS l GROUP BY tenant_id"
+        );
+        let words: Vec<(String, Vec<String>)> = sqlx::query_as(sqlx::AssertSqlSafe(words_sql))
+            .fetch_all(&mut *tx)
+            .await?;
         // TRUNCATE fires no delete trigger: the month's token sketches (migration 32) and
         // read tallies (migration 33) are deleted here, in the same transaction.
         let sketches = format!(
@@ -182,6 +191,9 @@ impl Store {
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("TRUNCATE {partition}")))
             .execute(&mut *tx)
             .await?;
+        for (tenant_id, words) in &words {
+            vocabulary::forget_words(&mut *tx, tenant_id, Some(words)).await?;
+        }
         tx.commit().await?;
 
         // Empty now: dropping it needs the whole table's lock, for a moment. Not had, the

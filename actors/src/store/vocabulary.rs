@@ -3,9 +3,9 @@
 //! (`domain::widening`). The indexer finds the words of the rows it embeds that the
 //! vocabulary lacks (`new_words`), embeds them with the rows and stores both in one
 //! statement (`embedding_backlog.rs`, `learn_words`); rows embedded before (or while
-//! widening was off) are walked once (`learn_walked_words`, `vocabulary_complete`); a purge
-//! takes the words of what it erases that no other memory of the tenant holds
-//! (`forget_words`).
+//! widening was off) are walked once (`learn_walked_words`, `vocabulary_complete`); a purge,
+//! an episode cleanup or a fact sealed in place takes the words of what it erases that no
+//! other memory of the tenant holds (`forget_words`).
 
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -251,8 +251,9 @@ pub async fn lexemes_of(
 }
 
 /// Drops from the tenant's vocabulary those of `lexemes` that none of its memories holds
-/// any longer (after a purge erased the rows that held them): a word stays only while a
-/// memory of the tenant has it. With `None`, every word of the vocabulary goes.
+/// any longer (after a purge, a cleanup or a fact's sealing took the rows or texts that
+/// held them): a word stays only while a memory of the tenant has it. With `None`, every
+/// word of the vocabulary goes.
 pub async fn forget_words(
     conn: &mut PgConnection,
     tenant_id: &str,

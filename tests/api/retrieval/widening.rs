@@ -2,9 +2,13 @@
 //! each tenant's vocabulary with the real model's vectors; a query word then also finds
 //! memories of the words the model places beside it, below a memory of its own word, never
 //! another tenant's words; off, nothing is widened and no word is kept; turned on over a
-//! store, the rows embedded before get their words by a walk; a purge takes the words no
-//! remaining memory holds, a tenant's purge all of them.
+//! store, the rows embedded before get their words by a walk; a purge or an episode's expiry
+//! takes the words no remaining memory holds, a tenant's purge all of them.
 
+use std::sync::Arc;
+
+use butler_memory_actors::ManualClock;
+use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 
 use crate::helpers::*;
@@ -240,5 +244,43 @@ async fn memories_embedded_while_widening_was_off_get_their_words_when_it_is_on(
     .await;
     app.engine().flush().await.unwrap();
     assert!(!complete(&app).await);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_expired_episode_takes_the_words_no_other_memory_holds() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = spawn_app_at(WIDENING_ON, clock.clone()).await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let admin = app.client(TENANT_A_ADMIN).await;
+    health
+        .ok(
+            "memory_store_episode",
+            json!({"butler": "health", "content": "Chemotherapy starts on Monday", "ttl_days": 1}),
+        )
+        .await;
+    store(&app, &health, &["The violin teacher starts on Monday"]).await;
+    let before = vocabulary(&app, "tenant-a").await;
+    assert!(
+        has(&before, "chemotherapi") && has(&before, "violin"),
+        "{before:?}"
+    );
+
+    clock.advance(Duration::days(2));
+    let swept = admin.ok("memory_run_sweep", json!({})).await;
+    let expired: u64 = swept["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["changes"]["expired_deleted"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(expired, 1, "{swept}");
+    let after = vocabulary(&app, "tenant-a").await;
+    // Its own word goes; the words the other episode holds too stay.
+    assert!(!has(&after, "chemotherapi"), "{after:?}");
+    assert!(
+        has(&after, "violin") && has(&after, "start") && has(&after, "monday"),
+        "{after:?}"
+    );
     app.stop().await;
 }

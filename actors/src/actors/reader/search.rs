@@ -178,14 +178,14 @@ async fn widening(
     if !widening.enabled {
         return Ok(Vec::new());
     }
-    let widened = widened_query_words(lexemes, widening.max_query_words);
+    let asked = widened_query_words(lexemes, widening.max_query_words);
     let neighbours = state
         .kit
         .store
         .word_neighbours(
             tenant_id,
             state.embedding_version,
-            &widened,
+            &asked,
             widening.words_per_word,
         )
         .await?;
