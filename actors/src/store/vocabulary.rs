@@ -11,7 +11,6 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::Store;
-use super::embedding_backlog::RowKey;
 use crate::domain::memory_type::MemoryType;
 use crate::domain::widening::Neighbour;
 use crate::error::MemoryResult;
@@ -78,16 +77,16 @@ pub fn word_columns(words: Vec<NewWord>, vectors: Vec<pgvector::Vector>) -> Word
 }
 
 impl Store {
-    /// The words of `texts` (of the rows `rows`, in order) that their tenants' vocabularies
-    /// lack for model `version`. Words are split and stemmed as `to_tsvector('english', ..)`
-    /// does (its parser, and its stemming dictionary for the token types it stems), so a
-    /// word's lexeme is the one the full-text index holds; numbers, addresses and stop
-    /// words are no words here.
+    /// The words of `texts` (of the rows `rows`, each its tenant and id, in order) that their
+    /// tenants' vocabularies lack for model `version`. Words are split and stemmed as
+    /// `to_tsvector('english', ..)` does (its parser, and its stemming dictionary for the
+    /// token types it stems), so a word's lexeme is the one the full-text index holds;
+    /// numbers, addresses and stop words are no words here.
     #[tracing::instrument(target = "otel", name = "db.new_words", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn new_words(
         &self,
         version: i16,
-        rows: &[RowKey],
+        rows: &[(String, Uuid)],
         texts: &[String],
     ) -> MemoryResult<Vec<NewWord>> {
         let (tenants, ids): (Vec<&str>, Vec<Uuid>) =
