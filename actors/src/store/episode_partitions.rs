@@ -192,7 +192,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         for (tenant_id, words) in &words {
-            vocabulary::forget_words(&mut *tx, tenant_id, Some(words)).await?;
+            vocabulary::forget_words(&mut tx, tenant_id, Some(words)).await?;
         }
         tx.commit().await?;
 
