@@ -235,16 +235,11 @@ impl CorpusCache {
         widened: &[(String, f64)],
         now: DateTime<Utc>,
     ) -> MemoryResult<(CorpusStats, KeywordPlan)> {
-        let weights: Vec<f64> = own
+        let (lexemes, weights): (Vec<String>, Vec<f64>) = own
             .iter()
-            .map(|_| 1.0)
-            .chain(widened.iter().map(|(_, w)| *w))
-            .collect();
-        let lexemes: Vec<String> = own
-            .iter()
-            .cloned()
-            .chain(widened.iter().map(|(l, _)| l.clone()))
-            .collect();
+            .map(|l| (l.clone(), 1.0))
+            .chain(widened.iter().cloned())
+            .unzip();
         let lexemes = &lexemes[..];
         let common_df = self.common_df;
         let generation = generations.current_of(tenant_id, memory_type);
