@@ -208,7 +208,7 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         prf_weight=0.3, semantic_floor=None, keyword_floor=None, with_sessions=False,
         session_prior=0.0, rerank=0, rerank_weight=0.5, rerank_query="content", rerank_both_ways=False,
         rerank_bits=0, rerank_seed=7, rerank_signs=False, mmr=0.0, mmr_depth=50, session_cap=0,
-        expand=0, expand_min=0.5, expand_weight=0.3):
+        expand=0, expand_min=0.5, expand_weight=0.3, expand_budget=None, report=None):
     """R@5/10/25/50 over every question, and R@10 per category.
 
     `rerank` > 0 models the second stage (`retrieval.rerank`): the `rerank` most relevant
@@ -225,6 +225,9 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
     turns hold brings up to `expand` of the conversation's stems whose words' vectors (each
     word embedded alone) are at least `expand_min` alike to its own, weighted
     `expand_weight` times that likeness ("instrument" brings "guitar", "violin", "piano").
+
+    `report`, a list, receives every question's (conversation, question, final order of turn
+    ids), to look at where the evidence the top 10 misses sits.
     """
     sketch = None
     if rerank_bits:
@@ -297,6 +300,25 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                     if weights.get(doc_stems[j], 0.0) < 1.0:
                         weights[doc_stems[j]] = max(weights.get(doc_stems[j], 0.0), expand_weight * float(likeness[j]))
                         taken += 1
+            if expand_budget is not None:
+                # The engine's budget (`keyword_common_df`): the query's own words take their
+                # matches rarest first, the widened words what is left; a widened word that
+                # does not fit is left out instead of scoring every common match a little.
+                # A query whose own words all miss the budget looks at recent matches only,
+                # which its widened words do not pick either.
+                budget, picked = expand_budget, 0
+                for w in sorted((w for w, x in weights.items() if x >= 1.0 and df[w]), key=lambda w: df[w]):
+                    if df[w] > budget:
+                        break
+                    budget -= df[w]
+                    picked += 1
+                if not picked and any(df[w] for w, x in weights.items() if x >= 1.0):
+                    budget = -1
+                for w in sorted((w for w, x in weights.items() if x < 1.0), key=lambda w: df[w]):
+                    if df[w] > budget:
+                        weights.pop(w)
+                    else:
+                        budget -= df[w]
             return weights
 
         queries = {"plain": v["query"], "stripped": v["stripped"]}.get(query)
@@ -373,6 +395,8 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                         rest.append(i)
                 order = top + rest
             ranked = [c["ids"][i] for i in order]
+            if report is not None:  # every question's final order, for looking at what is missed
+                report.append((c, question, ranked))
             evidence = set(question["evidence"])
             for k in (5, 10, 25, 50):
                 hit = len(evidence & set(ranked[:k])) / len(evidence)

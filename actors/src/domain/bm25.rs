@@ -15,8 +15,11 @@
 //! Words found in no memory when they were counted ("unseen") join whichever selection
 //! runs, at the highest weight: counts are reused across writes (`corpus_cache.rs`), and a
 //! memory written since that contains such a word must still be found. Words a query was
-//! widened with (`domain::widening`) score at a fraction of their idf and pick candidates
-//! only with what budget the query's own words leave.
+//! widened with (`domain::widening`) score at a fraction of their idf and only if they fit
+//! what budget the query's own words leave: one that does not would only add a fraction of
+//! a common word's small idf to matches the own words picked, and every scored word is work
+//! on every candidate (on a tenant whose every word is common, a fifth more of the keyword
+//! statement; docs/benchmarks.md, "Widened words only where they pick").
 
 /// A query word (a stemmed lexeme) and how many of the tenant's memories of one type
 /// contain it.
@@ -67,16 +70,14 @@ impl KeywordPlan {
     /// The plan of `terms`. The query's own words pick first; the words it was widened
     /// with pick with what budget the own words leave, rarest first, and only where the
     /// own words select (a query of common words alone stays a look at recent memories:
-    /// its widened words would not make it selective). A widened word found in no memory
-    /// is left out: it came from the tenant's vocabulary, not from the query, and another
-    /// type's memories may hold it while this type's do not.
+    /// its widened words would not make it selective). A widened word that picks nothing
+    /// is left out, and so is one found in no memory: it came from the tenant's vocabulary,
+    /// not from the query, and another type's memories may hold it while this type's do not.
     pub fn new(terms: &[QueryTerm], documents: f64, common_df: f64) -> Self {
-        let terms: Vec<&QueryTerm> = terms
+        let (own, widened): (Vec<&QueryTerm>, Vec<&QueryTerm>) = terms
             .iter()
             .filter(|t| t.is_own() || t.document_frequency > 0.0)
-            .collect();
-        let (own, widened): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
-            terms.iter().partition(|t| t.is_own());
+            .partition(|t| t.is_own());
         let (occurring, unseen): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
             own.iter().partition(|t| t.document_frequency > 0.0);
         let mut budget = common_df;
@@ -84,21 +85,31 @@ impl KeywordPlan {
         let (selective, common): (Vec<&QueryTerm>, Vec<&QueryTerm>) =
             occurring.iter().partition(|t| picked.contains(&t.lexeme));
         let lexemes = |ts: &[&QueryTerm]| ts.iter().map(|t| t.lexeme.clone()).collect::<Vec<_>>();
-        let selection = if selective.is_empty() && !common.is_empty() {
+        let (selection, widened_picked) = if selective.is_empty() && !common.is_empty() {
             // Only common words: the most recent of their matches.
             let mut words = lexemes(&common);
             words.extend(lexemes(&unseen));
-            Selection::RecentCommon(words)
+            (Selection::RecentCommon(words), Vec::new())
         } else {
+            let widened_picked = rarest_within(&widened, &mut budget);
             let mut words = lexemes(&selective);
             words.extend(lexemes(&unseen));
-            words.extend(rarest_within(&widened, &mut budget));
-            if words.is_empty() {
+            words.extend(widened_picked.iter().cloned());
+            let selection = if words.is_empty() {
                 Selection::Nothing
             } else {
                 Selection::Selective(words)
-            }
+            };
+            (selection, widened_picked)
         };
+        let terms: Vec<&QueryTerm> = own
+            .into_iter()
+            .chain(
+                widened
+                    .into_iter()
+                    .filter(|t| widened_picked.contains(&t.lexeme)),
+            )
+            .collect();
         KeywordPlan {
             lexemes: lexemes(&terms),
             idf: terms
@@ -269,13 +280,13 @@ mod tests {
             6000.0,
             1000.0,
         );
-        // 300 + 500 fit the budget of 1,000; the guitar's 800 more do not, but it scores.
+        // 300 + 500 fit the budget of 1,000; the guitar's 800 more do not: it is left out,
+        // as is a widened word in no memory of this type (no unseen word).
         assert_eq!(
             plan.selection,
             Selection::Selective(vec!["instrument".into(), "violin".into()])
         );
-        // A widened word in no memory of this type is no unseen word: it is left out.
-        assert_eq!(plan.lexemes, ["instrument", "violin", "guitar"]);
+        assert_eq!(plan.lexemes, ["instrument", "violin"]);
         assert!((plan.idf[1] - 0.2 * idf(6000.0, 500.0)).abs() < 1e-12);
     }
 
@@ -296,6 +307,7 @@ mod tests {
             1000.0,
         );
         assert_eq!(plan.selection, Selection::RecentCommon(vec!["user".into()]));
+        assert_eq!(plan.lexemes, ["user"]);
         assert_eq!(
             KeywordPlan::new(&[widened("violin", 0.0, 0.2)], 10.0, 1000.0).selection,
             Selection::Nothing
