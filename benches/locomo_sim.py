@@ -16,7 +16,8 @@ building; one that does still has to be built and measured by the bench.
 It is an approximation: PostgreSQL's stemmer and stop words differ a little from Snowball's,
 a document's length here counts words where the engine counts distinct lexemes, every
 candidate's neighbours reach `reach` turns (the engine: the better half of the episodes it
-looks up), and the engine's keyword budget (`keyword_common_df`) is not modelled.
+looks up), and the engine's keyword budget (`keyword_common_df`) is modelled only for widened
+words (`expand_budget`).
 
     python3 -m venv /tmp/sim && /tmp/sim/bin/pip install onnxruntime tokenizers numpy snowballstemmer
     /tmp/sim/bin/python benches/locomo_sim.py ../shared/data/locomo_dev.json "" "depth=50" "bigram=2.0"
@@ -225,6 +226,9 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
     turns hold brings up to `expand` of the conversation's stems whose words' vectors (each
     word embedded alone) are at least `expand_min` alike to its own, weighted
     `expand_weight` times that likeness ("instrument" brings "guitar", "violin", "piano").
+
+    `expand_budget` (the engine: `keyword_common_df`, 1,000) keeps only the widened words that
+    fit the budget of matches the query's own words leave, rarest first, as the engine does.
 
     `report`, a list, receives every question's (conversation, question, final order of turn
     ids), to look at where the evidence the top 10 misses sits.
