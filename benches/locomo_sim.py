@@ -209,7 +209,8 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         prf_weight=0.3, semantic_floor=None, keyword_floor=None, with_sessions=False,
         session_prior=0.0, rerank=0, rerank_weight=0.5, rerank_query="content", rerank_both_ways=False,
         rerank_bits=0, rerank_seed=7, rerank_signs=False, mmr=0.0, mmr_depth=50, session_cap=0,
-        expand=0, expand_min=0.5, expand_weight=0.3, expand_budget=None, report=None):
+        expand=0, expand_min=0.5, expand_weight=0.3, expand_budget=None, report=None,
+        rerank_near=0.0):
     """R@5/10/25/50 over every question, and R@10 per category.
 
     `rerank` > 0 models the second stage (`retrieval.rerank`): the `rerank` most relevant
@@ -220,7 +221,10 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
     averages in the turn's tokens' best matches in the question. `rerank_bits` > 0 reads
     every token vector as a sketch: the signs of that many fixed random projections (seed
     `rerank_seed`; `rerank_signs`: projections of +1 and -1 only), what a stored form of
-    the turns' tokens would keep.
+    the turns' tokens would keep. `rerank_near` > 0 reads each turn with the turns just
+    before and after it in its session (the engine's `neighbour_share`): each question token
+    takes its best match among the turn's own tokens or theirs at that share of likeness
+    (the engine reads a member's neighbours only where its session lookup reached them).
 
     `expand` > 0 widens the keyword query: each query word whose stem the conversation's
     turns hold brings up to `expand` of the conversation's stems whose words' vectors (each
@@ -372,7 +376,7 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                 final = {i: (r + session_prior * best[session[i]]) / (1 + session_prior) for i, r in final.items()}
             if rerank:
                 final = second_stage(final, c["turn_tokens"], c["query_tokens"][qi], rerank, rerank_weight,
-                                     rerank_query, rerank_both_ways, sketch)
+                                     rerank_query, rerank_both_ways, sketch, rerank_near, session)
             order = [i for i, _ in sorted(final.items(), key=lambda x: -x[1])]
             if mmr:
                 # Maximal marginal relevance over the first `mmr_depth`: each next pick weighs
@@ -412,8 +416,10 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
             + " ".join(f"{cat}:{mean((10, cat)):.3f}" for cat in (1, 2, 3, 4)))
 
 
-def second_stage(final, turn_tokens, query_tokens, k, weight, query_kind, both_ways, sketch=None):
-    """`final` with its `k` best reordered by late interaction, inside the range they span."""
+def second_stage(final, turn_tokens, query_tokens, k, weight, query_kind, both_ways, sketch=None, near=0.0,
+                 session=None):
+    """`final` with its `k` best reordered by late interaction, inside the range they span;
+    with `near`, each turn read with its session's adjacent turns at that share."""
     top = [i for i, _ in sorted(final.items(), key=lambda x: -x[1])[:k]]
     vectors, pieces = query_tokens
     keep = {
@@ -427,6 +433,9 @@ def second_stage(final, turn_tokens, query_tokens, k, weight, query_kind, both_w
     measures = []
     for i in top:
         similarity = query @ read(turn_tokens[i][0]).T
+        for j in (i - 1, i + 1) if near else ():
+            if 0 <= j < len(turn_tokens) and session[j] == session[i]:
+                similarity = np.concatenate([similarity, near * (query @ read(turn_tokens[j][0]).T)], axis=1)
         m = similarity.max(1).mean()
         measures.append(0.5 * m + 0.5 * similarity.max(0).mean() if both_ways else m)
     first = [final[i] for i in top]

@@ -4,10 +4,13 @@
 //! the set's relevances are redrawn inside the range they spanned, so nothing outside the
 //! set moves and nothing inside leaves it.
 
+use std::collections::HashMap;
+
 use serde::Deserialize;
+use uuid::Uuid;
 
 use super::scoring::min_max;
-use super::search::Scored;
+use super::search::{Scored, SessionNeighbours};
 
 /// `[retrieval.rerank]`: whether searches have a second stage, over how many candidates,
 /// how much it counts and how long a search waits for it.
@@ -30,6 +33,10 @@ pub struct RerankConfig {
     /// did not come) is read too: the model then reads the query as its question, a model
     /// run a search. Off, such a search keeps the first stage's order and costs no model.
     pub keyword_searches: bool,
+    /// Share of their likeness at which an episode's neighbours' tokens (the turns just
+    /// before and after it in its conversation) cover the query words its own lack (0 to 1;
+    /// 0: its own tokens alone).
+    pub neighbour_share: f64,
 }
 
 /// Which of `scored` the second stage reads: the `k` most relevant whose text can be read,
@@ -47,6 +54,29 @@ pub fn candidate_set(scored: &[Scored], k: usize) -> Vec<usize> {
     });
     readable.truncate(k);
     readable
+}
+
+/// Each episode's turns just before and after it, as far as the session lookup reached.
+pub type Adjacent = HashMap<Uuid, Vec<Uuid>>;
+
+/// Each episode's turns just before and after it (distance 1), both ways, from the session
+/// lookup's `neighbours`: what the second stage reads an episode with. An episode the lookup
+/// did not reach has none here and is read alone.
+pub fn adjacent(neighbours: &[SessionNeighbours]) -> Adjacent {
+    let mut adjacent = Adjacent::new();
+    for n in neighbours {
+        for &(id, distance) in &n.near {
+            if distance == 1 {
+                adjacent.entry(n.id).or_default().push(id);
+                adjacent.entry(id).or_default().push(n.id);
+            }
+        }
+    }
+    for turns in adjacent.values_mut() {
+        turns.sort();
+        turns.dedup();
+    }
+    adjacent
 }
 
 /// Blends the second stage's `measures` (one per member of `set`, in its order) into the
@@ -107,6 +137,35 @@ mod tests {
         all[3].candidate.sealed = Some(vec![1, 2, 3]);
         assert_eq!(candidate_set(&all, 2), vec![1, 2]);
         assert_eq!(candidate_set(&all, 10), vec![1, 2, 0]);
+    }
+
+    /// Adjacent turns are the lookup's distance-1 neighbours, known both ways; those further
+    /// away are not read with it.
+    #[test]
+    fn adjacent_turns_are_distance_one_both_ways() {
+        let id = Uuid::from_u128;
+        let neighbours = [
+            SessionNeighbours {
+                id: id(5),
+                near: vec![(id(4), 1), (id(6), 1), (id(3), 2)],
+            },
+            SessionNeighbours {
+                id: id(6),
+                near: vec![(id(5), 1), (id(7), 1)],
+            },
+        ];
+        let adjacent = adjacent(&neighbours);
+        assert_eq!(adjacent[&id(5)], vec![id(4), id(6)]);
+        assert_eq!(adjacent[&id(6)], vec![id(5), id(7)], "once each");
+        assert_eq!(
+            adjacent[&id(4)],
+            vec![id(5)],
+            "a neighbour knows the turn it is next to"
+        );
+        assert!(
+            !adjacent.contains_key(&id(3)),
+            "two turns away is not adjacent"
+        );
     }
 
     /// The second stage reorders its set and nothing else: the set keeps the places it

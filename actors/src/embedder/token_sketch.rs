@@ -241,44 +241,78 @@ impl SketchQuery {
     /// another format or a damaged one. The question becomes a table of partial sums once
     /// (`table`), and every text token is matched against it in integers: a search
     /// measures its whole set without a multiplication or an allocation per candidate.
+    #[cfg(test)]
     pub fn measure_all<'a>(
         &self,
         sketches: impl IntoIterator<Item = &'a [u8]>,
     ) -> Vec<Option<f32>> {
+        self.measure_all_near(sketches.into_iter().map(|s| (s, Vec::new())), 0.0)
+    }
+
+    /// [`measure_all`](Self::measure_all) of texts read with the turns next to them: each
+    /// question token takes its best match among the text's own tokens or, at `share` of
+    /// their likeness, among its neighbours' (`near`). A reply often answers in none of the
+    /// question's words, which the turn before it holds ("what did you do on Sunday?" /
+    /// "we went hiking"): read with it, the reply covers both. A neighbour's damaged sketch
+    /// counts as no tokens; the text's own makes its measure `None`.
+    pub fn measure_all_near<'a>(
+        &self,
+        texts: impl IntoIterator<Item = (&'a [u8], Vec<&'a [u8]>)>,
+        share: f32,
+    ) -> Vec<Option<f32>> {
         let table = self.table();
         let tokens = self.scales.len();
-        let mut best = vec![i32::MIN; tokens.div_ceil(LANES) * LANES];
-        sketches
+        let lanes = tokens.div_ceil(LANES) * LANES;
+        let (mut own, mut near) = (vec![i32::MIN; lanes], vec![i32::MIN; lanes]);
+        texts
             .into_iter()
-            .map(|sketch| {
-                let (&format, text) = sketch.split_first()?;
-                if format != FORMAT || text.len() % TOKEN_BYTES != 0 {
-                    return None;
-                }
-                if text.is_empty() || tokens == 0 {
-                    return Some(0.0);
-                }
-                best.fill(i32::MIN);
-                for token in text.chunks_exact(TOKEN_BYTES) {
-                    for (group, best) in table
-                        .chunks_exact(GROUP_ENTRIES)
-                        .zip(best.chunks_exact_mut(LANES))
-                    {
-                        let sums = dot(group, token);
-                        for (best, sum) in best.iter_mut().zip(sums) {
-                            *best = (*best).max(sum);
-                        }
+            .map(|(sketch, neighbours)| {
+                own.fill(i32::MIN);
+                let mut matched = fold_best(&table, &mut own, sketch)?;
+                near.fill(i32::MIN);
+                if share > 0.0 {
+                    for neighbour in neighbours {
+                        matched |= fold_best(&table, &mut near, neighbour).unwrap_or(false);
                     }
                 }
-                let total: f32 = best
+                if !matched || tokens == 0 {
+                    return Some(0.0);
+                }
+                let total: f32 = own
                     .iter()
+                    .zip(&near)
                     .zip(&self.scales)
-                    .map(|(&b, &scale)| b as f32 * scale)
+                    .map(|((&o, &n), &scale)| {
+                        let near = (n > i32::MIN).then_some(share * n as f32 * scale);
+                        let own = (o > i32::MIN).then_some(o as f32 * scale);
+                        own.into_iter().chain(near).fold(f32::MIN, f32::max)
+                    })
                     .sum();
                 Some(total / tokens as f32)
             })
             .collect()
     }
+}
+
+/// Raises each question token's best sum in `best` to its best match among `sketch`'s
+/// tokens; whether the sketch had any, `None` for one of another format or a damaged one.
+fn fold_best(table: &[Entry], best: &mut [i32], sketch: &[u8]) -> Option<bool> {
+    let (&format, text) = sketch.split_first()?;
+    if format != FORMAT || text.len() % TOKEN_BYTES != 0 {
+        return None;
+    }
+    for token in text.chunks_exact(TOKEN_BYTES) {
+        for (group, best) in table
+            .chunks_exact(GROUP_ENTRIES)
+            .zip(best.chunks_exact_mut(LANES))
+        {
+            let sums = dot(group, token);
+            for (best, sum) in best.iter_mut().zip(sums) {
+                *best = (*best).max(sum);
+            }
+        }
+    }
+    Some(!text.is_empty())
 }
 
 /// Question tokens one table entry holds.
@@ -393,6 +427,50 @@ mod tests {
         // A token against its own sketch: the mean |projection| over their root mean
         // square, about 0.8 (sqrt(2 / pi)) rather than 1; the ranking is what counts.
         assert!(measures[0] > 0.7, "{measures:?}");
+    }
+
+    /// Read with its neighbours, a text covers the question words they hold, at `share` of
+    /// their likeness: a reply without the question's words rises above one that has none
+    /// of them next to it; its own words still count in full, and share 0 reads it alone.
+    #[test]
+    fn a_text_read_with_its_neighbours_covers_what_they_hold() {
+        let q = SketchQuery::new(&text(&[("garden", 1), ("party", 2)]));
+        let asked = sketch(&text(&[("garden", 1), ("party", 2)]));
+        let reply = sketch(&text(&[("hiking", 5), ("lake", 6)]));
+        let other = sketch(&text(&[("quantum", 7), ("flux", 8)]));
+        let damaged = vec![FORMAT, 1, 2];
+        let near = |share| {
+            q.measure_all_near(
+                [
+                    (reply.as_slice(), vec![asked.as_slice(), damaged.as_slice()]),
+                    (reply.as_slice(), vec![other.as_slice()]),
+                    (asked.as_slice(), vec![other.as_slice()]),
+                    (reply.as_slice(), vec![]),
+                    (damaged.as_slice(), vec![asked.as_slice()]),
+                ],
+                share,
+            )
+        };
+        let m: Vec<f32> = near(0.7).into_iter().take(4).map(Option::unwrap).collect();
+        let alone = measure(&q, &reply).unwrap();
+        assert!(
+            m[0] > alone + 0.3,
+            "the turn before holds the question: {m:?}"
+        );
+        assert!(
+            (m[1] - alone).abs() < 0.05,
+            "a neighbour without it lends little: {m:?}"
+        );
+        assert_eq!(
+            m[2],
+            measure(&q, &asked).unwrap(),
+            "its own words count in full"
+        );
+        assert!(m[0] < m[2], "a neighbour's words count at a share");
+        assert_eq!(m[3], alone, "no neighbours: read alone");
+        assert_eq!(near(0.7)[4], None, "its own sketch damaged");
+        let unshared = near(0.0);
+        assert_eq!(unshared[0], Some(alone), "share 0: read alone");
     }
 
     /// The question's bytes measure as its exact projections would: within a hundredth.

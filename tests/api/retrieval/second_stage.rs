@@ -331,3 +331,58 @@ async fn a_hybrid_search_is_read_again_and_a_keyword_search_keeps_its_order() {
     assert_eq!(delta(&metrics, FROM_MODEL), 0.0, "no model run: {metrics}");
     app.stop().await;
 }
+
+/// An episode is read with the turns just before and after it in its session
+/// (`neighbour_share`): a reply that holds none of the question's words covers those the
+/// turn it answers holds. The same reply after an unrelated turn measures lower; with the
+/// share at 0 both measure alike, each read alone.
+#[tokio::test]
+async fn a_reply_is_read_with_the_turn_it_answers() {
+    // Its searches count in the second stage's series, which the other tests read.
+    let _turn = COUNTERS.lock().await;
+    const REPLY: &str = "We went hiking up to the lake";
+    for share in [0.7, 0.0] {
+        let app = spawn_app_with(&format!(
+            "[retrieval.rerank]\nenabled = true\ntimeout_ms = 60000\nneighbour_share = {share}\n"
+        ))
+        .await;
+        let mcp = app.client(TENANT_A_HEALTH).await;
+        for (session, asked) in [
+            ("asked", "What did you do on Sunday afternoon?"),
+            ("other", "The printer is out of toner again"),
+        ] {
+            for content in [asked, REPLY] {
+                mcp.ok(
+                    "memory_store_episode",
+                    json!({"butler": "health", "session_id": session, "content": content}),
+                )
+                .await;
+            }
+        }
+        app.engine().flush().await.unwrap();
+        let answer = mcp
+            .ok(
+                "memory_search",
+                json!({"query": "What did you do on Sunday afternoon?", "types": ["episode"],
+                       "limit": 10}),
+            )
+            .await;
+        let reply = |session: &str| {
+            results(&answer)
+                .iter()
+                .find(|h| h["content"] == REPLY && h["session_id"] == session)
+                .and_then(measure)
+                .unwrap_or_else(|| panic!("the reply in {session}, measured: {answer}"))
+        };
+        let (answering, elsewhere) = (reply("asked"), reply("other"));
+        if share > 0.0 {
+            assert!(
+                answering > elsewhere + 0.1,
+                "read with the question it answers: {answering} against {elsewhere}"
+            );
+        } else {
+            assert_eq!(answering, elsewhere, "each read alone: {answer}");
+        }
+        app.stop().await;
+    }
+}

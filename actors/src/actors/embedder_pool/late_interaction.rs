@@ -78,31 +78,34 @@ impl LateInteractionJob {
     }
 }
 
-/// Each stored sketch's coverage of `question`, in order: what a set whose members all
-/// have sketches needs, without a model run (the caller measures them itself).
-pub fn measure_sketches(question: &SketchQuery, sketches: &[Vec<u8>]) -> Vec<f32> {
-    coverage(question, sketches.iter().map(Vec::as_slice))
-}
-
-/// Each passage's coverage of `question`, in order; the passages given as text take their
-/// sketches from `fresh`, in order.
-fn measure(question: &SketchQuery, passages: &[Passage], fresh: Vec<Vec<u8>>) -> Vec<f32> {
-    let mut fresh = fresh.iter();
-    coverage(
-        question,
-        passages.iter().map(|p| match p {
-            Passage::Sketch(stored) => stored.as_slice(),
-            Passage::Text(_) => fresh.next().expect("a sketch per text").as_slice(),
-        }),
-    )
-}
-
-/// A sketch of another format (stored by another version) counts as no match rather than
-/// failing the read.
-fn coverage<'a>(question: &SketchQuery, sketches: impl Iterator<Item = &'a [u8]>) -> Vec<f32> {
+/// Each stored sketch's coverage of `question`, in order, read with the sketches of the
+/// turns beside it at `share` (`SketchQuery::measure_all_near`): what a set whose members
+/// all have sketches needs, without a model run (the caller measures them itself). A sketch
+/// of another format (stored by another version) counts as no match rather than failing
+/// the read.
+pub fn measure_sketches<'a>(
+    question: &SketchQuery,
+    sketches: impl IntoIterator<Item = (&'a [u8], Vec<&'a [u8]>)>,
+    share: f32,
+) -> Vec<f32> {
     question
-        .measure_all(sketches)
+        .measure_all_near(sketches, share)
         .into_iter()
         .map(|m| m.unwrap_or(0.0))
         .collect()
+}
+
+/// Each passage's coverage of `question`, in order; the passages given as text take their
+/// sketches from `fresh`, in order. Read alone: a set the model reads part of is measured
+/// on its members' own tokens, every member alike.
+fn measure(question: &SketchQuery, passages: &[Passage], fresh: Vec<Vec<u8>>) -> Vec<f32> {
+    let mut fresh = fresh.iter();
+    let own = passages.iter().map(|p| match p {
+        Passage::Sketch(stored) => (stored.as_slice(), Vec::new()),
+        Passage::Text(_) => (
+            fresh.next().expect("a sketch per text").as_slice(),
+            Vec::new(),
+        ),
+    });
+    measure_sketches(question, own, 0.0)
 }

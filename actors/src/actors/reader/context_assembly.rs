@@ -71,7 +71,7 @@ pub async fn run(
         }),
     )?;
     let (mode, degraded) = (lists.mode(SearchMode::Hybrid), lists.degraded);
-    let relevant = in_sessions(
+    let (relevant, adjacent) = in_sessions(
         state,
         &ranking,
         &filter,
@@ -85,6 +85,7 @@ pub async fn run(
         &request.trigger_prompt,
         embedding,
         relevant,
+        &adjacent,
     )
     .await;
     let gathered = Gathered {

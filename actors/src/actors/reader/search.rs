@@ -14,6 +14,7 @@ use super::second_stage::reranked;
 use crate::config::RetrievalConfig;
 use crate::domain::intent::Intent;
 use crate::domain::memory_type::MemoryType;
+use crate::domain::rerank::{Adjacent, adjacent};
 use crate::domain::scoring::{Ranking, TypeWeights};
 use crate::domain::search::{Candidate, Hit, Scored, SearchMode, SearchOutcome, SearchQuery};
 use crate::domain::stated_time::StatedTime;
@@ -279,7 +280,7 @@ pub async fn run(
     )
     .await?;
     let (mode, degraded) = (lists.mode(query.mode), lists.degraded);
-    let scored = in_sessions(
+    let (scored, adjacent) = in_sessions(
         state,
         &ranking,
         &filter,
@@ -293,6 +294,7 @@ pub async fn run(
         &query.text,
         embedding,
         scored,
+        &adjacent,
     )
     .await;
     Ok(SearchOutcome {
@@ -326,16 +328,17 @@ pub fn neighbours_reach(limit: usize) -> usize {
 
 /// Adds session context to scored candidates: looks up the session neighbours of the
 /// `reach` most relevant episodes among them, with the neighbours the lists did not find
-/// (one statement), and lets the ranking share relevance along sessions.
+/// (one statement), and lets the ranking share relevance along sessions. Also gives the
+/// turns next to each episode the lookup reached, which the second stage reads it with.
 pub async fn in_sessions(
     state: &ReaderState,
     ranking: &Ranking,
     filter: &Filter<'_>,
     mut scored: Vec<Scored>,
     reach: usize,
-) -> MemoryResult<Vec<Scored>> {
+) -> MemoryResult<(Vec<Scored>, Adjacent)> {
     if ranking.session_neighbour_weight <= 0.0 {
-        return Ok(scored);
+        return Ok((scored, Adjacent::new()));
     }
     // Episodes in a session, or without one when episodes stored close together make a
     // conversation (`episodes.conversation_gap_secs`).
@@ -349,7 +352,7 @@ pub async fn in_sessions(
         .map(|s| (s.scores.relevance, &s.candidate))
         .collect();
     if episodes.is_empty() {
-        return Ok(scored);
+        return Ok((scored, Adjacent::new()));
     }
     episodes.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
     let episodes: Vec<&Candidate> = episodes.into_iter().take(reach).map(|(_, c)| c).collect();
@@ -369,7 +372,7 @@ pub async fn in_sessions(
         )
         .await?;
     ranking.with_session_neighbours(&mut scored, &neighbours, fetched);
-    Ok(scored)
+    Ok((scored, adjacent(&neighbours)))
 }
 
 #[cfg(test)]

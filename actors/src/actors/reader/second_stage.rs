@@ -1,10 +1,12 @@
 //! The second stage of a read, when `retrieval.rerank` is on: the first stage's most
 //! relevant candidates measured against the query token by token (`domain::rerank`), each
 //! from the token sketch stored with it, or, when it has none (embedded before sketches
-//! were stored), from its text read by the model. The query comes as a question from the
-//! model run that embedded it (`read_path::query_embedding`), so that a set whose members
-//! all have sketches is measured here, without the embedder pool; the pool reads what has
-//! no sketch, and the query of a search that embedded none (a keyword search) where
+//! were stored), from its text read by the model. An episode is read with the turns just
+//! before and after it (`retrieval.rerank.neighbour_share`), as far as the session lookup
+//! found them: a reply covers the question words the turn it answers holds. The query
+//! comes as a question from the model run that embedded it (`read_path::query_embedding`),
+//! so that a set whose members all have sketches is measured here, without the embedder
+//! pool; the pool reads what has no sketch (each member alone then), and the query of a search that embedded none (a keyword search) where
 //! `keyword_searches` asks for it: otherwise such a search keeps the first stage's order,
 //! lexical and without a model run. A read never waits for it longer than `timeout_ms`,
 //! and never fails because of it: on a timeout, a full queue or a failed model the first
@@ -20,7 +22,7 @@ use uuid::Uuid;
 use super::ReaderState;
 use crate::actors::embedder_pool::{Passage, Question, measure_sketches};
 use crate::domain::memory_type::MemoryType;
-use crate::domain::rerank::{apply, candidate_set};
+use crate::domain::rerank::{Adjacent, apply, candidate_set};
 use crate::domain::search::Scored;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::read_path::QueryEmbedding;
@@ -33,6 +35,7 @@ pub async fn reranked(
     query: &str,
     embedding: &QueryEmbedding,
     mut scored: Vec<Scored>,
+    adjacent: &Adjacent,
 ) -> (Vec<Scored>, bool) {
     let config = &state.services.config.retrieval.rerank;
     if !config.enabled {
@@ -48,13 +51,22 @@ pub async fn reranked(
         return (scored, false);
     }
     let started = Instant::now();
-    let mut stored = stored_sketches(state, tenant_id, &scored, &set).await;
+    // Each member's turns just before and after it, read with it (none while the share is 0).
+    let share = config.neighbour_share as f32;
+    let near: Vec<Vec<Uuid>> = set
+        .iter()
+        .map(|&i| match adjacent.get(&scored[i].candidate.id) {
+            Some(turns) if share > 0.0 => turns.clone(),
+            _ => Vec::new(),
+        })
+        .collect();
+    let stored = stored_sketches(state, tenant_id, &scored, &set, &near).await;
     let passages: Vec<Passage> = set
         .iter()
         .map(|&i| {
             let candidate = &scored[i].candidate;
-            match stored.remove(&candidate.id) {
-                Some(sketch) => Passage::Sketch(sketch),
+            match stored.get(&candidate.id) {
+                Some(sketch) => Passage::Sketch(sketch.clone()),
                 None => Passage::Text(candidate.content.clone()),
             }
         })
@@ -84,7 +96,12 @@ pub async fn reranked(
         Question::Text(_) => "model",
     };
     metrics::counter!("butler_memory_rerank_questions_total", "source" => source).increment(1);
-    let measured = measure(state, question, passages, config.timeout_ms).await;
+    let beside = Beside {
+        share,
+        near,
+        sketches: stored,
+    };
+    let measured = measure(state, question, passages, beside, config.timeout_ms).await;
     match measured {
         Ok(measures) => {
             metrics::histogram!("butler_memory_rerank_seconds")
@@ -101,12 +118,22 @@ pub async fn reranked(
     }
 }
 
+/// What the members are read with: each one's adjacent turns (`near`, in the set's order),
+/// whose sketches are among `sketches`, at `share` of their likeness.
+struct Beside {
+    share: f32,
+    near: Vec<Vec<Uuid>>,
+    sketches: HashMap<Uuid, Vec<u8>>,
+}
+
 /// Each passage's measure: here, when the question is ready and every passage has its
-/// sketch (a few small matrix products, on a blocking thread), or by the embedder pool.
+/// sketch (a few small matrix products, on a blocking thread), read with the turns beside
+/// it; or by the embedder pool, each passage alone.
 async fn measure(
     state: &ReaderState,
     question: Question,
     passages: Vec<Passage>,
+    beside: Beside,
     timeout_ms: u64,
 ) -> MemoryResult<Vec<f32>> {
     let timeout = Duration::from_millis(timeout_ms);
@@ -129,7 +156,16 @@ async fn measure(
             Passage::Text(_) => None,
         })
         .collect();
-    let here = tokio::task::spawn_blocking(move || measure_sketches(&ready, &sketches));
+    let here = tokio::task::spawn_blocking(move || {
+        let read = sketches.iter().zip(&beside.near).map(|(own, near)| {
+            let near = near
+                .iter()
+                .filter_map(|id| beside.sketches.get(id).map(Vec::as_slice))
+                .collect();
+            (own.as_slice(), near)
+        });
+        measure_sketches(&ready, read, beside.share)
+    });
     match tokio::time::timeout(timeout, here).await {
         Ok(Ok(measures)) => Ok(measures),
         Ok(Err(e)) => Err(MemoryError::new(
@@ -143,19 +179,24 @@ async fn measure(
     }
 }
 
-/// The sketches stored for the set's members by the running model, in one statement. A
-/// failed lookup costs the set a model run, not the read.
+/// The sketches stored by the running model for the set's members and the episodes beside
+/// them (`near`), in one statement. A failed lookup costs the set a model run, not the read.
 async fn stored_sketches(
     state: &ReaderState,
     tenant_id: &str,
     scored: &[Scored],
     set: &[usize],
+    near: &[Vec<Uuid>],
 ) -> HashMap<Uuid, Vec<u8>> {
     let mut by_type: HashMap<MemoryType, Vec<Uuid>> = HashMap::new();
     for &i in set {
         let c = &scored[i].candidate;
         by_type.entry(c.memory_type()).or_default().push(c.id);
     }
+    let episodes = by_type.entry(MemoryType::Episode).or_default();
+    episodes.extend(near.iter().flatten());
+    episodes.sort();
+    episodes.dedup();
     match state
         .kit
         .store
