@@ -401,7 +401,6 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
     // The new master key, the old one listed until the rotation is done, and a policy that
     // now names `diagnosis`: the service is restarted with them, and runs on while the
     // rotation re-seals.
-    service.stop().await;
     let sketched = |id: String| {
         let options = options.clone();
         async move {
@@ -413,6 +412,15 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
                 .unwrap()
         }
     };
+    // The indexer embeds in the background and a stop does not wait for its backlog (on a
+    // busy machine the last fact may still be in it): wait for its embedding first.
+    for _ in 0..300 {
+        if sketched(clear_id.clone()).await == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    service.stop().await;
     assert_eq!(sketched(clear_id.clone()).await, 1, "embedded and sketched");
     // Its words learnt for query widening (on in the shipped configuration); a sealed fact's
     // never, as it is never embedded.
