@@ -235,12 +235,7 @@ impl SketchQuery {
         table
     }
 
-    /// How well each sketched text covers the question, in order: the mean, over the
-    /// question's content tokens, of each one's best match among the text's tokens
-    /// (`token_vectors::max_sim` with the text's side in signs); `None` for a sketch of
-    /// another format or a damaged one. The question becomes a table of partial sums once
-    /// (`table`), and every text token is matched against it in integers: a search
-    /// measures its whole set without a multiplication or an allocation per candidate.
+    /// [`measure_all_near`](Self::measure_all_near) of texts read alone.
     #[cfg(test)]
     pub fn measure_all<'a>(
         &self,
@@ -249,12 +244,16 @@ impl SketchQuery {
         self.measure_all_near(sketches.into_iter().map(|s| (s, Vec::new())), 0.0)
     }
 
-    /// [`measure_all`](Self::measure_all) of texts read with the turns next to them: each
-    /// question token takes its best match among the text's own tokens or, at `share` of
-    /// their likeness, among its neighbours' (`near`). A reply often answers in none of the
-    /// question's words, which the turn before it holds ("what did you do on Sunday?" /
-    /// "we went hiking"): read with it, the reply covers both. A neighbour's damaged sketch
-    /// counts as no tokens; the text's own makes its measure `None`.
+    /// How well each sketched text covers the question, in order, read with the turns next
+    /// to it: the mean, over the question's content tokens, of each one's best match among
+    /// the text's tokens (`token_vectors::max_sim` with the text's side in signs) or, at
+    /// `share` of their likeness, among its neighbours' (`near`); `None` for a text whose
+    /// own sketch is of another format or damaged (a neighbour's such sketch counts as no
+    /// tokens). A reply often answers in none of the question's words, which the turn
+    /// before it holds ("what did you do on Sunday?" / "we went hiking"): read with it, the
+    /// reply covers both. The question becomes a table of partial sums once (`table`), and
+    /// every text token is matched against it in integers: a search measures its whole set
+    /// without a multiplication per candidate.
     pub fn measure_all_near<'a>(
         &self,
         texts: impl IntoIterator<Item = (&'a [u8], Vec<&'a [u8]>)>,
