@@ -33,9 +33,9 @@ pub struct RerankConfig {
     /// did not come) is read too: the model then reads the query as its question, a model
     /// run a search. Off, such a search keeps the first stage's order and costs no model.
     pub keyword_searches: bool,
-    /// Share of their likeness at which an episode's neighbours' tokens (the turns just
-    /// before and after it in its conversation) cover the query words its own lack (0 to 1;
-    /// 0: its own tokens alone).
+    /// Share of their likeness at which an episode's neighbours' tokens (the turns around it
+    /// in its conversation that the session lookup found) cover the query words its own lack
+    /// (0 to 1; 0: its own tokens alone).
     pub neighbour_share: f64,
 }
 
@@ -56,20 +56,19 @@ pub fn candidate_set(scored: &[Scored], k: usize) -> Vec<usize> {
     readable
 }
 
-/// Each episode's turns just before and after it, as far as the session lookup reached.
+/// Each episode's turns around it in its conversation, as far as the session lookup reached.
 pub type Adjacent = HashMap<Uuid, Vec<Uuid>>;
 
-/// Each episode's turns just before and after it (distance 1), both ways, from the session
-/// lookup's `neighbours`: what the second stage reads an episode with. An episode the lookup
-/// did not reach has none here and is read alone.
+/// Each episode's turns around it, both ways, from the session lookup's `neighbours` (up to
+/// `retrieval.session_neighbour_reach` turns each side for the episodes it looked up at full
+/// reach, one for the others): what the second stage reads an episode with. An episode the
+/// lookup did not reach has none here and is read alone.
 pub fn adjacent(neighbours: &[SessionNeighbours]) -> Adjacent {
     let mut adjacent = Adjacent::new();
     for n in neighbours {
-        for &(id, distance) in &n.near {
-            if distance == 1 {
-                adjacent.entry(n.id).or_default().push(id);
-                adjacent.entry(id).or_default().push(n.id);
-            }
+        for &(id, _) in &n.near {
+            adjacent.entry(n.id).or_default().push(id);
+            adjacent.entry(id).or_default().push(n.id);
         }
     }
     for turns in adjacent.values_mut() {
@@ -139,10 +138,9 @@ mod tests {
         assert_eq!(candidate_set(&all, 10), vec![1, 2, 0]);
     }
 
-    /// Adjacent turns are the lookup's distance-1 neighbours, known both ways; those further
-    /// away are not read with it.
+    /// The turns around an episode are the neighbours the lookup found, known both ways.
     #[test]
-    fn adjacent_turns_are_distance_one_both_ways() {
+    fn the_turns_around_are_the_lookups_neighbours_both_ways() {
         let id = Uuid::from_u128;
         let neighbours = [
             SessionNeighbours {
@@ -155,17 +153,15 @@ mod tests {
             },
         ];
         let adjacent = adjacent(&neighbours);
-        assert_eq!(adjacent[&id(5)], vec![id(4), id(6)]);
+        assert_eq!(adjacent[&id(5)], vec![id(3), id(4), id(6)]);
         assert_eq!(adjacent[&id(6)], vec![id(5), id(7)], "once each");
+        assert_eq!(adjacent[&id(3)], vec![id(5)], "two turns away too");
         assert_eq!(
             adjacent[&id(4)],
             vec![id(5)],
             "a neighbour knows the turn it is next to"
         );
-        assert!(
-            !adjacent.contains_key(&id(3)),
-            "two turns away is not adjacent"
-        );
+        assert!(!adjacent.contains_key(&id(8)), "a turn no lookup found");
     }
 
     /// The second stage reorders its set and nothing else: the set keeps the places it

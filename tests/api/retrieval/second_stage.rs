@@ -332,7 +332,7 @@ async fn a_hybrid_search_is_read_again_and_a_keyword_search_keeps_its_order() {
     app.stop().await;
 }
 
-/// An episode is read with the turns just before and after it in its session
+/// An episode is read with the turns around it in its session
 /// (`neighbour_share`): a reply that holds none of the question's words covers those the
 /// turn it answers holds. The same reply after an unrelated turn measures lower; with the
 /// share at 0 both measure alike, each read alone.

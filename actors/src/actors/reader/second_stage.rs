@@ -1,9 +1,9 @@
 //! The second stage of a read, when `retrieval.rerank` is on: the first stage's most
 //! relevant candidates measured against the query token by token (`domain::rerank`), each
 //! from the token sketch stored with it, or, when it has none (embedded before sketches
-//! were stored), from its text read by the model. An episode is read with the turns just
-//! before and after it (`retrieval.rerank.neighbour_share`), as far as the session lookup
-//! found them: a reply covers the question words the turn it answers holds. The query
+//! were stored), from its text read by the model. An episode is read with the turns around
+//! it (`retrieval.rerank.neighbour_share`), as far as the session lookup found them: a
+//! reply covers the question words the turn it answers holds. The query
 //! comes as a question from the model run that embedded it (`read_path::query_embedding`),
 //! so that a set whose members all have sketches is measured here, without the embedder
 //! pool; the pool reads what has no sketch (each member alone then), and the query of a
@@ -52,7 +52,7 @@ pub async fn reranked(
         return (scored, false);
     }
     let started = Instant::now();
-    // Each member's turns just before and after it, read with it (none while the share is 0).
+    // Each member's turns around it, read with it (none while the share is 0).
     let share = config.neighbour_share as f32;
     let near: Vec<Vec<Uuid>> = set
         .iter()
