@@ -210,7 +210,7 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         session_prior=0.0, rerank=0, rerank_weight=0.5, rerank_query="content", rerank_both_ways=False,
         rerank_bits=0, rerank_seed=7, rerank_signs=False, mmr=0.0, mmr_depth=50, session_cap=0,
         expand=0, expand_min=0.5, expand_weight=0.3, expand_budget=None, report=None,
-        rerank_near=0.0):
+        rerank_near=0.0, rerank_near_turns=1, rerank_near_far=None):
     """R@5/10/25/50 over every question, and R@10 per category.
 
     `rerank` > 0 models the second stage (`retrieval.rerank`): the `rerank` most relevant
@@ -224,7 +224,9 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
     the turns' tokens would keep. `rerank_near` > 0 reads each turn with the turns just
     before and after it in its session (the engine's `neighbour_share`): each question token
     takes its best match among the turn's own tokens or theirs at that share of likeness
-    (the engine reads a member's neighbours only where its session lookup reached them).
+    (the engine reads a member's neighbours only where its session lookup reached them);
+    `rerank_near_turns` 2 reads two turns each side (the engine's default), the second at
+    `rerank_near_far` (default: the same share).
 
     `expand` > 0 widens the keyword query: each query word whose stem the conversation's
     turns hold brings up to `expand` of the conversation's stems whose words' vectors (each
@@ -376,7 +378,8 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                 final = {i: (r + session_prior * best[session[i]]) / (1 + session_prior) for i, r in final.items()}
             if rerank:
                 final = second_stage(final, c["turn_tokens"], c["query_tokens"][qi], rerank, rerank_weight,
-                                     rerank_query, rerank_both_ways, sketch, rerank_near, session)
+                                     rerank_query, rerank_both_ways, sketch, rerank_near, session,
+                                     rerank_near_turns, rerank_near_far)
             order = [i for i, _ in sorted(final.items(), key=lambda x: -x[1])]
             if mmr:
                 # Maximal marginal relevance over the first `mmr_depth`: each next pick weighs
@@ -417,9 +420,10 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
 
 
 def second_stage(final, turn_tokens, query_tokens, k, weight, query_kind, both_ways, sketch=None, near=0.0,
-                 session=None):
+                 session=None, near_turns=1, near_far=None):
     """`final` with its `k` best reordered by late interaction, inside the range they span;
-    with `near`, each turn read with its session's adjacent turns at that share."""
+    with `near`, each turn read with its session's turns up to `near_turns` each side at
+    that share (`near_far` for those two away)."""
     top = [i for i, _ in sorted(final.items(), key=lambda x: -x[1])[:k]]
     vectors, pieces = query_tokens
     keep = {
@@ -433,9 +437,11 @@ def second_stage(final, turn_tokens, query_tokens, k, weight, query_kind, both_w
     measures = []
     for i in top:
         similarity = query @ read(turn_tokens[i][0]).T
-        for j in (i - 1, i + 1) if near else ():
-            if 0 <= j < len(turn_tokens) and session[j] == session[i]:
-                similarity = np.concatenate([similarity, near * (query @ read(turn_tokens[j][0]).T)], axis=1)
+        for d in range(1, near_turns + 1) if near else ():
+            share = near if d == 1 or near_far is None else near_far
+            for j in (i - d, i + d):
+                if 0 <= j < len(turn_tokens) and session[j] == session[i]:
+                    similarity = np.concatenate([similarity, share * (query @ read(turn_tokens[j][0]).T)], axis=1)
         m = similarity.max(1).mean()
         measures.append(0.5 * m + 0.5 * similarity.max(0).mean() if both_ways else m)
     first = [final[i] for i in top]
