@@ -398,9 +398,6 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
     assert!(!failed, "{clear}");
     let clear_id = clear["id"].as_str().unwrap().to_owned();
 
-    // The new master key, the old one listed until the rotation is done, and a policy that
-    // now names `diagnosis`: the service is restarted with them, and runs on while the
-    // rotation re-seals.
     let sketched = |id: String| {
         let options = options.clone();
         async move {
@@ -420,6 +417,9 @@ async fn rotation_rewraps_the_data_keys_and_reseals_every_fact_beside_the_servic
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    // The new master key, the old one listed until the rotation is done, and a policy that
+    // now names `diagnosis`: the service is restarted with them, and runs on while the
+    // rotation re-seals.
     service.stop().await;
     assert_eq!(sketched(clear_id.clone()).await, 1, "embedded and sketched");
     // Its words learnt for query widening (on in the shipped configuration); a sealed fact's

@@ -329,7 +329,7 @@ pub fn neighbours_reach(limit: usize) -> usize {
 /// Adds session context to scored candidates: looks up the session neighbours of the
 /// `reach` most relevant episodes among them, with the neighbours the lists did not find
 /// (one statement), and lets the ranking share relevance along sessions. Also gives the
-/// turns next to each episode the lookup reached, which the second stage reads it with.
+/// turns around each episode the lookup reached, which the second stage reads it with.
 pub async fn in_sessions(
     state: &ReaderState,
     ranking: &Ranking,

@@ -3,11 +3,11 @@
 //! from the token sketch stored with it, or, when it has none (embedded before sketches
 //! were stored), from its text read by the model. An episode is read with the turns around
 //! it (`retrieval.rerank.neighbour_share`), as far as the session lookup found them: a
-//! reply covers the question words the turn it answers holds. The query
-//! comes as a question from the model run that embedded it (`read_path::query_embedding`),
-//! so that a set whose members all have sketches is measured here, without the embedder
-//! pool; the pool reads what has no sketch (each member alone then), and the query of a
-//! search that embedded none (a keyword search) where `keyword_searches` asks for it:
+//! reply covers the question words the turn it answers holds. The query comes as a
+//! question from the model run that embedded it (`read_path::query_embedding`), so that a
+//! set whose members all have sketches is measured here, without the embedder pool; the
+//! pool reads what has no sketch (each member alone then), and the query of a search that
+//! embedded none (a keyword search) where `keyword_searches` asks for it:
 //! otherwise such a search keeps the first stage's order, lexical and without a model run.
 //! A read never waits for it longer than `timeout_ms`, and never fails because of it: on a
 //! timeout, a full queue or a failed model the first stage's order stands
