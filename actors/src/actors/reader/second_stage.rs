@@ -16,6 +16,7 @@
 //! keeps the first stage's order.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
@@ -25,6 +26,7 @@ use crate::actors::embedder_pool::{Passage, Question, measure_sketches};
 use crate::domain::memory_type::MemoryType;
 use crate::domain::rerank::{Adjacent, apply, candidate_set};
 use crate::domain::search::Scored;
+use crate::embedder::token_sketch::SketchQuery;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::read_path::QueryEmbedding;
 
@@ -61,22 +63,10 @@ pub async fn reranked(
             _ => Vec::new(),
         })
         .collect();
-    let stored = stored_sketches(state, tenant_id, &scored, &set, &near).await;
-    let passages: Vec<Passage> = set
-        .iter()
-        .map(|&i| {
-            let candidate = &scored[i].candidate;
-            match stored.get(&candidate.id) {
-                Some(sketch) => Passage::Sketch(sketch.clone()),
-                None => Passage::Text(candidate.content.clone()),
-            }
-        })
-        .collect();
-    let read = passages
-        .iter()
-        .filter(|p| matches!(p, Passage::Text(_)))
-        .count();
-    if read > config.max_model_reads {
+    let mut stored = stored_sketches(state, tenant_id, &scored, &set, &near).await;
+    let ids: Vec<Uuid> = set.iter().map(|&i| scored[i].candidate.id).collect();
+    let unsketched = ids.iter().filter(|id| !stored.contains_key(id)).count();
+    if unsketched > config.max_model_reads {
         // Rows embedded before sketches were stored (the second stage just turned on over
         // old memories): reading them all would cost a model run each on every search.
         // Nothing failed, so the answer may be remembered like any other.
@@ -85,24 +75,36 @@ pub async fn reranked(
         return (scored, false);
     }
     metrics::counter!("butler_memory_rerank_passages_total", "source" => "stored")
-        .increment((passages.len() - read) as u64);
+        .increment((ids.len() - unsketched) as u64);
     metrics::counter!("butler_memory_rerank_passages_total", "source" => "model")
-        .increment(read as u64);
-    let question = match ready {
-        Some(question) => Question::Ready(question),
-        None => Question::Text(query.to_owned()),
+        .increment(unsketched as u64);
+    metrics::counter!("butler_memory_rerank_questions_total",
+        "source" => if ready.is_some() { "query" } else { "model" })
+    .increment(1);
+    // Every member sketched and the question ready: measured here, from the sketches as
+    // fetched. Otherwise the embedder pool reads the set, each member alone: its sketch
+    // moved out of the map, or its text.
+    let read = match (unsketched, ready) {
+        (0, Some(question)) => Read::Here(
+            question,
+            Beside {
+                share,
+                near,
+                sketches: stored,
+            },
+        ),
+        (_, ready) => Read::Pool(
+            ready.map_or_else(|| Question::Text(query.to_owned()), Question::Ready),
+            set.iter()
+                .zip(&ids)
+                .map(|(&i, id)| match stored.remove(id) {
+                    Some(sketch) => Passage::Sketch(sketch),
+                    None => Passage::Text(scored[i].candidate.content.clone()),
+                })
+                .collect(),
+        ),
     };
-    let source = match question {
-        Question::Ready(_) => "query",
-        Question::Text(_) => "model",
-    };
-    metrics::counter!("butler_memory_rerank_questions_total", "source" => source).increment(1);
-    let beside = Beside {
-        share,
-        near,
-        sketches: stored,
-    };
-    let measured = measure(state, question, passages, beside, config.timeout_ms).await;
+    let measured = measure(state, ids, read, config.timeout_ms).await;
     match measured {
         Ok(measures) => {
             metrics::histogram!("butler_memory_rerank_seconds")
@@ -119,30 +121,34 @@ pub async fn reranked(
     }
 }
 
+/// How a set is read: here, each member from its stored sketch with the turns beside it,
+/// against the question the query's model run made; or by the embedder pool, each member
+/// alone (its sketch, or its text), against that question or the query's text.
+enum Read {
+    Here(Arc<SketchQuery>, Beside),
+    Pool(Question, Vec<Passage>),
+}
+
 /// What the members are read with: each one's adjacent turns (`near`, in the set's order),
-/// whose sketches are among `sketches`, at `share` of their likeness.
+/// whose sketches are among `sketches` with the members' own, at `share` of their likeness.
 struct Beside {
     share: f32,
     near: Vec<Vec<Uuid>>,
     sketches: HashMap<Uuid, Vec<u8>>,
 }
 
-/// Each passage's measure: here, when the question is ready and every passage has its
-/// sketch (a few small matrix products, on a blocking thread), read with the turns beside
-/// it; or by the embedder pool, each passage alone.
+/// Each member's measure, the members `ids` in the set's order: here (a few small matrix
+/// products, on a blocking thread), or by the embedder pool.
 async fn measure(
     state: &ReaderState,
-    question: Question,
-    passages: Vec<Passage>,
-    beside: Beside,
+    ids: Vec<Uuid>,
+    read: Read,
     timeout_ms: u64,
 ) -> MemoryResult<Vec<f32>> {
     let timeout = Duration::from_millis(timeout_ms);
-    let ready = match &question {
-        Question::Ready(ready) if passages.iter().all(|p| matches!(p, Passage::Sketch(_))) => {
-            ready.clone()
-        }
-        _ => {
+    let (ready, beside) = match read {
+        Read::Here(ready, beside) => (ready, beside),
+        Read::Pool(question, passages) => {
             return state
                 .kit
                 .embedder
@@ -150,20 +156,14 @@ async fn measure(
                 .await;
         }
     };
-    let sketches: Vec<Vec<u8>> = passages
-        .into_iter()
-        .filter_map(|p| match p {
-            Passage::Sketch(sketch) => Some(sketch),
-            Passage::Text(_) => None,
-        })
-        .collect();
     let here = tokio::task::spawn_blocking(move || {
-        let read = sketches.iter().zip(&beside.near).map(|(own, near)| {
+        let read = ids.iter().zip(&beside.near).map(|(id, near)| {
+            let own = beside.sketches.get(id).map_or(&[][..], Vec::as_slice);
             let near = near
                 .iter()
                 .filter_map(|id| beside.sketches.get(id).map(Vec::as_slice))
                 .collect();
-            (own.as_slice(), near)
+            (own, near)
         });
         measure_sketches(&ready, read, beside.share)
     });
