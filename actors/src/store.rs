@@ -45,6 +45,7 @@ mod orchestrator_standing;
 pub mod process_locks;
 pub mod projections;
 pub mod purging;
+pub mod query_words;
 pub mod read_replicas;
 pub mod records;
 pub mod references;

@@ -346,11 +346,15 @@ pub const FAMILIES: &[Family] = &[
         )
     },
     Family {
-        zero: &[&[("reason", "unanswered")], &[("reason", "unsketched")]],
+        zero: &[
+            &[("reason", "unanswered")],
+            &[("reason", "unsketched")],
+            &[("reason", "unembedded")],
+        ],
         ..family(
             "butler_memory_rerank_skipped_total",
             Kind::Counter,
-            "Second stages skipped, the first stage's order standing: the model did not answer in time or failed (unanswered), or more candidates lacked a sketch than retrieval.rerank.max_model_reads (unsketched).",
+            "Second stages skipped, the first stage's order standing: the model did not answer in time or failed (unanswered), or more candidates lacked a sketch than retrieval.rerank.max_model_reads, embedded without one (unsketched) or not embedded yet (unembedded: the indexer behind the writes).",
         )
     },
     family(

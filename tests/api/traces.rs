@@ -189,10 +189,12 @@ async fn spans_join_the_callers_trace_and_reach_an_otlp_receiver() {
     for family in ["db.semantic_candidates", "db.keyword_candidates"] {
         assert_eq!(named(&read, family).parent, retrieval.span_id, "{family}");
     }
-    // The query's words are read once for the keyword lists of every type searched.
+    // The query's words are read once for the keyword lists of every type searched, their
+    // neighbours in the vocabulary with them (a text not read before).
     let count = |name: &str| read.iter().filter(|s| s.name == name).count();
     assert!(count("db.keyword_candidates") >= 2, "{read:#?}");
-    assert_eq!(count("db.query_lexemes"), 1, "{read:#?}");
+    assert_eq!(count("db.query_words"), 1, "{read:#?}");
+    assert_eq!(count("db.word_neighbours"), 0, "{read:#?}");
 
     // The indexer's embedding runs in traces of its own.
     assert!(got.iter().any(|s| s.name == "indexer.embed"), "{got:#?}");

@@ -119,6 +119,9 @@ pub struct Candidate {
     /// A fact's validity time (`domain::time_window`); only fact candidates have it.
     pub valid_from: Option<DateTime<Utc>>,
     pub valid_until: Option<DateTime<Utc>>,
+    /// Stored without its vector so far (the indexer has not embedded it): it has no token
+    /// sketch either, which the second stage knows without looking sketches up.
+    pub unembedded: bool,
 }
 
 impl Candidate {
@@ -153,6 +156,7 @@ impl Candidate {
             sealed: None,
             valid_from: None,
             valid_until: None,
+            unembedded: false,
         }
     }
 

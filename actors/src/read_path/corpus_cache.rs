@@ -334,17 +334,18 @@ impl CorpusCache {
             })
     }
 
-    /// `text`'s words as the full-text index holds them (stemmed, deduplicated). A search
-    /// asks once for all its types: asked by each type's plan at once, a new text was two
-    /// statements before the first answer could be cached.
-    pub async fn lexemes(&self, store: &Store, text: &str) -> MemoryResult<Arc<Vec<String>>> {
-        if let Some(hit) = lock(&self.lexemes).get(text) {
-            return Ok(hit.clone());
-        }
-        let lexemes = Arc::new(store.query_lexemes(text).await?);
+    /// `text`'s words as the full-text index holds them (stemmed, deduplicated), if a read
+    /// of the same text found them (`keep_lexemes`).
+    pub fn lexemes(&self, text: &str) -> Option<Arc<Vec<String>>> {
+        lock(&self.lexemes).get(text).cloned()
+    }
+
+    /// Keeps `lexemes` as `text`'s words for the reads after this one, and answers them.
+    pub fn keep_lexemes(&self, text: &str, lexemes: Vec<String>) -> Arc<Vec<String>> {
+        let lexemes = Arc::new(lexemes);
         let weight = text.len() + lexemes.iter().map(|l| l.len() + 24).sum::<usize>();
         lock(&self.lexemes).put(text.to_owned(), lexemes.clone(), weight);
-        Ok(lexemes)
+        lexemes
     }
 }
 

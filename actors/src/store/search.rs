@@ -29,7 +29,8 @@ macro_rules! episode_candidate {
             "e.id, e.content, e.importance, e.created_at, e.last_referenced_at, 1.0::float8 AS confidence,
              0.0::float8 AS decay_rate, e.created_at AS last_confirmed_at, NULL::text AS subject,
              NULL::text AS predicate, NULL::text AS scope, NULL::text AS permanence, NULL::text AS validity,
-             NULL::text AS maturity, e.butler, e.session_id, e.metadata, e.occurred_at, ",
+             NULL::text AS maturity, e.butler, e.session_id, e.metadata, e.occurred_at,
+             e.embedding_version_id IS NULL AS unembedded, ",
             unsealed_unbounded!()
         )
     };
@@ -40,7 +41,7 @@ macro_rules! fact_candidate {
          f.last_confirmed_at, f.subject, f.predicate, f.scope, f.permanence, f.validity,
          NULL::text AS maturity, f.source_butler AS butler, NULL::text AS session_id, f.metadata,
          NULL::timestamptz AS occurred_at, f.tenant_id, f.key_version, f.sealed, f.valid_from,
-         f.valid_until"
+         f.valid_until, f.embedding_version_id IS NULL AS unembedded"
     };
 }
 macro_rules! rule_candidate {
@@ -49,7 +50,7 @@ macro_rules! rule_candidate {
             "r.id, r.content, r.importance, r.created_at, r.last_referenced_at, r.confidence, r.decay_rate,
              r.last_confirmed_at, NULL::text AS subject, NULL::text AS predicate, r.scope, r.permanence,
              r.validity, r.maturity, r.source_butler AS butler, NULL::text AS session_id, r.metadata,
-             NULL::timestamptz AS occurred_at, ",
+             NULL::timestamptz AS occurred_at, r.embedding_version_id IS NULL AS unembedded, ",
             unsealed_unbounded!()
         )
     };
@@ -444,20 +445,6 @@ impl Store {
         let mut rows: Vec<Candidate> = query.fetch_all(self.pool()).await?;
         self.open_candidates(&mut rows).await?;
         Ok(typed(rows, memory_type))
-    }
-
-    /// `text`'s distinct words as the full-text index holds them (English stemming). Words
-    /// with a quote or backslash are left out: they never come from ordinary text, and
-    /// leaving them out keeps every tsquery built from the words a plain list of literals.
-    #[tracing::instrument(target = "otel", name = "db.query_lexemes", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
-    pub async fn query_lexemes(&self, text: &str) -> MemoryResult<Vec<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS lexeme
-             WHERE lexeme !~ '[''\\\\]' ORDER BY lexeme",
-        )
-        .bind(text)
-        .fetch_all(self.pool())
-        .await?)
     }
 
     /// How many of a tenant's memories of one type contain each of `lexemes`, in order;

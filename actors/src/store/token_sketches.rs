@@ -16,6 +16,7 @@ impl Store {
     /// tenant, by type), in one statement: a row embedded by another model, or while the
     /// second stage was off, has none here, nor a row whose embedding was cleared
     /// (migration 32 deletes the sketch with it).
+    #[tracing::instrument(target = "otel", name = "db.token_sketches", skip_all, fields(db.system.name = "postgresql", db.operation.name = "SELECT"))]
     pub async fn token_sketches(
         &self,
         tenant_id: &str,

@@ -287,6 +287,41 @@ async fn without_an_answer_in_time_the_first_stage_order_stands() {
     first.stop().await;
 }
 
+/// Rows not embedded yet (the indexer behind a write burst) have no sketch: a set with more
+/// of them than `max_model_reads` keeps the first stage's order, unread and counted apart
+/// (`reason="unembedded"`), without its sketches looked up.
+#[tokio::test]
+async fn a_set_not_embedded_yet_keeps_its_order_unread() {
+    let _turn = COUNTERS.lock().await;
+    let app = spawn_app_with(
+        "[retrieval.rerank]\nenabled = true\ncandidates = 20\nkeyword_searches = true\n",
+    )
+    .await;
+    app.engine().set_embedder_running(false).await.unwrap();
+    let mcp = app.client(TENANT_A_HEALTH).await;
+    let contents: Vec<String> = (0..8)
+        .map(|i| format!("Entry {i} of the garden diary: the lemon tree was watered at dawn"))
+        .collect();
+    seed(&mcp, &contents).await;
+    let base = app.metrics().await;
+    let found = search(&mcp, "when was the lemon tree watered").await;
+    let metrics = app.metrics().await;
+    assert_eq!(results(&found).len(), 8, "{found}");
+    assert!(
+        results(&found).iter().all(|h| measure(h).is_none()),
+        "{found}"
+    );
+    let delta = |series: &str| counter(&metrics, series) - counter(&base, series);
+    let unembedded = r#"butler_memory_rerank_skipped_total{reason="unembedded"}"#;
+    assert!(delta(unembedded) >= 1.0, "{metrics}");
+    assert_eq!(
+        delta(FROM_MODEL),
+        0.0,
+        "no question made for a set left unread"
+    );
+    app.stop().await;
+}
+
 /// As shipped (`enabled`, and `keyword_searches` left at its default, off): a hybrid search
 /// is read again, with the question from the run that embedded its query; a keyword search
 /// keeps the keyword list's order and runs no model.

@@ -116,6 +116,50 @@ async fn a_query_word_also_finds_the_words_the_model_places_beside_it() {
     app.stop().await;
 }
 
+/// A text searched for the first time has its words and their neighbours looked up in one
+/// statement; searched again, its words come from the cache and only their neighbours from
+/// the store. Both widen the same words, the query's longest when it has more than
+/// `max_query_words` (ties by byte order): the same hits with the same keyword scores.
+#[tokio::test]
+async fn a_new_text_and_a_cached_one_are_widened_alike() {
+    let app = spawn_app_with("[retrieval.widening]\nenabled = true\nmax_query_words = 2\n").await;
+    let health = app.client(TENANT_A_HEALTH).await;
+    let ids = store(&app, &health, &[BAND, VIOLIN, GUITAR, KITCHEN]).await;
+    // "instrument" is the longest word; "band" and "shop" tie for the second place.
+    let search = |limit: u32| {
+        health.ok(
+            "memory_search",
+            json!({"query": "shop band instrument", "mode": "keyword", "butler": "health",
+                   "limit": limit}),
+        )
+    };
+    let scores = |found: &Value| -> Vec<(String, f64)> {
+        found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let id = r["id"].as_str().unwrap().to_owned();
+                (id, r["scores"]["keyword"].as_f64().unwrap_or(0.0))
+            })
+            .collect()
+    };
+    let first = search(10).await;
+    // Another limit: another request, so no answer is remembered for it; the same text.
+    let again = search(9).await;
+    let (first_hits, again_hits) = (scores(&first), scores(&again));
+    assert!(!again_hits.is_empty() && again_hits.len() <= 9, "{again}");
+    assert_eq!(
+        first_hits[..again_hits.len()],
+        again_hits[..],
+        "{first}\n{again}"
+    );
+    // The violin was found through "instrument": the longest word was widened.
+    let violin = first_hits.iter().find(|(id, _)| id == &ids[1]);
+    assert!(violin.is_some_and(|(_, score)| *score > 0.0), "{first}");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn off_nothing_is_widened_and_no_word_is_kept() {
     let app = spawn_app_with(WIDENING_OFF).await;

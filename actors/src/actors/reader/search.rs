@@ -4,6 +4,7 @@
 //! [`rank`] is the rest, and pure.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use futures::future::try_join_all;
 use tokio::sync::OnceCell;
@@ -22,6 +23,7 @@ use crate::domain::time_window::TimeWindow;
 use crate::domain::widening::{widen, widened_query_words};
 use crate::error::MemoryResult;
 use crate::read_path::QueryEmbedding;
+use crate::store::query_words::WordsAsked;
 use crate::store::search::Filter;
 
 /// The ranking knobs from the configuration.
@@ -89,9 +91,8 @@ impl CandidateLists {
 }
 
 /// The semantic and keyword lists over `types`. The keyword lists start at once; the
-/// semantic ones as soon as the query embedding is there. `widened` holds the words the
-/// keyword query is widened with once they are looked up (by the first of the read's
-/// lists to need them).
+/// semantic ones as soon as the query embedding is there. `words` holds the query's words
+/// once they are looked up (by the first of the read's lists to need them).
 #[allow(clippy::too_many_arguments)]
 pub async fn candidate_lists(
     state: &ReaderState,
@@ -101,7 +102,7 @@ pub async fn candidate_lists(
     embedding: &QueryEmbedding,
     mode: SearchMode,
     depth: i64,
-    widened: &OnceCell<Vec<(String, f64)>>,
+    words: &OnceCell<QueryWords>,
 ) -> MemoryResult<CandidateLists> {
     let store = &state.kit.store;
     // A type the tenant has nothing of (as of now) needs no queries.
@@ -136,9 +137,8 @@ pub async fn candidate_lists(
         if !wants_keyword || types.is_empty() {
             return Ok(Vec::new());
         }
-        let lexemes = state.kit.corpus_cache.lexemes(store, text).await?;
-        let widened = widened
-            .get_or_try_init(|| widening(state, &filter.scope.tenant_id, &lexemes))
+        let words = words
+            .get_or_try_init(|| query_words(state, &filter.scope.tenant_id, text))
             .await?;
         try_join_all(types.iter().map(|t| async {
             let (corpus, plan) = state
@@ -149,8 +149,8 @@ pub async fn candidate_lists(
                     &state.services.generations,
                     *t,
                     &filter.scope.tenant_id,
-                    &lexemes,
-                    widened,
+                    &words.lexemes,
+                    &words.widened,
                     filter.now,
                 )
                 .await?;
@@ -168,29 +168,46 @@ pub async fn candidate_lists(
     })
 }
 
-/// The words a keyword query of `lexemes` is widened with, with their weights
-/// (`domain::widening`): none while widening is off.
-async fn widening(
-    state: &ReaderState,
-    tenant_id: &str,
-    lexemes: &[String],
-) -> MemoryResult<Vec<(String, f64)>> {
+/// A read's query words: its lexemes as the full-text index holds them, and the words its
+/// keyword query is widened with, with their weights (`domain::widening`; none while
+/// widening is off).
+pub struct QueryWords {
+    lexemes: Arc<Vec<String>>,
+    widened: Vec<(String, f64)>,
+}
+
+/// The query words of a read of `text`: a text read before has its lexemes cached and
+/// looks up only its words' neighbours; a new one asks for both in one statement.
+async fn query_words(state: &ReaderState, tenant_id: &str, text: &str) -> MemoryResult<QueryWords> {
     let widening = state.services.config.retrieval.widening;
-    if !widening.enabled {
-        return Ok(Vec::new());
-    }
-    let asked = widened_query_words(lexemes, widening.max_query_words);
-    let neighbours = state
-        .kit
-        .store
-        .word_neighbours(
-            tenant_id,
-            state.embedding_version,
-            &asked,
-            widening.words_per_word,
-        )
-        .await?;
-    Ok(widen(lexemes, &neighbours, widening))
+    let store = &state.kit.store;
+    let cache = &state.kit.corpus_cache;
+    let asked = widening.enabled.then_some(WordsAsked {
+        tenant_id,
+        version: state.embedding_version,
+        max_words: widening.max_query_words,
+        per_word: widening.words_per_word,
+    });
+    let (lexemes, neighbours) = match (cache.lexemes(text), asked) {
+        (Some(lexemes), None) => (lexemes, Vec::new()),
+        (Some(lexemes), Some(asked)) => {
+            let words = widened_query_words(&lexemes, asked.max_words);
+            let neighbours = store
+                .word_neighbours(tenant_id, asked.version, &words, asked.per_word)
+                .await?;
+            (lexemes, neighbours)
+        }
+        (None, asked) => {
+            let (lexemes, neighbours) = store.query_words(text, asked).await?;
+            (cache.keep_lexemes(text, lexemes), neighbours)
+        }
+    };
+    let widened = if widening.enabled {
+        widen(&lexemes, &neighbours, widening)
+    } else {
+        Vec::new()
+    };
+    Ok(QueryWords { lexemes, widened })
 }
 
 /// [`candidate_lists`], and when the read's words state a time (`domain::stated_time`), the
@@ -212,10 +229,9 @@ pub async fn candidate_lists_in_time(
     stated: Option<&StatedTime>,
     ranking: &mut Ranking,
 ) -> MemoryResult<CandidateLists> {
-    let widened = OnceCell::new();
-    let lists = |types, filter| {
-        candidate_lists(state, types, filter, text, embedding, mode, depth, &widened)
-    };
+    let words = OnceCell::new();
+    let lists =
+        |types, filter| candidate_lists(state, types, filter, text, embedding, mode, depth, &words);
     let timed: Vec<MemoryType> = types
         .iter()
         .copied()

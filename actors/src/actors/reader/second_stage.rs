@@ -53,6 +53,16 @@ pub async fn reranked(
     if ready.is_none() && !config.keyword_searches {
         return (scored, false);
     }
+    // A member stored without its vector has no sketch: a set with more of them than the
+    // model may read (a read during a write burst, the indexer behind) keeps the first
+    // stage's order without looking its sketches up, as it would after the lookup.
+    let unembedded = set
+        .iter()
+        .filter(|&&i| scored[i].candidate.unembedded)
+        .count();
+    if unembedded > config.max_model_reads {
+        return (scored, unread("unembedded"));
+    }
     let started = Instant::now();
     // Each member's turns around it, read with it (none while the share is 0).
     let share = config.neighbour_share as f32;
@@ -68,11 +78,9 @@ pub async fn reranked(
     let unsketched = ids.iter().filter(|id| !stored.contains_key(id)).count();
     if unsketched > config.max_model_reads {
         // Rows embedded before sketches were stored (the second stage just turned on over
-        // old memories): reading them all would cost a model run each on every search.
-        // Nothing failed, so the answer may be remembered like any other.
-        metrics::counter!("butler_memory_rerank_skipped_total", "reason" => "unsketched")
-            .increment(1);
-        return (scored, false);
+        // old memories), or not embedded yet: reading them all would cost a model run each
+        // on every search.
+        return (scored, unread("unsketched"));
     }
     metrics::counter!("butler_memory_rerank_passages_total", "source" => "stored")
         .increment((ids.len() - unsketched) as u64);
@@ -119,6 +127,14 @@ pub async fn reranked(
             (scored, true)
         }
     }
+}
+
+/// Counts a set left in the first stage's order because too many of its members have no
+/// sketch, for `reason` (not embedded yet, or embedded without one); the read is not marked
+/// skipped: nothing failed, so the answer may be remembered like any other.
+fn unread(reason: &'static str) -> bool {
+    metrics::counter!("butler_memory_rerank_skipped_total", "reason" => reason).increment(1);
+    false
 }
 
 /// How a set is read: here, each member from its stored sketch with the turns beside it,
