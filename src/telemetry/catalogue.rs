@@ -357,6 +357,14 @@ pub const FAMILIES: &[Family] = &[
             "Second stages skipped, the first stage's order standing: the model did not answer in time or failed (unanswered), or more candidates lacked a sketch than retrieval.rerank.max_model_reads, embedded without one (unsketched) or not embedded yet (unembedded: the indexer behind the writes).",
         )
     },
+    Family {
+        zero: &[&[("waiting", "read")], &[("waiting", "none")]],
+        ..family(
+            "butler_memory_keyword_counts_total",
+            Kind::Counter,
+            "Words whose document frequency the keyword search counted, by who waited for the count: a read whose words had no count it could use (never counted, or counted more than twice the trust window ago), or nobody (a recount behind the reads of a count they still used).",
+        )
+    },
     family(
         "butler_memory_query_cache_total",
         Kind::Counter,

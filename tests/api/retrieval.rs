@@ -31,6 +31,15 @@ fn contents(result: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The value of the series `series` (name and labels, as exposed) in a scrape; 0 if absent.
+fn counter(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(series))
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 async fn fact(mcp: &McpClient, predicate: &str, content: &str) -> String {
     let stored = mcp
         .ok(

@@ -24,7 +24,8 @@
 //!   (docs/decisions.md). Only counts older than twice the window, as after a quiet spell,
 //!   are recounted while the read waits. When a recount lands, the tenant's results are
 //!   restated (`Generations::restate`): an answer ranked with the old counts is not served
-//!   again from the result cache.
+//!   again from the result cache. `butler_memory_keyword_counts_total` counts the words
+//!   counted, by whether a read waited for them.
 //! - On a database several instances share, every count is also kept in the database
 //!   (`store/keyword_counts.rs`), and before counting an instance takes the fleet's count
 //!   when it is fresh by the same rule (age within the trust window, drift within `DRIFT`):
@@ -198,6 +199,8 @@ impl CorpusCache {
                     }
                 };
                 if !words.is_empty() {
+                    metrics::counter!("butler_memory_keyword_counts_total", "waiting" => "none")
+                        .increment(words.len() as u64);
                     let words = Words {
                         words: &words,
                         common_df,
@@ -286,6 +289,8 @@ impl CorpusCache {
             .map(|(l, _)| l.clone())
             .collect();
         if !unknown.is_empty() {
+            metrics::counter!("butler_memory_keyword_counts_total", "waiting" => "read")
+                .increment(unknown.len() as u64);
             let words = Words {
                 words: &unknown,
                 common_df,

@@ -1,7 +1,8 @@
 //! Keyword search over the BM25 statistics kept per tenant and type: common words score but
 //! only rare ones pick candidates, a new word is found at once, and counts past their window
-//! are served once more while a recount runs behind the read; a word counts each time a
-//! memory says it, wherever it says it.
+//! are served once more while a recount runs behind the read (`butler_memory_keyword_counts_total`
+//! says which counts a read waited for); a word counts each time a memory says it, wherever
+//! it says it.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use butler_memory_actors::ManualClock;
 use chrono::Duration;
 use serde_json::json;
 
-use super::{episode, fact, ids, t0};
+use super::{counter, episode, fact, ids, t0};
 use crate::helpers::*;
 
 #[tokio::test]
@@ -153,8 +154,18 @@ async fn a_word_count_past_its_window_is_served_once_more_and_recounted_behind_t
         zucchini.push(episode(&mcp, &format!("Picked zucchini batch {i}")).await);
     }
     let search = json!({"query": "zucchini", "mode": "keyword", "types": ["episode"], "limit": 20});
-    // Counted now: two of 42 memories, a rare word.
+    // Words counted, by whether a read waited (the process's series: other tests' reads
+    // count too, so only what this test's reads add is asserted, at least).
+    let waited = r#"butler_memory_keyword_counts_total{waiting="read"}"#;
+    let behind = r#"butler_memory_keyword_counts_total{waiting="none"}"#;
+    let before = app.metrics().await;
+    // Counted now, while the read waits: two of 42 memories, a rare word.
     assert_eq!(ids(&mcp.ok("memory_search", search.clone()).await).len(), 2);
+    let first = app.metrics().await;
+    assert!(
+        counter(&first, waited) >= counter(&before, waited) + 1.0,
+        "{first}"
+    );
 
     // 1.5 s on, five more: seven of 47 would make the word common (only the five most
     // recent matches score), but the count is within its second window.
@@ -188,6 +199,11 @@ async fn a_word_count_past_its_window_is_served_once_more_and_recounted_behind_t
     let mut recent = zucchini[2..].to_vec();
     recent.sort();
     assert_eq!(found, recent, "recounted (common): {recounted}");
+    let after = app.metrics().await;
+    assert!(
+        counter(&after, behind) >= counter(&first, behind) + 1.0,
+        "{after}"
+    );
     app.stop().await;
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use butler_memory_actors::ManualClock;
 use serde_json::{Value, json};
 
-use super::t0;
+use super::{counter, t0};
 use crate::helpers::*;
 
 const SET: usize = 5;
@@ -61,15 +61,6 @@ fn results(answer: &Value) -> &Vec<Value> {
 
 fn measure(hit: &Value) -> Option<f64> {
     hit["scores"]["rerank"].as_f64()
-}
-
-/// The value of the series `series` (name and labels, as exposed) in a scrape.
-fn counter(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(series))
-        .and_then(|l| l.split_whitespace().last()?.parse().ok())
-        .unwrap_or(0.0)
 }
 
 #[tokio::test]
