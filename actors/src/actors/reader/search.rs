@@ -202,11 +202,8 @@ async fn query_words(state: &ReaderState, tenant_id: &str, text: &str) -> Memory
             (cache.keep_lexemes(text, lexemes), neighbours)
         }
     };
-    let widened = if widening.enabled {
-        widen(&lexemes, &neighbours, widening)
-    } else {
-        Vec::new()
-    };
+    // No neighbours while widening is off: nothing to widen with.
+    let widened = widen(&lexemes, &neighbours, widening);
     Ok(QueryWords { lexemes, widened })
 }
 
