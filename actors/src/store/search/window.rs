@@ -67,7 +67,7 @@ impl Filter<'_> {
                 }
                 if let Some(latest) = &latest {
                     conditions += &format!(" AND {HAPPENED} <= {latest}");
-                    conditions += &happened_by_index(since.as_deref(), latest);
+                    conditions += &index_bounds(since.as_deref(), latest);
                 }
                 (episode_filter!(), conditions)
             }
@@ -118,7 +118,7 @@ impl Filter<'_> {
 /// happened before it). Without it, nothing bounded a window from above, and a day last June
 /// was sought among every episode stored since (docs/benchmarks.md, "A narrow window found by
 /// its index").
-fn happened_by_index(since: Option<&str>, latest: &str) -> String {
+fn index_bounds(since: Option<&str>, latest: &str) -> String {
     match since {
         Some(since) => format!(
             " AND (e.created_at BETWEEN {since} AND {latest} \
