@@ -8,7 +8,7 @@
 -- day's few. The search now adds what the window implies (store/search/window.rs): stored in
 -- the window, or said to have happened in it. The first the `(tenant_id, butler, created_at)`
 -- index serves; the second this one, which holds only the episodes stored with a time of
--- their own (imports, an outbox's late sends): every other insert skips it, so the write
--- path pays nothing for it.
+-- their own (imports, an outbox's late sends): an episode stored live has its predicate
+-- tested and adds no entry.
 CREATE INDEX episodes_shard_occurred ON episodes (tenant_id, butler, occurred_at)
     WHERE occurred_at IS NOT NULL;
