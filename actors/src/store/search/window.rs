@@ -7,6 +7,10 @@
 //! enough as they were when they stopped being true, or at the window's end: a fact
 //! superseded a year ago has not decayed since, as nobody could confirm it. Episodes: those
 //! that happened in the window. Rules: those made by its end.
+//!
+//! A narrow window is read by index: a fact's `valid_from` from the shard index (migration
+//! 39), an episode's time by the bounds its window implies (`index_bounds`, migration 38).
+//! Without them a window before most of a tenant's memories was sought among all of them.
 
 use std::borrow::Cow;
 
