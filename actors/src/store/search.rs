@@ -426,11 +426,9 @@ impl Store {
             }
         };
         let Windowed { sql, times } = filter.sql(memory_type, sql, 9 + usize::from(recent))?;
-        // The facts' list in a time window is planned with its values: a cached plan cannot
-        // know that a window ends before most of the tenant's facts began, and scored every
-        // fact matching the words to keep none (1.3-1.6 ms a list where the shard index finds
-        // none; docs/benchmarks.md, "A narrow window found by its index"). The episodes' list
-        // keeps its cached plan, which reads the window's bounds by index all the same.
+        // A facts' list in a time window is planned with its values: a cached plan cannot know
+        // a window ends before the facts began, and scored every match to keep none (the
+        // episodes' reads its bounds by index; docs/benchmarks.md, "A narrow window found…").
         let planned_each_time = memory_type == MemoryType::Fact && filter.window.is_some();
         let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .persistent(!planned_each_time)
