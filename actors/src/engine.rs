@@ -18,6 +18,7 @@ mod purge;
 mod reads;
 #[cfg(feature = "testkit")]
 mod testkit;
+mod visibility;
 mod writes;
 
 use std::path::PathBuf;
