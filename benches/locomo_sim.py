@@ -197,6 +197,14 @@ def load(path):
     return conversations
 
 
+def spread(values, sigmas):
+    """`values` scaled over their mean plus and minus `sigmas` standard deviations, clipped to
+    [0, 1] (distribution-based score fusion, as Qdrant's DBSF), instead of their own range."""
+    mu, sd = float(np.mean(values)), float(np.std(values)) or 1.0
+    lo, hi = mu - sigmas * sd, mu + sigmas * sd
+    return [min(1.0, max(0.0, (v - lo) / (hi - lo))) for v in values]
+
+
 def min_max(values, floor_rank=None):
     hi = values[0] if values else 0.0
     lo = values[-1] if floor_rank is None or len(values) <= floor_rank else values[floor_rank - 1]
@@ -210,7 +218,8 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
         session_prior=0.0, rerank=0, rerank_weight=0.5, rerank_query="content", rerank_both_ways=False,
         rerank_bits=0, rerank_seed=7, rerank_signs=False, mmr=0.0, mmr_depth=50, session_cap=0,
         expand=0, expand_min=0.5, expand_weight=0.3, expand_budget=None, report=None,
-        rerank_near=0.0, rerank_near_turns=1, rerank_near_far=None):
+        rerank_near=0.0, rerank_near_turns=1, rerank_near_far=None, fusion_sigmas=0.0, alike_top=0,
+        alike_m=10, alike_weight=0.7, alike_other_sessions=True):
     """R@5/10/25/50 over every question, and R@10 per category.
 
     `rerank` > 0 models the second stage (`retrieval.rerank`): the `rerank` most relevant
@@ -235,6 +244,15 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
 
     `expand_budget` (the engine: `keyword_common_df`, 1,000) keeps only the widened words that
     fit the budget of matches the query's own words leave, rarest first, as the engine does.
+
+    `fusion_sigmas` > 0 scales each list's scores over their mean plus and minus that many
+    standard deviations instead of their range (distribution-based fusion).
+
+    `alike_top` > 0 passes relevance along likeness between memories, as a memory graph
+    would: after session sharing, each of the best `alike_top` gives each of its `alike_m`
+    nearest turns by stored vector (with `alike_other_sessions`, outside its own session;
+    else beyond the `reach` turns around it) `alike_weight` times its relevance times their
+    cosine, where that is more than they have.
 
     `report`, a list, receives every question's (conversation, question, final order of turn
     ids), to look at where the evidence the top 10 misses sits.
@@ -353,8 +371,9 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                 keyword = bm25(weights, pairs)
             semantic_list = list(np.argsort(-cosine)[:depth])
             keyword_list = [i for i in np.argsort(-keyword)[:depth] if keyword[i] > 0]
-            s_norm = dict(zip(semantic_list, min_max([cosine[i] for i in semantic_list], semantic_floor)))
-            k_norm = dict(zip(keyword_list, min_max([keyword[i] for i in keyword_list], keyword_floor)))
+            scale = (lambda v, floor: spread(v, fusion_sigmas) if v else v) if fusion_sigmas else min_max
+            s_norm = dict(zip(semantic_list, scale([cosine[i] for i in semantic_list], semantic_floor)))
+            k_norm = dict(zip(keyword_list, scale([keyword[i] for i in keyword_list], keyword_floor)))
             base = {i: semantic_weight * s_norm.get(i, 0.0) + (1 - semantic_weight) * k_norm.get(i, 0.0)
                     for i in set(semantic_list) | set(keyword_list)}
             # Session neighbours: a share of the best neighbour's relevance; neighbours no list
@@ -376,6 +395,19 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                 for i, r in base.items():
                     best[session[i]] = max(best[session[i]], r)
                 final = {i: (r + session_prior * best[session[i]]) / (1 + session_prior) for i, r in final.items()}
+            if alike_top:
+                gained = {}
+                for i in [i for i, _ in sorted(final.items(), key=lambda x: -x[1])[:alike_top]]:
+                    likeness = stored @ stored[i]
+                    mine = [j for j in range(n) if session[j] == session[i]
+                            and (alike_other_sessions and with_sessions or abs(j - i) <= reach)]
+                    likeness[mine] = -1.0  # itself included
+                    for j in np.argsort(-likeness)[:alike_m]:
+                        if likeness[j] > 0:
+                            g = alike_weight * final[i] * float(likeness[j])
+                            gained[j] = max(gained.get(j, 0.0), g)
+                for j, g in gained.items():
+                    final[j] = max(final.get(j, 0.0), g)
             if rerank:
                 final = second_stage(final, c["turn_tokens"], c["query_tokens"][qi], rerank, rerank_weight,
                                      rerank_query, rerank_both_ways, sketch, rerank_near, session,

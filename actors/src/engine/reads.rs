@@ -1,6 +1,6 @@
-//! Reads: resolved here to what the caller may see, served by the retrieval actors. A
-//! read's query embedding is started here, before dispatch, and travels with the read
-//! (`query_embedding`): the read waits for it only where a semantic list needs it.
+//! Reads: resolved to what the caller may see (`visibility.rs`), served by the retrieval
+//! actors. A read's query embedding is started here, before dispatch, and travels with the
+//! read (`query_embedding`): the read waits for it only where a semantic list needs it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
