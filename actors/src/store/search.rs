@@ -428,7 +428,7 @@ impl Store {
         let Windowed { sql, times } = filter.sql(memory_type, sql, 9 + usize::from(recent))?;
         // A facts' list in a time window is planned with its values: a cached plan cannot know
         // a window ends before the facts began, and scored every match to keep none (the
-        // episodes' reads its bounds by index; docs/benchmarks.md, "A narrow window found…").
+        // episodes' list reads its bounds by index; docs/benchmarks.md, "A narrow window…").
         let planned_each_time = memory_type == MemoryType::Fact && filter.window.is_some();
         let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .persistent(!planned_each_time)
