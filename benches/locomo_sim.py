@@ -264,6 +264,8 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
             projection = np.sign(projection)
         sketch = lambda v: np.sign(v.astype(np.float32) @ projection) / math.sqrt(rerank_bits)
     recall = collections.defaultdict(list)
+    # How each list's scores are scaled before fusion: over their range, or their spread.
+    scale = (lambda v, floor: spread(v, fusion_sigmas) if v else v) if fusion_sigmas else min_max
     for c in conversations:
         v = c["vectors"]
         n = len(c["ids"])
@@ -371,7 +373,6 @@ def run(conversations, semantic_weight=0.4, neighbour_weight=0.4, reach=2, decay
                 keyword = bm25(weights, pairs)
             semantic_list = list(np.argsort(-cosine)[:depth])
             keyword_list = [i for i in np.argsort(-keyword)[:depth] if keyword[i] > 0]
-            scale = (lambda v, floor: spread(v, fusion_sigmas) if v else v) if fusion_sigmas else min_max
             s_norm = dict(zip(semantic_list, scale([cosine[i] for i in semantic_list], semantic_floor)))
             k_norm = dict(zip(keyword_list, scale([keyword[i] for i in keyword_list], keyword_floor)))
             base = {i: semantic_weight * s_norm.get(i, 0.0) + (1 - semantic_weight) * k_norm.get(i, 0.0)
