@@ -349,8 +349,11 @@ fn main() -> ExitCode {
             ExitCode::from(99)
         }
         Err(e) => {
-            // One clear line (with its causes), not a backtrace.
-            eprintln!("butler-memory: {e:#}");
+            // One clear line with its causes, each said once, not a backtrace.
+            eprintln!(
+                "butler-memory: {}",
+                butler_memory_actors::with_causes(e.as_ref())
+            );
             ExitCode::FAILURE
         }
     }

@@ -36,8 +36,9 @@ use crate::{http, mcp, telemetry};
 /// Why the service did not start, or did not stop cleanly.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
-    #[error("loading the embedding model: {0}")]
-    Model(#[source] EmbedError),
+    /// The embedder's own message says what could not be loaded and what to run.
+    #[error(transparent)]
+    Model(EmbedError),
     #[error("creating data_dir {path}: {source}")]
     DataDir {
         path: PathBuf,

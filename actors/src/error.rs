@@ -7,12 +7,14 @@
 //! another writer; `integrity` means a mutation would break an invariant and was refused
 //! (fail closed); `internal` is a bug. The edge turns this into `{class, code, message}`.
 
+mod causes;
 mod code;
 
 use std::fmt;
 
 use serde::Serialize;
 
+pub use causes::with_causes;
 pub use code::ErrorCode;
 
 /// The class of an error, as it appears on the wire.

@@ -71,7 +71,7 @@ pub use store::{
 pub use vault::{MIN_SECRET_CHARS, Vault};
 
 // Errors.
-pub use error::{ErrorClass, ErrorCode, MemoryError, MemoryResult};
+pub use error::{ErrorClass, ErrorCode, MemoryError, MemoryResult, with_causes};
 
 // Who calls, and with what.
 pub use domain::author::Author;

@@ -1,6 +1,6 @@
-//! The command line an operator uses besides `serve`: `check-config` names every problem at
-//! once (exit 2) or prints the effective configuration without its secrets, and `migrate`
-//! says what it applied.
+//! The command line an operator uses: `check-config` names every problem at once (exit 2) or
+//! prints the effective configuration without its secrets, `migrate` says what it applied,
+//! and a `serve` that cannot start says why in one line.
 
 use std::path::Path;
 
@@ -136,4 +136,45 @@ fn migrate_says_what_it_applied_then_that_nothing_is_left() {
         text(&second.stdout).trim(),
         "The database is up to date: no migration to apply."
     );
+}
+
+#[test]
+fn a_start_that_fails_says_why_in_one_line_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\n{}\n",
+            dir.path().join("data"),
+            butler_memory::testkit::assets_toml()
+        ),
+    )
+    .unwrap();
+    let missing = dir.path().join("no-such-tokenizer.json");
+    let out = run(
+        &config,
+        &["serve"],
+        &[(
+            "BUTLER_MEMORY_EMBEDDER__TOKENIZER_PATH",
+            missing.to_str().unwrap(),
+        )],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("butler-memory: "))
+        .unwrap_or_else(|| panic!("no error line in:\n{stderr}"));
+    assert!(
+        line.contains("the embedding model could not be loaded"),
+        "{line}"
+    );
+    assert_eq!(
+        line.matches(missing.to_str().unwrap()).count(),
+        1,
+        "the missing file named once: {line}"
+    );
+    // Nothing was started for a model that cannot load: no data directory made.
+    assert!(!dir.path().join("data").exists(), "{stderr}");
 }

@@ -20,6 +20,7 @@ use crate::domain::extraction::{
 };
 use crate::domain::permanence::Permanence;
 use crate::domain::relation::Relation;
+use crate::error::with_causes;
 
 /// Why an extraction failed. Every failure is an attempt, recorded with its reason; its
 /// [`kind`](ExtractError::kind) decides what becomes of the episodes.
@@ -53,22 +54,6 @@ impl ExtractError {
             }
         }
     }
-}
-
-/// `error` and what caused it, down the chain: reqwest's own message says only that sending
-/// failed, its sources say why (a refused connection, an unknown certificate authority).
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// Makes rustls on ring the process's TLS provider, once; a provider installed before is
