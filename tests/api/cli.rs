@@ -10,6 +10,22 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A configuration of the embedded default under `dir/data` with the test assets and
+/// `extra`; returns its path.
+fn embedded_config(dir: &Path, extra: &str) -> std::path::PathBuf {
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\n{}\n{extra}",
+            dir.join("data"),
+            butler_memory::testkit::assets_toml()
+        ),
+    )
+    .unwrap();
+    config
+}
+
 #[test]
 fn check_config_names_every_problem_at_once_with_where_it_came_from() {
     let dir = tempfile::tempdir().unwrap();
@@ -95,16 +111,7 @@ fn check_config_prints_the_effective_configuration_without_secrets() {
 #[test]
 fn migrate_says_what_it_applied_then_that_nothing_is_left() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\n{}\n[log]\nlevel = 'warn'\n",
-            dir.path().join("data"),
-            butler_memory::testkit::assets_toml()
-        ),
-    )
-    .unwrap();
+    let config = embedded_config(dir.path(), "[log]\nlevel = 'warn'\n");
     // Text logs into a pipe (not a terminal) carry no colour codes.
     let first = run(
         &config,
@@ -141,16 +148,7 @@ fn migrate_says_what_it_applied_then_that_nothing_is_left() {
 #[test]
 fn a_start_that_fails_says_why_in_one_line_each_cause_once() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\n{}\n",
-            dir.path().join("data"),
-            butler_memory::testkit::assets_toml()
-        ),
-    )
-    .unwrap();
+    let config = embedded_config(dir.path(), "");
     let missing = dir.path().join("no-such-tokenizer.json");
     let out = run(
         &config,
