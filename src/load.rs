@@ -107,6 +107,15 @@ pub async fn run(options: LoadOptions) -> anyhow::Result<LoadReport> {
         _ => anyhow::bail!("name both --url and --keys, or neither (--spawn)"),
     };
     let endpoint = Endpoint::at(&base, connections)?.with_route(options.route);
+    if spawned.is_none() {
+        let mut keys: Vec<(&str, &str)> = shards
+            .iter()
+            .map(|s| (s.tenant.as_str(), s.key.as_str()))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        endpoint.check(&keys).await?;
+    }
     let result = async {
         set_up(&scenario, &endpoint, &mut shards).await?;
         measure(&scenario, &endpoint, &shards, &base).await

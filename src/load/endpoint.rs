@@ -15,12 +15,17 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// The line [`Endpoint::metrics`] puts between two instances' expositions.
 pub const INSTANCE_SEPARATOR: &str = "# butler-memory load: next instance";
+
+/// How long [`Endpoint::check`] waits for an instance's answer: a `tools/list` is answered
+/// from memory, so a service that takes longer is not one to measure.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The MCP endpoints of the service (one per instance of a fleet without a balancer in
 /// front: calls go to each in turn) and the HTTP connection pool every call of the
@@ -78,6 +83,44 @@ impl Endpoint {
     pub fn with_route(mut self, route: Route) -> Endpoint {
         self.route = route;
         self
+    }
+
+    /// Before the clock: every instance answers, and takes every key in `keys` (each named
+    /// by its tenant for the message). A wrong URL or key would otherwise only show as a run
+    /// of calls that all failed; this says which, and no load is sent.
+    pub async fn check(&self, keys: &[(&str, &str)]) -> anyhow::Result<()> {
+        let list = json!({"jsonrpc": "2.0", "id": 0, "method": "tools/list"});
+        for url in self.urls.iter() {
+            for (tenant, key) in keys {
+                let response = self
+                    .http
+                    .post(url.clone())
+                    .bearer_auth(key)
+                    .header("Accept", "application/json, text/event-stream")
+                    .json(&list)
+                    .timeout(CHECK_TIMEOUT)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "{url} cannot be reached: {}; no load was sent",
+                            butler_memory_actors::with_causes(&e)
+                        )
+                    })?;
+                let status = response.status();
+                if status == reqwest::StatusCode::UNAUTHORIZED
+                    || status == reqwest::StatusCode::FORBIDDEN
+                {
+                    anyhow::bail!(
+                        "{url} refuses the key of tenant {tenant} (HTTP {status}): check the keys file; no load was sent"
+                    );
+                }
+                if !status.is_success() {
+                    anyhow::bail!("{url} answers HTTP {status} to tools/list; no load was sent");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The instance a call with `key` goes to.

@@ -3,7 +3,8 @@
 //! breached threshold exits 99; against a running service (`--url` and a keys file) it
 //! verifies through the public API, and catches an acknowledged write that was never stored
 //! (the test kit's lost-write drill); against a fleet's instances (`--url a,b`) it spreads
-//! the calls over them.
+//! the calls over them; a URL that does not answer, or a key it refuses, stops it before the
+//! clock with a line that says which.
 
 use std::path::Path;
 
@@ -312,4 +313,80 @@ async fn against_two_instances_it_spreads_the_calls_and_verifies_through_either(
     }
     b.stop().await;
     a.stop().await;
+}
+
+#[tokio::test]
+async fn a_url_that_does_not_answer_or_a_refused_key_stops_it_before_the_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "");
+    let scenario = scenario(dir.path(), "unchecked", 3, &[]);
+    let json = dir.path().join("report.json");
+    let keys_file = |name: &str, key: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!("[[keys]]\ntenant = \"tenant-a\"\nbutler = \"health\"\nkey = \"{key}\"\n"),
+        )
+        .unwrap();
+        path
+    };
+    let good = keys_file("good.toml", TENANT_A_HEALTH);
+    // A port nothing listens on.
+    let nowhere = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let out = load(
+        &config,
+        &scenario,
+        &json,
+        &["--url", &nowhere, "--keys", good.to_str().unwrap()],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{nowhere}/mcp cannot be reached"))
+            && stderr.contains("no load was sent"),
+        "{stderr}"
+    );
+    assert!(!json.exists(), "no report for a run that did not start");
+
+    let (database, _) = fresh_database().await;
+    let service = Service::start_with(&config, &[("BUTLER_MEMORY_DATABASE_URL", &database)]);
+    let wrong = keys_file("wrong.toml", "not-a-key-this-service-knows-000000");
+    let out = load(
+        &config,
+        &scenario,
+        &json,
+        &["--url", &service.base, "--keys", wrong.to_str().unwrap()],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("refuses the key of tenant tenant-a (HTTP 401"),
+        "{stderr}"
+    );
+    assert!(!json.exists(), "no report for a run that did not start");
+    // The same service with the right key: the check lets the load through.
+    let out = load(
+        &config,
+        &scenario,
+        &json,
+        &["--url", &service.base, "--keys", good.to_str().unwrap()],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = report(&json);
+    assert!(
+        report["read_back"]["checked"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+    assert_eq!(report["read_back"]["lost"], 0);
+    service.stop().await;
 }
