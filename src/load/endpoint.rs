@@ -93,11 +93,7 @@ impl Endpoint {
         for url in self.urls.iter() {
             for (tenant, key) in keys {
                 let response = self
-                    .http
-                    .post(url.clone())
-                    .bearer_auth(key)
-                    .header("Accept", "application/json, text/event-stream")
-                    .json(&list)
+                    .request(url, key, &list)
                     .timeout(CHECK_TIMEOUT)
                     .send()
                     .await
@@ -197,13 +193,16 @@ impl Endpoint {
     /// One JSON-RPC message to the MCP endpoint (stateless Streamable HTTP POST).
     pub async fn post(&self, key: &str, message: Value) -> reqwest::Result<reqwest::Response> {
         let url = &self.urls[self.instance_for(key)];
+        self.request(url, key, &message).send().await
+    }
+
+    /// A JSON-RPC `message` to the MCP endpoint at `url` with `key`, not yet sent.
+    fn request(&self, url: &reqwest::Url, key: &str, message: &Value) -> reqwest::RequestBuilder {
         self.http
             .post(url.clone())
             .bearer_auth(key)
             .header("Accept", "application/json, text/event-stream")
-            .json(&message)
-            .send()
-            .await
+            .json(message)
     }
 
     /// One MCP tool call over Streamable HTTP (stateless JSON-RPC POST): `Ok(the ids it
