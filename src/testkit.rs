@@ -24,9 +24,11 @@ pub fn deps_dir() -> PathBuf {
 }
 
 /// Configuration that points the service at this checkout's `.deps/` (PostgreSQL, ONNX
-/// Runtime, the model), whatever directory the test or bench runs from.
+/// Runtime, the embedding model, the local language model and its runtimes), whatever
+/// directory the test or bench runs from.
 pub fn assets_toml() -> String {
     let deps = deps_dir();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     format!(
         r#"
 [embedded_postgres]
@@ -37,7 +39,18 @@ model_path = "{deps}/model/model-compact.onnx"
 tokenizer_path = "{deps}/model/tokenizer.json"
 [retrieval.context]
 tokenizer_path = "{deps}/model/tokenizer.json"
+[consolidation.local]
+server_path = "{deps}/llm/llama-server/llama-server"
+model_path = "{deps}/llm/model.gguf"
+portable_python = "{deps}/llm/portable-venv/bin/python"
+portable_script = "{root}/scripts/portable_llm_server.py"
 "#,
-        deps = deps.display()
+        deps = deps.display(),
+        root = root.display(),
     )
 }
+
+/// The extractor tests and benches consolidate with unless they ask for another (a layer
+/// above this one): the heuristic one. Seconds of a model per episode are for the tests and
+/// benches of the local model.
+pub const HEURISTIC_EXTRACTOR_TOML: &str = "[consolidation]\nextractor = \"heuristic\"\n";

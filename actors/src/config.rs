@@ -353,6 +353,19 @@ pub enum ExtractorKind {
     Heuristic,
     /// An OpenAI-compatible chat-completions endpoint, `[consolidation.llm]`.
     Llm,
+    /// The local model the service runs itself, `[consolidation.local]`; the heuristic
+    /// extractor while it cannot run.
+    Local,
+}
+
+impl ExtractorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtractorKind::Heuristic => "heuristic",
+            ExtractorKind::Llm => "llm",
+            ExtractorKind::Local => "local",
+        }
+    }
 }
 
 /// `[consolidation]`: turning episodes into facts and rules.
@@ -373,6 +386,48 @@ pub struct ConsolidationConfig {
     /// ... or its oldest pending episode this age (the freshness SLO is 6 h at p95).
     pub trigger_backlog_age_secs: f64,
     pub llm: LlmConfig,
+    pub local: LocalModelConfig,
+}
+
+/// When the local model's server is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LocalModelStart {
+    /// When consolidation first needs it (and again after it was stopped idle).
+    OnDemand,
+    /// With the service.
+    AtStart,
+}
+
+/// `[consolidation.local]`: the language model the service runs as a child process for the
+/// `local` extractor (`consolidation/local_model.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalModelConfig {
+    /// llama.cpp's `llama-server` (scripts/setup installs it).
+    pub server_path: PathBuf,
+    /// The GGUF model it serves.
+    pub model_path: PathBuf,
+    /// The portable runtime, run when the server cannot (a CPU it was not built for): a
+    /// Python with xllamacpp, and the launcher that serves the same API through it. Empty:
+    /// none.
+    pub portable_python: PathBuf,
+    pub portable_script: PathBuf,
+    /// CPU threads the model computes with.
+    pub threads: NonZeroU32,
+    /// Scheduling priority of the model's process (`nice`, 0 to 19): reads and writes first.
+    pub nice: u8,
+    /// The model's context, in tokens: a prompt and its answer together.
+    pub context_tokens: NonZeroU32,
+    pub start: LocalModelStart,
+    /// Stopped after this long without an extraction (0: never), giving its memory back.
+    pub idle_stop_secs: u64,
+    /// How long the model may take to load before the runtime counts as failed.
+    pub startup_timeout_secs: NonZeroU64,
+    /// How long one extraction call may take.
+    pub timeout_ms: u64,
+    /// The longest a restart after a crash waits (the wait doubles from one second).
+    pub restart_max_backoff_secs: NonZeroU64,
 }
 
 /// `[consolidation.llm]`: the chat-completions endpoint of the `llm` extractor.

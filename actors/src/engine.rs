@@ -198,7 +198,6 @@ impl Engine {
         };
         let shard_kit = ShardKit {
             commits: Arc::new(commits),
-            extractor: Arc::new(extractor),
             notices: Arc::default(),
         };
         let redactor = config
@@ -213,6 +212,7 @@ impl Engine {
                 .map_err(EngineStartError::MemoryExtractor)?;
         let mut services = Services::new(store, clock, config, redactor);
         services.memory_extractor = Arc::new(memory_extractor);
+        services.extractor = Arc::new(extractor);
         let services = Arc::new(services);
         let directory = Arc::new(ActorDirectory::default());
         let args = SupervisorArgs {
@@ -247,6 +247,11 @@ impl Engine {
 
     pub fn store(&self) -> &Store {
         &self.services.store
+    }
+
+    /// Consolidation's extractor, as configured and as it runs now.
+    pub fn extractor_status(&self) -> crate::domain::extractor_status::ExtractorStatus {
+        self.services.extractor.status()
     }
 
     /// Every database pool of the engine by name (the store's and the retrieval actors'),
@@ -473,6 +478,8 @@ impl Engine {
         }
         self.supervisor.stop(None);
         let _ = task.await;
+        // After the shards: an extraction in flight is abandoned, its batch pending again.
+        self.services.extractor.shutdown().await;
     }
 
     /// Sends a read to the least busy reader.

@@ -49,8 +49,8 @@ pub use services::DatabaseHealth;
 // Configuration: the engine's sections, reused by the edge's configuration.
 pub use config::{
     ConsolidationConfig, ContextConfig, EncryptionConfig, EngineConfig, EpisodesConfig,
-    ExtractorKind, FactsConfig, IndexerConfig, LifecycleConfig, LlmConfig, ReplicaRouting,
-    RetrievalConfig, ShardsConfig, WritesConfig,
+    ExtractorKind, FactsConfig, IndexerConfig, LifecycleConfig, LlmConfig, LocalModelConfig,
+    LocalModelStart, ReplicaRouting, RetrievalConfig, ShardsConfig, WritesConfig,
 };
 pub use domain::cron::CronSchedule;
 pub use domain::rule_evidence::{AntiPatternTrigger, Promotion, RuleThresholds};
@@ -78,6 +78,7 @@ pub use domain::author::Author;
 pub use domain::bundle::{BundleHeader, EmbeddingModel, ImportReport, parse_bundle};
 pub use domain::caller::{Caller, GLOBAL_SCOPE, Role};
 pub use domain::episode::EpisodeInput;
+pub use domain::extractor_status::{ExtractorStatus, LocalModelState, LocalModelStatus};
 pub use domain::fact::FactInput;
 pub use domain::feedback::StoredApplication;
 pub use domain::governance::{Governance, GovernanceRequest};

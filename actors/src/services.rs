@@ -10,6 +10,7 @@ use ractor::OutputPort;
 
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
+use crate::consolidation::Extractor;
 use crate::domain::redaction::Redactor;
 use crate::error::{ErrorCode, MemoryError, MemoryResult};
 use crate::ingest::MemoryExtractor;
@@ -44,6 +45,8 @@ pub(crate) struct Services {
     /// What reads typed memories out of dropped text files and captured texts
     /// (`memory.ingest.extractor`): deterministic until the engine sets the configured one.
     pub memory_extractor: Arc<MemoryExtractor>,
+    /// Consolidation's extractor: the shards extract with it, `memory_stats` shows its state.
+    pub extractor: Arc<Extractor>,
 }
 
 /// Runs a write's redaction, counting a refusal (`butler_memory_redaction_refusals_total`);
@@ -115,6 +118,7 @@ impl Services {
             )),
             redactor,
             memory_extractor: Arc::new(MemoryExtractor::Deterministic),
+            extractor: Arc::new(Extractor::Heuristic),
             other_model_vectors: AtomicBool::new(true),
             embedding_version: AtomicI16::new(0),
             admission: Admission::new(&config.writes),

@@ -3,6 +3,10 @@
 //! scored questions with their evidence normalised as the data README's lenient fix says.
 //! Kept apart from the bench so that the bench reads as the measurement, and the
 //! normalisation, which decides what every recall number means, can be read on its own.
+//! The consolidation bench reads the file's observations from here too.
+
+// Each bench binary compiles this module on its own and reads a part of the file.
+#![allow(dead_code)]
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -17,6 +21,10 @@ struct Sample {
     /// `speaker_a`, `speaker_b`, `session_<N>` (turns), `session_<N>_date_time`.
     conversation: serde_json::Map<String, Value>,
     qa: Vec<Qa>,
+    /// `session_<N>_observation` → speaker → `[[text, evidence], ...]`, the evidence a
+    /// dia_id, a list of them, or several in one string.
+    #[serde(default)]
+    observation: serde_json::Map<String, Value>,
 }
 
 #[derive(Deserialize)]
@@ -54,11 +62,21 @@ pub struct Question {
     pub evidence: Vec<String>,
 }
 
+/// One of the file's annotated observations: a fact about a speaker, with the turns it
+/// comes from.
+pub struct Observation {
+    pub text: String,
+    pub session: u32,
+    /// Distinct, canonical dia_ids of the conversation; never empty.
+    pub evidence: Vec<String>,
+}
+
 /// One conversation, parsed.
 pub struct Conversation {
     pub id: String,
     pub episodes: Vec<Episode>,
     pub questions: Vec<Question>,
+    pub observations: Vec<Observation>,
 }
 
 /// How the evidence lists fared under normalisation (printed so a reader can check them
@@ -206,10 +224,44 @@ pub fn load(
                 evidence,
             });
         }
+        let mut observations = Vec::new();
+        for (key, speakers) in &sample.observation {
+            let Some(session) = key
+                .strip_prefix("session_")
+                .and_then(|k| k.strip_suffix("_observation"))
+                .and_then(|n| n.parse().ok())
+            else {
+                continue;
+            };
+            for items in speakers.as_object().into_iter().flat_map(|m| m.values()) {
+                for item in items.as_array().into_iter().flatten() {
+                    let (Some(text), Some(evidence)) = (item[0].as_str(), item.get(1)) else {
+                        continue;
+                    };
+                    let raw: Vec<String> = match evidence {
+                        Value::String(s) => vec![s.clone()],
+                        Value::Array(list) => list
+                            .iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    let (evidence, _) = normalise_evidence(&raw, &turn_ids);
+                    if !evidence.is_empty() {
+                        observations.push(Observation {
+                            text: text.to_owned(),
+                            session,
+                            evidence,
+                        });
+                    }
+                }
+            }
+        }
         conversations.push(Conversation {
             id: sample.sample_id,
             episodes,
             questions,
+            observations,
         });
     }
     Ok((conversations, counts))

@@ -18,6 +18,6 @@ mod service;
 pub use butler_memory::load::machine_cpu::{CpuUse, MachineCpu};
 pub use latency::Latency;
 pub use output::{round3, write_json};
-pub use postgres_cpu::postgres_cpu_seconds;
+pub use postgres_cpu::{postgres_cpu_seconds, process_cpu_seconds};
 pub use rng::Rng;
 pub use service::{Key, McpClient, Service, extra_toml};

@@ -1,7 +1,8 @@
 //! CPU time of one PostgreSQL server on this machine: its postmaster and every process it
 //! started (backends, WAL sender or receiver, checkpointer), alive or already reaped (their
 //! time is then in the postmaster's `cutime`/`cstime`), from `/proc`. Benches compare a
-//! primary's and a replica's share of the same reads.
+//! primary's and a replica's share of the same reads. Also one process's own CPU time (the
+//! local model's server).
 
 use std::path::Path;
 
@@ -36,6 +37,12 @@ pub fn postgres_cpu_seconds(cluster_dir: &Path) -> anyhow::Result<f64> {
     }
     // /proc reports in USER_HZ, 100 per second on every common platform.
     Ok(ticks as f64 / 100.0)
+}
+
+/// Seconds of CPU (user and system) process `pid` has used so far; `None` when it is gone.
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = read_stat(pid)?;
+    Some((stat.utime + stat.stime) as f64 / 100.0)
 }
 
 struct Stat {

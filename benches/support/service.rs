@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use butler_memory::app_state::AppState;
 use butler_memory::config::Config;
 pub use butler_memory::testkit::McpClient;
-use butler_memory::testkit::{TestService, assets_toml};
+use butler_memory::testkit::{HEURISTIC_EXTRACTOR_TOML, TestService, assets_toml};
 
 /// One `[[auth.keys]]` entry.
 pub struct Key {
@@ -93,8 +93,9 @@ bootstrap_admin_key = false
 {keys}
 "#
         );
-        let config = Config::from_toml_layers(&[&assets_toml(), &toml, extra])
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let config =
+            Config::from_toml_layers(&[&assets_toml(), HEURISTIC_EXTRACTOR_TOML, &toml, extra])
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
         let traces = butler_memory::telemetry::init(&config.edge.log, &config.edge.traces)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let service = TestService::start_apart(config).await?;
@@ -123,6 +124,11 @@ bootstrap_admin_key = false
             .await
             .context("ANALYZE")?;
         Ok(())
+    }
+
+    /// The service's data directory (its embedded PostgreSQL is in `postgres/` there).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self.service.data_dir()
     }
 
     pub async fn client(&self, key: &str) -> anyhow::Result<McpClient> {

@@ -1,5 +1,7 @@
 //! `/healthz` (the process is alive) and `/readyz` (the database answers, migrations are
-//! applied, the embedder is loaded; `degraded` while a read replica is out of rotation). Neither needs a key (DECISIONS.md #12).
+//! applied, the embedder is loaded; `degraded` while a read replica is out of rotation or
+//! consolidation's local model cannot run, so the heuristic extractor stands in). Neither
+//! needs a key (DECISIONS.md #12).
 
 use std::sync::Arc;
 
@@ -33,7 +35,11 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     // A read replica out of rotation degrades the service (its reads go to the others, or
     // to the primary) but does not make it unready.
     let replicas = state.engine.replicas().health();
-    let status = match (failing.is_empty(), replicas.iter().all(|r| r.in_rotation)) {
+    // Likewise consolidation learning less than configured: the local model cannot run and
+    // the heuristic extractor stands in.
+    let extractor = state.engine.extractor_status();
+    let whole = replicas.iter().all(|r| r.in_rotation) && extractor.active == extractor.configured;
+    let status = match (failing.is_empty(), whole) {
         (false, _) => "not_ready",
         (true, true) => "ready",
         (true, false) => "degraded",
@@ -46,6 +52,7 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
             "migrations": part(&readiness.migrations),
             "embedder": part(&readiness.embedder),
         },
+        "consolidation_extractor": extractor,
     });
     if !replicas.is_empty() {
         body["replicas"] = json!(replicas);

@@ -165,9 +165,15 @@ pub(crate) fn signal(pid: i32, sig: &str) {
 }
 
 /// Writes a configuration for the real binary: the embedded default under `dir/data`, the
-/// test assets, one butler key of tenant-a. Returns its path.
+/// test assets, one butler key of tenant-a, the heuristic extractor unless `extra` has a
+/// `[consolidation]` table (one file cannot have two). Returns its path.
 pub(crate) fn write_config(dir: &Path, extra: &str) -> std::path::PathBuf {
     let data_dir = dir.join("data");
+    let extractor = if extra.contains("[consolidation]") {
+        ""
+    } else {
+        butler_memory::testkit::HEURISTIC_EXTRACTOR_TOML
+    };
     let config_path = dir.join("config.toml");
     std::fs::write(
         &config_path,
@@ -194,6 +200,7 @@ butler = "health"
 key = "{admin}"
 tenant = "tenant-a"
 role = "admin"
+{extractor}
 {extra}
 "#,
             data = data_dir.display(),

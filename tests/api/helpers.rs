@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use butler_memory::config::Config;
+use butler_memory::testkit::{HEURISTIC_EXTRACTOR_TOML, TestDatabase, TestService, assets_toml};
 pub use butler_memory::testkit::{McpClient, TestCluster, eventually};
-use butler_memory::testkit::{TestDatabase, TestService, assets_toml};
 use butler_memory_actors::{Engine, ManualClock};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
@@ -152,7 +152,8 @@ level = "warn"
 {extra}
 "#
     );
-    Config::from_toml_layers(&[&assets_toml(), &toml]).expect("test configuration is valid")
+    Config::from_toml_layers(&[&assets_toml(), HEURISTIC_EXTRACTOR_TOML, &toml])
+        .expect("test configuration is valid")
 }
 
 /// The process's test PostgreSQL (in `target/tmp`).

@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 /// What the scripted chat-completions server answers, call by call.
 #[derive(Clone, Copy, Debug)]
 pub enum Script {
-    /// A new fact, an update of the known `city` fact, a rule and a confirmation of the
-    /// known `name` fact, built from the request's episodes and known facts.
+    /// A new fact, an update of the known `city` fact (contradicting it, dated when the
+    /// episode says "on 2 March 2026"), a rule and the known `name` fact restated, built from
+    /// the request's episode and known facts.
     Happy,
     /// Content that is not JSON.
     Malformed,
@@ -23,7 +24,7 @@ pub enum Script {
     Hang,
     /// HTTP 400: the endpoint refuses the request as it is.
     BadRequest,
-    /// HTTP 400 when an episode of the request says "poison", `Happy` otherwise.
+    /// HTTP 400 when the request's episode says "poison", `Happy` otherwise.
     RefusePoison,
     /// An answer streamed without a length, 1 MiB and more.
     Flood,
@@ -60,50 +61,59 @@ fn llm_app(script: Vec<Script>) -> (axum::Router, Requests) {
             let mut s = script.lock().unwrap();
             if s.len() > 1 { s.remove(0) } else { s[0] }
         };
-        let user: Value =
-            serde_json::from_str(request["messages"][1]["content"].as_str().unwrap()).unwrap();
-        let episode = user["episodes"][0]["id"].clone();
-        let poisoned = user["episodes"].as_array().is_some_and(|episodes| {
-            episodes
-                .iter()
-                .any(|e| e["content"].as_str().unwrap().contains("poison"))
-        });
+        // Consolidation asks about one episode in its last message (plain text: the known
+        // facts as "F1: subject | predicate | content", then the episode); the orchestrator
+        // memory's extractor sends a JSON document.
+        let last = request["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let user: Value = serde_json::from_str(&last).unwrap_or(Value::Null);
+        let episode = last
+            .split_once("\nEpisode (")
+            .and_then(|(_, rest)| rest.split_once("):\n"))
+            .map_or("", |(_, text)| text);
+        let known: Vec<(String, String, String)> = last
+            .lines()
+            .filter_map(|line| {
+                let (label, fact) = line.split_once(": ")?;
+                let parts: Vec<&str> = fact.splitn(3, " | ").collect();
+                (label.starts_with('F') && parts.len() == 3)
+                    .then(|| (label.to_owned(), parts[1].to_owned(), parts[2].to_owned()))
+            })
+            .collect();
+        let known = |predicate: &str| known.iter().find(|(_, p, _)| p == predicate).cloned();
         let step = match step {
-            Script::RefusePoison if poisoned => Script::BadRequest,
+            Script::RefusePoison if episode.contains("poison") => Script::BadRequest,
             Script::RefusePoison => Script::Happy,
             other => other,
         };
+        let fact = |subject: &str, predicate: &str, object: &str, time: &str, contradicts: &str| {
+            json!({"subject": subject, "predicate": predicate, "object": object, "kind": "stable",
+                   "time": time, "contradicts": contradicts})
+        };
         let content = match step {
             Script::Happy => {
-                let known = |predicate: &str| {
-                    user["known_facts"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .find(|f| f["predicate"] == predicate)
-                        .map(|f| f["id"].clone())
-                        .unwrap_or(Value::Null)
-                };
-                json!({
-                    "new_facts": [{"subject": "user", "predicate": "favourite_tea", "content": "Likes oolong tea",
-                                   "permanence": "stable", "importance": 6, "source_episode_id": episode,
-                                   "links": if known("name").is_null() { json!([]) } else { json!([{"relation": "supports", "fact_id": known("name")}]) }}],
-                    "updated_facts": if known("city").is_null() { json!([]) } else { json!([{"supersedes_fact_id": known("city"), "subject": "user", "predicate": "city",
-                                       "content": "Lives in Nantes", "permanence": "stable", "importance": 7,
-                                       "source_episode_id": episode, "links": [], "valid_from": "2026-03-02"}]) },
-                    "new_rules": [{"content": "Offer tea when the user is tired", "source_episode_id": episode}],
-                    "confirmations": if known("name").is_null() { json!([]) } else { json!([{"fact_id": known("name")}]) },
-                })
-                .to_string()
+                // A new fact; an update of the known city, dated by the episode's words and
+                // contradicting the known value; the known name restated, which confirms it.
+                let mut facts = vec![fact("user", "favourite_tea", "Likes oolong tea", "", "")];
+                if let Some((label, _, _)) = known("city") {
+                    let time = ["on 2 March 2026"]
+                        .into_iter()
+                        .find(|t| episode.contains(t))
+                        .unwrap_or("");
+                    facts.push(fact("user", "city", "Lives in Nantes", time, &label));
+                }
+                if let Some((_, _, name)) = known("name") {
+                    facts.push(fact("user", "name", &name, "", ""));
+                }
+                json!({"facts": facts, "rules": ["Offer tea when the user is tired"]}).to_string()
             }
             Script::LeakSecrets => json!({
-                "new_facts": [{"subject": "user", "predicate": "aws_key",
-                               "content": "Their key is AKIAIOSFODNN7EXAMPLE", "permanence": "stable",
-                               "importance": 6, "source_episode_id": episode, "links": []}],
-                "updated_facts": [],
-                "new_rules": [{"content": "Charge card 4111 1111 1111 1111 every month",
-                               "source_episode_id": episode}],
-                "confirmations": [],
+                "facts": [fact("user", "aws_key", "Their key is AKIAIOSFODNN7EXAMPLE", "", "")],
+                "rules": ["Charge card 4111 1111 1111 1111 every month"],
             })
             .to_string(),
             Script::Memories => {
@@ -121,9 +131,7 @@ fn llm_app(script: Vec<Script>) -> (axum::Router, Requests) {
                 .to_string()
             }
             Script::Malformed => "{not json".to_owned(),
-            Script::SchemaInvalid => json!({"new_facts": [], "updated_facts": [], "new_rules": [],
-                                            "confirmations": [], "mood": "happy"})
-            .to_string(),
+            Script::SchemaInvalid => json!({"facts": [], "rules": [], "mood": "happy"}).to_string(),
             Script::RateLimited => {
                 return (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
             }

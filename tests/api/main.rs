@@ -34,6 +34,7 @@ mod isolation;
 mod llm_endpoint;
 mod llm_server;
 mod load;
+mod local_model;
 mod mcp_endpoint;
 mod openapi;
 mod operator;

@@ -364,6 +364,7 @@ impl ReaderState {
             scopes: filter.scopes,
             butlers: filter.butlers,
             consolidation_backlog: projected.episodes.backlog.clone(),
+            consolidation_extractor: self.services.extractor.status(),
             episodes: projected.episodes,
             facts: projected.facts,
             rules: projected.rules,

@@ -15,7 +15,9 @@
 //!
 //! Lifecycle changes of the shard's rows (confirmations, feedback, forgetting) are writes
 //! like any other. Sweeps run here too, one bounded step per message (`SweepStep`), so they
-//! are ordered with the writes without holding them up for more than one page.
+//! are ordered with the writes without holding them up for more than one page. A batch's
+//! extraction, which takes a model seconds per episode, runs in a task beside the shard;
+//! its answer comes back as a message (`Extracted`) to the step that persists it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -27,7 +29,6 @@ use uuid::Uuid;
 
 use super::directory::ActorInfo;
 use super::supervisor::SupervisorMsg;
-use crate::consolidation::Extractor;
 use crate::domain::author::Author;
 use crate::domain::episode::{Inserted, NewEpisode};
 use crate::domain::fact::{NewFact, StoredFact};
@@ -59,11 +60,10 @@ use sweep_run::SweepRun;
 pub struct Shard;
 
 /// What every shard shares besides the services: the cross-shard commit queue its episode
-/// groups join, consolidation's extractor, and where it announces rows that need embedding.
+/// groups join, and where it announces rows that need embedding.
 #[derive(Clone)]
 pub struct ShardKit {
     pub commits: Arc<CommitQueue>,
-    pub extractor: Arc<Extractor>,
     pub notices: CommitNotices,
 }
 
@@ -149,6 +149,8 @@ pub enum ShardMsg {
     },
     /// Internal: the next step of the sweep at the head of the queue.
     SweepStep,
+    /// Internal: the extractor's answer for the batch the running sweep handed out.
+    Extracted(sweep_run::ExtractionAnswer),
     /// These memories were read: bump their reference counts (batched).
     Touch {
         memory_type: MemoryType,
@@ -362,7 +364,13 @@ impl Actor for Shard {
                 }
             }
             ShardMsg::SweepStep => {
-                if state.sweep_step().await {
+                if state.sweep_step(&myself).await {
+                    myself.send_message(ShardMsg::SweepStep)?;
+                }
+            }
+            ShardMsg::Extracted(answer) => {
+                if let Some((run, _)) = state.sweeps.front_mut() {
+                    run.deliver(answer);
                     myself.send_message(ShardMsg::SweepStep)?;
                 }
             }
@@ -427,19 +435,28 @@ impl Actor for Shard {
 
 impl ShardState {
     /// Runs one step of the sweep at the head of the queue; when it finishes, records it
-    /// and answers. Returns whether another step is due.
-    async fn sweep_step(&mut self) -> bool {
+    /// and answers. Returns whether another step is due now (not while a batch is with the
+    /// extractor: its answer brings the next step).
+    async fn sweep_step(&mut self, myself: &ActorRef<ShardMsg>) -> bool {
         let Some((run, _)) = self.sweeps.front_mut() else {
             return false;
         };
-        let stepped = run.step(&self.services, &self.kit.extractor).await;
+        let stepped = run.step(&self.services).await;
         let done = run.is_done();
-        if let Ok(changed) = stepped
-            && changed > 0
-        {
-            // Reads see each committed page at once; inverted rules get embedded again.
-            self.committed();
-        }
+        let stepped = match stepped {
+            Ok(stepped) => {
+                if stepped.changed > 0 {
+                    // Reads see each committed page at once; inverted rules get embedded again.
+                    self.committed();
+                }
+                if let Some(job) = stepped.extract {
+                    self.extract(job, myself);
+                    return false;
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
         if stepped.is_ok() && !done {
             return true;
         }
@@ -454,6 +471,21 @@ impl ShardState {
         };
         let _ = reply.send(result);
         !self.sweeps.is_empty()
+    }
+
+    /// Extracts a batch in a task of its own, and sends the answer back to this shard.
+    fn extract(&self, job: sweep_run::ExtractionJob, myself: &ActorRef<ShardMsg>) {
+        let extractor = self.services.extractor.clone();
+        let shard = myself.clone();
+        let span = tracing::info_span!("extraction", shard = %self.key, episodes = job.batch.len());
+        tokio::spawn(
+            async move {
+                let answer = extractor.extract(&job.batch, &job.facts, &job.rules).await;
+                // A shard stopped meanwhile (a crash) leaves the batch pending for a later run.
+                let _ = shard.cast(ShardMsg::Extracted(answer));
+            }
+            .instrument(span),
+        );
     }
 
     async fn sweep_finished(&self, report: SweepReport) -> MemoryResult<SweepReport> {
@@ -519,6 +551,7 @@ impl ShardMsg {
             | ShardMsg::StoreEpisodes { .. }
             | ShardMsg::CommitEpisodes
             | ShardMsg::Touch { .. }
+            | ShardMsg::Extracted(_)
             | ShardMsg::Tick => false,
             #[cfg(feature = "testkit")]
             ShardMsg::InjectFailure { .. } => false,

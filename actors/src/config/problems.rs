@@ -250,6 +250,16 @@ impl EngineConfig {
             );
         }
         check(
+            c.local.nice <= 19,
+            "consolidation.local.nice",
+            "must be between 0 and 19",
+        );
+        check(
+            c.local.timeout_ms > 0,
+            "consolidation.local.timeout_ms",
+            "must be at least 1",
+        );
+        check(
             self.lifecycle.dead_letter_retention_days >= 0.0,
             "lifecycle.dead_letter_retention_days",
             "must not be negative",

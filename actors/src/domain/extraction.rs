@@ -21,6 +21,9 @@ pub struct SourceEpisode {
     /// When it happened (`Episode::occurred_at`): what its "yesterday" or "in March" is
     /// read against.
     pub happened_at: chrono::DateTime<chrono::Utc>,
+    /// The turns before it in its session, oldest first (none without a session): what a
+    /// reply such as "Yes, I did!" answers.
+    pub earlier: Vec<String>,
 }
 
 /// A fact to store (through the same supersession path as `memory_store_fact`).
@@ -57,6 +60,10 @@ pub struct Extraction {
     pub rules: Vec<ExtractedRule>,
     /// Known facts the batch confirms.
     pub confirmations: Vec<Uuid>,
+    /// Items the extractor answered that failed a check (`domain/grounding.rs`), by reason:
+    /// dropped, not stored.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rejected: std::collections::BTreeMap<String, u64>,
 }
 
 /// A live fact of the shard, given to the extractor as reference.
@@ -163,6 +170,7 @@ mod tests {
             id: Uuid::from_u128(7),
             content: "x".into(),
             happened_at: chrono::DateTime::UNIX_EPOCH,
+            earlier: Vec::new(),
         }]
     }
 

@@ -20,6 +20,7 @@
 use super::extraction::{
     ExtractedFact, ExtractedRule, Extraction, MAX_ITEMS_PER_EPISODE, SourceEpisode,
 };
+use super::grounding::{USER, speaker_and_text};
 use super::permanence::Permanence;
 
 /// Longest captured value, in characters.
@@ -29,7 +30,8 @@ const MAX_VALUE_CHARS: usize = 160;
 pub fn extract(batch: &[SourceEpisode]) -> Extraction {
     let mut out = Extraction::default();
     for episode in batch {
-        let (subject, text) = speaker_and_text(&episode.content);
+        let (speaker, text) = speaker_and_text(&episode.content);
+        let subject = speaker.unwrap_or_else(|| USER.to_owned());
         let before = out.facts.len() + out.rules.len();
         for sentence in sentences(text) {
             // The first items of a very long episode are kept, within what one may yield.
@@ -57,20 +59,6 @@ pub fn extract(batch: &[SourceEpisode]) -> Extraction {
         }
     }
     out
-}
-
-/// "Caroline: I moved" -> ("caroline", "I moved"); otherwise ("user", whole text).
-fn speaker_and_text(content: &str) -> (String, &str) {
-    if let Some((name, rest)) = content.split_once(": ")
-        && !name.is_empty()
-        && name.len() <= 40
-        && name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == ' ' || c == '-' || c == '_')
-    {
-        return (name.trim().to_lowercase(), rest);
-    }
-    ("user".to_owned(), content)
 }
 
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
@@ -250,6 +238,7 @@ mod tests {
             id: Uuid::nil(),
             content: text.to_owned(),
             happened_at: chrono::DateTime::UNIX_EPOCH,
+            earlier: Vec::new(),
         }])
     }
 
@@ -350,11 +339,13 @@ mod tests {
                 id: Uuid::from_u128(1),
                 content: "My name is Ada".into(),
                 happened_at: chrono::DateTime::UNIX_EPOCH,
+                earlier: Vec::new(),
             },
             SourceEpisode {
                 id: Uuid::from_u128(1),
                 content: "My name is Ada".into(),
                 happened_at: chrono::DateTime::UNIX_EPOCH,
+                earlier: Vec::new(),
             },
         ];
         let out = extract(&batch);
@@ -373,6 +364,7 @@ mod tests {
             id: Uuid::from_u128(1),
             content,
             happened_at: chrono::DateTime::UNIX_EPOCH,
+            earlier: Vec::new(),
         }];
         let out = extract(&batch);
         assert_eq!(out.rules.len(), MAX_ITEMS_PER_EPISODE);

@@ -18,6 +18,9 @@ pub struct MemoryStats {
     pub facts: KnowledgeStats,
     pub rules: KnowledgeStats,
     pub consolidation_backlog: Backlog,
+    /// Consolidation's extractor, as configured and as it runs now (the heuristic one while
+    /// the local model cannot run).
+    pub consolidation_extractor: super::extractor_status::ExtractorStatus,
     pub last_runs: BTreeMap<String, Option<DateTime<Utc>>>,
     pub computed_at: DateTime<Utc>,
     /// When the `effective_confidence` bands were counted: they move with the clock, not

@@ -204,8 +204,15 @@ impl Store {
             for (detector, spans) in &fact.redacted {
                 *outcome.redacted.entry(detector.clone()).or_default() += spans;
             }
-            let stored =
-                facts::insert_superseding(&mut tx, &fact, None, &author, self.vault()).await?;
+            let stored = facts::insert_or_confirm(
+                &mut tx,
+                &fact,
+                None,
+                &author,
+                self.vault(),
+                facts::Restated::Content,
+            )
+            .await?;
             item_entity(&mut tx, shard, &format!("{key}:fact:{i}"), stored.fact.id).await?;
             // The fact it updates, when that one had another subject or predicate.
             if let Some(old) = f.supersedes_fact_id

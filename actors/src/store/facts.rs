@@ -40,14 +40,43 @@ pub async fn lock_fact_key(
 }
 
 /// Stores a fact: supersedes the live fact with the same key, or confirms it when it
-/// already says exactly the same thing.
-#[tracing::instrument(target = "otel", name = "db.insert_fact", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
+/// already says exactly the same thing (with the same permanence).
 pub async fn insert_superseding(
     conn: &mut PgConnection,
     fact: &NewFact,
     embedding: Option<&Embedded>,
     author: &Author,
     vault: &Vault,
+) -> MemoryResult<StoredFact> {
+    insert_or_confirm(
+        conn,
+        fact,
+        embedding,
+        author,
+        vault,
+        Restated::SamePermanence,
+    )
+    .await
+}
+
+/// What a fact must repeat of the live one to confirm it rather than supersede it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restated {
+    /// Its content and permanence: a caller who gives another permanence changes the fact.
+    SamePermanence,
+    /// Its content: an extractor's permanence is its guess, the live fact's stays.
+    Content,
+}
+
+/// [`insert_superseding`], with what a restatement must repeat.
+#[tracing::instrument(target = "otel", name = "db.insert_fact", skip_all, fields(db.system.name = "postgresql", db.operation.name = "INSERT"))]
+pub async fn insert_or_confirm(
+    conn: &mut PgConnection,
+    fact: &NewFact,
+    embedding: Option<&Embedded>,
+    author: &Author,
+    vault: &Vault,
+    restated: Restated,
 ) -> MemoryResult<StoredFact> {
     lock_fact_key(
         conn,
@@ -90,7 +119,7 @@ pub async fn insert_superseding(
     };
     if let Some(old) = &live
         && old_content.as_deref() == Some(fact.content.as_str())
-        && old.permanence == fact.permanence
+        && (old.permanence == fact.permanence || restated == Restated::Content)
     {
         // Saying the same thing again confirms it; a duplicate would only dilute retrieval.
         let confirmed: Fact = sqlx::query_as(concat!(

@@ -3,20 +3,26 @@
 //! shard stays ordered with the shard's writes without stalling them: a write waits for at
 //! most one page, never for the whole sweep.
 //!
+//! Consolidation's extraction is not a step: a model takes seconds per episode. The step that
+//! reads a batch hands it out ([`Stepped::extract`]); the shard runs the extraction in a task
+//! of its own and goes on with its writes, and delivers the answer ([`SweepRun::deliver`])
+//! to the step that persists it.
+//!
 //! Everything a sweep decides is judged at one instant (`as_of`, the clock when it began),
 //! so re-running it at that instant finds nothing left to change.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::consolidation::Extractor;
+use crate::consolidation::{ExtractError, ExtractedBy};
 use crate::domain::consolidation_status::AttemptFailure;
-use crate::domain::extraction::SourceEpisode;
+use crate::domain::extraction::{Extraction, KnownFact, SourceEpisode};
 use crate::domain::shard_key::ShardKey;
 use crate::domain::sweep::{SweepKind, SweepReport};
-use crate::error::MemoryResult;
+use crate::error::{MemoryError, MemoryResult};
 use crate::services::Services;
 use crate::store::consolidation_queue::Attempt;
 use crate::store::decay_sweep::{DecayTable, Thresholds};
@@ -25,14 +31,50 @@ use crate::store::episode_cleanup::Cleanup;
 /// The actor recorded in `memory_events` for sweep changes.
 pub const SWEEP_ACTOR: &str = "sweep";
 
+/// The shard's live facts and rules an extractor is given as reference, most recently
+/// confirmed first (each message carries those most related to its episode).
+const KNOWN_FOR_EXTRACTION: i64 = 500;
+
 #[derive(Debug, Clone, Copy)]
 enum Stage {
-    Decay { table: DecayTable, after: Uuid },
+    Decay {
+        table: DecayTable,
+        after: Uuid,
+    },
     Reevaluate,
     Expired,
     Capacity,
+    /// The next batch: a refused batch's episodes one at a time, else the oldest pending.
     Consolidate,
+    /// The batch is with the extractor; the run waits for its answer.
+    Extracting,
     Done,
+}
+
+/// A batch handed out for extraction, with its reference.
+pub struct ExtractionJob {
+    pub batch: Vec<SourceEpisode>,
+    pub facts: Vec<KnownFact>,
+    pub rules: Vec<String>,
+}
+
+/// What the extractor answered.
+pub type ExtractionAnswer = Result<(Extraction, ExtractedBy), ExtractError>;
+
+/// What one step did.
+pub struct Stepped {
+    /// Rows it changed.
+    pub changed: u64,
+    /// A batch to extract: the run waits for [`SweepRun::deliver`].
+    pub extract: Option<ExtractionJob>,
+}
+
+/// The batch with the extractor.
+#[derive(Debug)]
+struct InFlight {
+    batch: Vec<SourceEpisode>,
+    facts: Vec<KnownFact>,
+    answer: Option<ExtractionAnswer>,
 }
 
 /// A sweep in progress.
@@ -43,6 +85,11 @@ pub struct SweepRun {
     started: Instant,
     /// A consolidation attempt failed in this run: stop, the batch waits for its retry.
     failed: bool,
+    /// A refused batch's episodes, tried one at a time before the next batch is read.
+    singles: VecDeque<SourceEpisode>,
+    /// The last batch read was full: more may be pending.
+    more_pending: bool,
+    in_flight: Option<InFlight>,
 }
 
 impl SweepRun {
@@ -60,6 +107,9 @@ impl SweepRun {
             stage,
             started: Instant::now(),
             failed: false,
+            singles: VecDeque::new(),
+            more_pending: false,
+            in_flight: None,
         }
     }
 
@@ -73,15 +123,25 @@ impl SweepRun {
         self.report
     }
 
-    /// Runs one bounded step (one page or batch, in its own transaction). Returns how many
-    /// rows it changed.
-    pub async fn step(&mut self, services: &Services, extractor: &Extractor) -> MemoryResult<u64> {
+    /// Runs one bounded step (one page or batch, in its own transaction), or hands a batch
+    /// out for extraction.
+    pub async fn step(&mut self, services: &Services) -> MemoryResult<Stepped> {
         let before = self.report.changed();
-        self.advance(services, extractor).await?;
-        Ok(self.report.changed() - before)
+        let extract = self.advance(services).await?;
+        Ok(Stepped {
+            changed: self.report.changed() - before,
+            extract,
+        })
     }
 
-    async fn advance(&mut self, services: &Services, extractor: &Extractor) -> MemoryResult<()> {
+    /// The extractor's answer for the batch handed out; the next step persists it.
+    pub fn deliver(&mut self, answer: ExtractionAnswer) {
+        if let Some(flight) = &mut self.in_flight {
+            flight.answer = Some(answer);
+        }
+    }
+
+    async fn advance(&mut self, services: &Services) -> MemoryResult<Option<ExtractionJob>> {
         let store = &services.store;
         let config = &services.config;
         let page_size = i64::from(config.lifecycle.sweep_page_size.get());
@@ -167,61 +227,95 @@ impl SweepRun {
                 }
             }
             Stage::Consolidate => {
-                let batch_size = i64::from(config.consolidation.batch_size.get());
-                let batch = store.pending_episodes(&shard, as_of, batch_size).await?;
+                let batch = match self.singles.pop_front() {
+                    Some(single) => vec![single],
+                    None => {
+                        let batch_size = config.consolidation.batch_size.get() as usize;
+                        let batch = store
+                            .pending_episodes(&shard, as_of, batch_size as i64)
+                            .await?;
+                        self.more_pending = batch.len() == batch_size;
+                        batch
+                    }
+                };
                 if batch.is_empty() {
                     Stage::Done
                 } else {
-                    self.consolidate(services, extractor, &shard, &batch)
+                    let (facts, rules) = store
+                        .known_for_consolidation(&shard, KNOWN_FOR_EXTRACTION)
                         .await?;
-                    if self.failed || (batch.len() as i64) < batch_size {
-                        Stage::Done
-                    } else {
-                        Stage::Consolidate
-                    }
+                    let job = ExtractionJob {
+                        batch: batch.clone(),
+                        facts: facts.clone(),
+                        rules,
+                    };
+                    self.in_flight = Some(InFlight {
+                        batch,
+                        facts,
+                        answer: None,
+                    });
+                    self.stage = Stage::Extracting;
+                    return Ok(Some(job));
+                }
+            }
+            Stage::Extracting => {
+                let Some(InFlight {
+                    batch,
+                    facts,
+                    answer: Some(answer),
+                }) = self.in_flight.take()
+                else {
+                    return Err(MemoryError::internal(
+                        "a consolidation step ran before its extraction answered",
+                    ));
+                };
+                self.consolidate(services, &shard, &batch, &facts, answer)
+                    .await?;
+                if self.failed {
+                    Stage::Done
+                } else if !self.singles.is_empty() || self.more_pending {
+                    Stage::Consolidate
+                } else {
+                    Stage::Done
                 }
             }
             Stage::Done => Stage::Done,
         };
-        Ok(())
+        Ok(None)
     }
 
-    /// One consolidation job: extract, validate, persist — or record a failed attempt. A
-    /// batch the extractor refuses is tried again one episode at a time, so that only the
-    /// episode refused on its own is `failed`.
+    /// One consolidation job: validate and persist what the extractor answered, or record
+    /// a failed attempt. The episodes of a batch the extractor refused are tried again one
+    /// at a time, so that only the episode refused on its own is `failed`.
     async fn consolidate(
         &mut self,
         services: &Services,
-        extractor: &Extractor,
         shard: &ShardKey,
         batch: &[SourceEpisode],
+        facts: &[KnownFact],
+        answer: ExtractionAnswer,
     ) -> MemoryResult<()> {
         let store = &services.store;
         let config = &services.config.consolidation;
         let as_of = self.report.as_of;
-        let (facts, rules) = store.known_for_consolidation(shard, 200).await?;
-        let extracted = match extractor.extract(batch, &facts, &rules).await {
-            Ok(extraction) => extraction
-                .validated(batch, &facts, &services.config.limits)
-                .map_err(|e| {
-                    (
-                        AttemptFailure::InvalidAnswer,
-                        format!("the extractor's answer is not valid: {e}"),
-                    )
-                }),
-            Err(e) => Err((e.kind(), e.to_string())),
+        let (extracted, by) = match answer {
+            Ok((extraction, by)) => (
+                extraction
+                    .validated(batch, facts, &services.config.limits)
+                    .map_err(|e| {
+                        (
+                            AttemptFailure::InvalidAnswer,
+                            format!("the extractor's answer is not valid: {e}"),
+                        )
+                    }),
+                by,
+            ),
+            Err(e) => (Err((e.kind(), e.to_string())), config.extractor.as_str()),
         };
         match extracted {
             Ok(extraction) => {
                 let outcome = store
-                    .persist_consolidation(
-                        shard,
-                        batch,
-                        &extraction,
-                        extractor.name(),
-                        &services.redactor,
-                        as_of,
-                    )
+                    .persist_consolidation(shard, batch, &extraction, by, &services.redactor, as_of)
                     .await?;
                 self.report.scanned += outcome.episodes;
                 self.report.add("episodes_consolidated", outcome.episodes);
@@ -234,27 +328,18 @@ impl SweepRun {
                 self.report.add("facts_confirmed", outcome.facts_confirmed);
                 self.report.add("rules_created", outcome.rules_created);
                 self.report.add("rules_confirmed", outcome.rules_confirmed);
+                let rejected: u64 = extraction.rejected.values().sum();
+                self.report.add("items_rejected", rejected);
             }
             Err((AttemptFailure::Refused, error)) if batch.len() > 1 => {
                 tracing::info!(shard = %shard, %error, episodes = batch.len(), "batch refused; trying its episodes one at a time");
-                for episode in batch {
-                    Box::pin(self.consolidate(
-                        services,
-                        extractor,
-                        shard,
-                        std::slice::from_ref(episode),
-                    ))
-                    .await?;
-                    if self.failed {
-                        break;
-                    }
-                }
+                self.singles.extend(batch.iter().cloned());
             }
             Err((failure, error)) => {
                 tracing::warn!(shard = %shard, %error, ?failure, "consolidation attempt failed");
                 let (base, max) = (config.retry_base_secs, config.retry_max_secs);
                 let attempt = Attempt {
-                    extractor: extractor.name(),
+                    extractor: by,
                     error: &error,
                     failure,
                     at: as_of,

@@ -13,7 +13,6 @@ use super::{Shard, ShardArgs, ShardKit, ShardMsg};
 use crate::actors::directory::{ActorDirectory, ActorKind};
 use crate::actors::supervisor::SupervisorMsg;
 use crate::clock::ManualClock;
-use crate::consolidation::Extractor;
 use crate::domain::author::Author;
 use crate::domain::episode::{Inserted, NewEpisode, Submission};
 use crate::domain::request_context::Lineage;
@@ -90,7 +89,6 @@ async fn shard(held: bool) -> TestShard {
     });
     let kit = ShardKit {
         commits: Arc::new(CommitQueue::new(2, 64, 512, statements.insert())),
-        extractor: Arc::new(Extractor::Heuristic),
         notices: Arc::default(),
     };
     let (supervisor, _) = Actor::spawn(None, Bystander, ()).await.unwrap();

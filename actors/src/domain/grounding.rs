@@ -1,0 +1,319 @@
+//! What a model's extraction must be true to before it is stored: every fact is about the
+//! user, the episode's speaker or someone the episode names; the time it gives is words of
+//! the episode, resolved by the service against when the episode happened; a rule is advice,
+//! not a fact repeated. A small model copies names from its examples and fills fields it has
+//! nothing for; these checks turn that into a dropped item (counted by reason), never a
+//! stored fact.
+
+use chrono::{DateTime, Utc};
+
+use super::extraction::{ExtractedFact, ExtractedRule};
+use super::permanence::Permanence;
+use super::stated_time::StatedTime;
+
+/// An item as a model answered it, before the checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandidateFact {
+    pub subject: String,
+    pub predicate: String,
+    pub content: String,
+    pub permanence: Permanence,
+    /// Words of the episode saying when it became true ("last month"), or empty.
+    pub since: String,
+}
+
+/// The episode an item must be grounded in.
+#[derive(Debug, Clone, Copy)]
+pub struct Ground<'a> {
+    pub episode_id: uuid::Uuid,
+    pub text: &'a str,
+    /// Who speaks, when the episode reads "Name: text" (lowercase).
+    pub speaker: Option<&'a str>,
+    pub happened_at: DateTime<Utc>,
+}
+
+/// Why an item was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rejection {
+    /// The subject is not the user, the speaker or a name in the episode.
+    UngroundedSubject,
+    /// Subject, predicate or content is empty once normalised.
+    Empty,
+    /// The content only repeats the subject or the predicate.
+    Trivial,
+    /// A rule that is not advice for the assistant (too short, or a fact's words).
+    NotARule,
+}
+
+impl Rejection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::UngroundedSubject => "ungrounded_subject",
+            Rejection::Empty => "empty",
+            Rejection::Trivial => "trivial",
+            Rejection::NotARule => "not_a_rule",
+        }
+    }
+}
+
+/// Who the user is, as a subject.
+pub const USER: &str = "user";
+
+/// Words that stand for the one speaking (or the user), not for someone named.
+const SELF_WORDS: &[&str] = &["i", "me", "myself", "speaker", "the speaker"];
+const USER_WORDS: &[&str] = &["user", "the user"];
+
+/// "Caroline: I moved" -> (Some("caroline"), "I moved"); otherwise (None, whole text). A
+/// speaker is a short name: capitalised words of letters, digits, '-', '_' or '.' ("Dr. Ana",
+/// not "Reminder set").
+pub fn speaker_and_text(content: &str) -> (Option<String>, &str) {
+    if let Some((name, rest)) = content.split_once(": ")
+        && !name.trim().is_empty()
+        && name.len() <= 40
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_' | '.'))
+        && name
+            .split_whitespace()
+            .all(|w| w.starts_with(|c: char| c.is_uppercase() || c.is_ascii_digit()))
+    {
+        return (Some(name.trim().to_lowercase()), rest);
+    }
+    (None, content)
+}
+
+/// The episode's words, lowercase, split on anything but letters and digits.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// A subject in stored form (lowercase, spaces collapsed), with "I" read as the speaker
+/// and "the user" as the user; `None` when it is not grounded in the episode.
+pub fn grounded_subject(subject: &str, ground: &Ground<'_>) -> Option<String> {
+    let subject = subject.split_whitespace().collect::<Vec<_>>().join(" ");
+    let lower = subject.to_lowercase();
+    if SELF_WORDS.contains(&lower.as_str()) {
+        return Some(ground.speaker.unwrap_or(USER).to_owned());
+    }
+    if USER_WORDS.contains(&lower.as_str()) {
+        return Some(USER.to_owned());
+    }
+    if ground.speaker == Some(lower.as_str()) {
+        return Some(lower);
+    }
+    let episode = words(ground.text);
+    let mut subject_words = words(&lower);
+    // "Sam's mother": the possessive's "s" is not a word to find.
+    subject_words.retain(|w| w != "s" && w != "the");
+    let known = |w: &String| {
+        episode.contains(w) || w == USER || ground.speaker.is_some_and(|s| words(s).contains(w))
+    };
+    (!subject_words.is_empty() && subject_words.iter().all(known)).then_some(lower)
+}
+
+/// A predicate in stored form: lowercase words joined by `_` (`works_as`), whatever
+/// spacing or case the model used.
+pub fn predicate_key(predicate: &str) -> String {
+    words(predicate).join("_")
+}
+
+/// Checks one fact against its episode and puts it in the form it is stored in.
+pub fn check_fact(
+    candidate: &CandidateFact,
+    ground: &Ground<'_>,
+) -> Result<ExtractedFact, Rejection> {
+    let content = candidate.content.split_whitespace().collect::<Vec<_>>();
+    let content = content.join(" ");
+    let predicate = predicate_key(&candidate.predicate);
+    if candidate.subject.trim().is_empty() || predicate.is_empty() || content.is_empty() {
+        return Err(Rejection::Empty);
+    }
+    let subject =
+        grounded_subject(&candidate.subject, ground).ok_or(Rejection::UngroundedSubject)?;
+    let content_key = words(&content).join("_");
+    if content_key == predicate_key(&subject) || content_key == predicate {
+        return Err(Rejection::Trivial);
+    }
+    // The time is the episode's words, read against when it happened; words that are not
+    // in the episode, or that state no time, leave the episode's own time.
+    let since = candidate.since.trim();
+    let valid_from = (!since.is_empty()
+        && ground.text.to_lowercase().contains(&since.to_lowercase()))
+    .then(|| StatedTime::find(since, ground.happened_at))
+    .flatten()
+    .map(|t| t.since);
+    Ok(ExtractedFact {
+        subject,
+        predicate,
+        content,
+        permanence: candidate.permanence,
+        importance: importance_of(candidate.permanence),
+        source_episode_id: ground.episode_id,
+        supersedes_fact_id: None,
+        valid_from,
+        relations: Vec::new(),
+    })
+}
+
+/// A rule's text, checked: advice of a few words that is not one of `facts` restated.
+pub fn check_rule(
+    content: &str,
+    facts: &[ExtractedFact],
+    ground: &Ground<'_>,
+) -> Result<ExtractedRule, Rejection> {
+    let content = content.split_whitespace().collect::<Vec<_>>().join(" ");
+    let rule_words = words(&content);
+    if rule_words.len() < 3 {
+        return Err(Rejection::NotARule);
+    }
+    let restates = facts.iter().any(|f| {
+        let fact = words(&format!(
+            "{} {} {}",
+            f.subject,
+            f.predicate.replace('_', " "),
+            f.content
+        ));
+        fact == rule_words
+    });
+    if restates {
+        return Err(Rejection::NotARule);
+    }
+    Ok(ExtractedRule {
+        content,
+        source_episode_id: ground.episode_id,
+    })
+}
+
+/// How much a fact weighs in retrieval, from how long it stays true: identity and health
+/// above habits, habits above today's events.
+fn importance_of(permanence: Permanence) -> f64 {
+    match permanence {
+        Permanence::Permanent => 8.0,
+        Permanence::Stable => 7.0,
+        Permanence::Standard => 5.0,
+        Permanence::Volatile => 4.0,
+        Permanence::Ephemeral => 3.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ground(text: &str) -> Ground<'_> {
+        Ground {
+            episode_id: uuid::Uuid::from_u128(1),
+            text,
+            speaker: None,
+            happened_at: "2026-05-20T10:00:00Z".parse().unwrap(),
+        }
+    }
+
+    fn fact(subject: &str, predicate: &str, content: &str, since: &str) -> CandidateFact {
+        CandidateFact {
+            subject: subject.into(),
+            predicate: predicate.into(),
+            content: content.into(),
+            permanence: Permanence::Stable,
+            since: since.into(),
+        }
+    }
+
+    #[test]
+    fn a_subject_is_the_user_the_speaker_or_named_in_the_episode() {
+        let text = "Sam's husband is called Tiago; he works as a nurse.";
+        let g = ground(text);
+        assert_eq!(grounded_subject("Tiago", &g).as_deref(), Some("tiago"));
+        assert_eq!(
+            grounded_subject("Sam's husband", &g).as_deref(),
+            Some("sam's husband")
+        );
+        assert_eq!(grounded_subject("The User", &g).as_deref(), Some("user"));
+        assert_eq!(grounded_subject("I", &g).as_deref(), Some("user"));
+        // A name from a prompt's example, not from the episode.
+        assert_eq!(grounded_subject("Maria", &g), None);
+        assert_eq!(grounded_subject("Tiago Silva", &g), None);
+        let (speaker, rest) = speaker_and_text("Caroline: I went to a support group.");
+        let g = Ground {
+            speaker: speaker.as_deref(),
+            ..ground(rest)
+        };
+        assert_eq!(
+            grounded_subject("Caroline", &g).as_deref(),
+            Some("caroline")
+        );
+        assert_eq!(grounded_subject("me", &g).as_deref(), Some("caroline"));
+        assert_eq!(grounded_subject("Melanie", &g), None);
+    }
+
+    #[test]
+    fn a_speaker_is_a_short_name_before_a_colon() {
+        assert_eq!(
+            speaker_and_text("Dr. Ana: hi").0.as_deref(),
+            Some("dr. ana")
+        );
+        assert_eq!(speaker_and_text("Reminder set: renew it").0, None);
+        assert_eq!(speaker_and_text("Note (urgent): renew it").0, None);
+        assert_eq!(speaker_and_text("no colon here").0, None);
+    }
+
+    #[test]
+    fn a_fact_is_put_in_stored_form_and_dated_by_the_episodes_words() {
+        let g = ground("Sam told me she stopped drinking coffee last month.");
+        let f = check_fact(
+            &fact("Sam", "Stopped Drinking", " coffee ", "last month"),
+            &g,
+        )
+        .unwrap();
+        assert_eq!(
+            (f.subject.as_str(), f.predicate.as_str()),
+            ("sam", "stopped_drinking")
+        );
+        assert_eq!(f.content, "coffee");
+        assert_eq!(
+            f.valid_from.unwrap().to_rfc3339(),
+            "2026-04-01T00:00:00+00:00"
+        );
+        // Words the episode does not have, or that state no time, leave the episode's time.
+        let f = check_fact(&fact("Sam", "stopped", "coffee", "in 2019"), &g).unwrap();
+        assert_eq!(f.valid_from, None);
+        let f = check_fact(&fact("Sam", "stopped", "coffee", "told"), &g).unwrap();
+        assert_eq!(f.valid_from, None);
+    }
+
+    #[test]
+    fn empty_trivial_and_ungrounded_facts_are_dropped() {
+        let g = ground("Sam runs 5k every Saturday.");
+        assert_eq!(
+            check_fact(&fact("Sam", "runs", " ", ""), &g).unwrap_err(),
+            Rejection::Empty
+        );
+        assert_eq!(
+            check_fact(&fact("Sam", "runs", "runs", ""), &g).unwrap_err(),
+            Rejection::Trivial
+        );
+        assert_eq!(
+            check_fact(&fact("Maria", "runs", "5k", ""), &g).unwrap_err(),
+            Rejection::UngroundedSubject
+        );
+    }
+
+    #[test]
+    fn a_rule_is_advice_not_a_fact_repeated() {
+        let g = ground("Sam hates calls after 6pm.");
+        let f = check_fact(&fact("Sam", "hates", "calls after 6pm", ""), &g).unwrap();
+        assert!(check_rule("Do not call Sam after 6pm", std::slice::from_ref(&f), &g).is_ok());
+        assert_eq!(
+            check_rule("Sam hates calls after 6pm", std::slice::from_ref(&f), &g).unwrap_err(),
+            Rejection::NotARule
+        );
+        assert_eq!(
+            check_rule("Be nice", &[], &g).unwrap_err(),
+            Rejection::NotARule
+        );
+    }
+}
