@@ -482,7 +482,7 @@ async fn read_facts(
          LEFT JOIN memory_links l ON l.tenant_id = f.tenant_id AND l.source_id = f.id
               AND l.relation = 'derived_from'
          WHERE f.tenant_id = ANY ($1) AND f.metadata ? 'consolidation_job_id'
-         GROUP BY f.id, e.content",
+         GROUP BY f.id, f.subject, f.predicate, f.content, f.source_episode_id, e.content",
     )
     .bind(&tenants)
     .fetch_all(service.state.engine.store().pool())
