@@ -154,9 +154,26 @@ fn cards(stats: &MemoryStats, now: DateTime<Utc>) -> Markup {
                     br;
                     "last consolidation: "
                     @if let Some(t) = last_consolidation { (ago(t, now)) } @else { "never" }
+                    br;
+                    span #extractor { "extractor: " (extractor_line(&stats.consolidation_extractor)) }
                 }
             }
         }
+    }
+}
+
+/// What extracts now, and the local model's state: "local (ready)", or "heuristic (local
+/// model unavailable: ...)" when the heuristic extractor stands in.
+fn extractor_line(status: &butler_memory_actors::ExtractorStatus) -> String {
+    match &status.local_model {
+        Some(model) if status.active != status.configured => format!(
+            "{} (local model {}: {})",
+            status.active,
+            model.state.as_str(),
+            model.last_error.as_deref().unwrap_or("no reason given")
+        ),
+        Some(model) => format!("{} ({})", status.active, model.state.as_str()),
+        None => status.active.clone(),
     }
 }
 

@@ -275,6 +275,7 @@ async fn the_overview_counts_fading_backlog_and_last_consolidation() {
     );
     assert!(backlog.contains("oldest <time"), "{backlog}");
     assert!(backlog.contains("last consolidation: never"), "{backlog}");
+    assert!(backlog.contains("extractor: heuristic"), "{backlog}");
 
     admin
         .ok("memory_run_sweep", json!({"kinds": ["consolidation"]}))

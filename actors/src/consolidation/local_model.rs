@@ -56,6 +56,8 @@ exit "$status"
 /// How often a running model's `/health` is asked, and how many misses in a row mean it hangs.
 const HEALTH_EVERY: Duration = Duration::from_secs(5);
 const HEALTH_MISSES: u32 = 3;
+/// Starts of one runtime that may fail before the next runtime is tried.
+const START_ATTEMPTS: u32 = 2;
 /// How long a model asked to stop gets before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Log lines of the model kept for an error message.
@@ -369,6 +371,7 @@ impl LocalModel {
         let mut stop = self.stop.subscribe();
         let (mut runtimes, mut reasons) = self.runtimes();
         let mut backoff = Duration::from_secs(1);
+        let mut failed_starts = 0;
         let max_backoff = Duration::from_secs(self.config.restart_max_backoff_secs.get());
         'idle: loop {
             tokio::select! {
@@ -392,13 +395,22 @@ impl LocalModel {
                     Err(Launch::Stopped) => return,
                     Err(Launch::Failed(why)) => {
                         let why = format!("{}: {why}", runtime.name());
-                        tracing::warn!(reason = %why, "the local model's runtime did not start; trying the next one");
                         self.fail(&why);
+                        // A start can fail by chance (its port taken meanwhile): once more,
+                        // unless the CPU cannot run it at all.
+                        failed_starts += 1;
+                        if failed_starts < START_ATTEMPTS && !why.contains("SIGILL") {
+                            tracing::warn!(reason = %why, "the local model did not start; trying again");
+                            continue;
+                        }
+                        tracing::warn!(reason = %why, "the local model's runtime did not start; trying the next one");
                         reasons.push(why);
                         runtimes.pop_front();
+                        failed_starts = 0;
                         continue;
                     }
                 };
+                failed_starts = 0;
                 tracing::info!(
                     runtime = runtime.name(),
                     port = process.port,
