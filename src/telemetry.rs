@@ -88,6 +88,7 @@ pub fn metrics() -> PrometheusHandle {
                     .try_fold(PrometheusBuilder::new(), |builder, family| {
                         let buckets = match family.kind {
                             Kind::Seconds => catalogue::SECONDS,
+                            Kind::LongSeconds => catalogue::LONG_SECONDS,
                             Kind::Ratios => catalogue::RATIOS,
                             Kind::Sizes => catalogue::SIZES,
                             Kind::Counter | Kind::Gauge => return Ok(builder),
@@ -132,7 +133,7 @@ fn describe_metrics() {
                 }
             }
             Kind::Gauge => metrics::describe_gauge!(family.name, family.help),
-            Kind::Seconds | Kind::Sizes | Kind::Ratios => {
+            Kind::Seconds | Kind::LongSeconds | Kind::Sizes | Kind::Ratios => {
                 metrics::describe_histogram!(family.name, family.help)
             }
         }

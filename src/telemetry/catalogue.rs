@@ -10,6 +10,8 @@ pub enum Kind {
     Gauge,
     /// A histogram of durations, in seconds.
     Seconds,
+    /// A histogram of long durations (a model's answer), in seconds.
+    LongSeconds,
     /// A histogram of counts (texts per batch, episodes per statement).
     Sizes,
     /// A histogram of shares and scores between 0 and 1.
@@ -39,6 +41,10 @@ const fn family(name: &'static str, kind: Kind, help: &'static str) -> Family {
 pub const SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
+
+/// Buckets of long duration histograms: from 0.5 s to 10 minutes. A small model on a CPU
+/// answers about one episode in seconds, a long one in a minute.
+pub const LONG_SECONDS: &[f64] = &[0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 600.0];
 
 /// Buckets of count histograms: 0, then powers of two up to 256.
 pub const SIZES: &[f64] = &[0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
@@ -145,6 +151,27 @@ pub const FAMILIES: &[Family] = &[
         Kind::Gauge,
         "Episodes waiting for consolidation.",
     ),
+    family(
+        "butler_memory_extraction_seconds",
+        Kind::LongSeconds,
+        "Time a language model took to answer about one episode (consolidation's local or llm extractor).",
+    ),
+    family(
+        "butler_memory_extraction_rejected_total",
+        Kind::Counter,
+        "Items a model answered that failed a check and were dropped, by reason (ungrounded_subject, empty, trivial, not_a_rule).",
+    ),
+    family(
+        "butler_memory_local_model_ready",
+        Kind::Gauge,
+        "1 while consolidation's local model answers, else 0 (stopped, starting, restarting, unavailable).",
+    ),
+    Family {
+        name: "butler_memory_local_model_restarts_total",
+        kind: Kind::Counter,
+        help: "Restarts of consolidation's local model after it died or stopped answering.",
+        zero: &[&[]],
+    },
     family(
         "butler_memory_consolidation_backlog_age_seconds",
         Kind::Gauge,
@@ -496,10 +523,10 @@ mod tests {
             let described = match family.kind {
                 Kind::Counter => "counter",
                 Kind::Gauge => "gauge",
-                Kind::Seconds | Kind::Sizes | Kind::Ratios => "histogram",
+                Kind::Seconds | Kind::LongSeconds | Kind::Sizes | Kind::Ratios => "histogram",
             };
             assert_eq!(described, *kind, "{name}");
-            if family.kind == Kind::Seconds {
+            if matches!(family.kind, Kind::Seconds | Kind::LongSeconds) {
                 assert!(
                     name.ends_with("_seconds"),
                     "{name}: durations are named in seconds"
