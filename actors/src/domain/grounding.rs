@@ -42,7 +42,8 @@ pub enum Rejection {
     Empty,
     /// The content only repeats the subject or the predicate.
     Trivial,
-    /// A rule that is not advice for the assistant (too short, or a fact's words).
+    /// A rule that is not advice for the assistant (too short, a sentence about someone, or a
+    /// fact's words).
     NotARule,
 }
 
@@ -159,7 +160,16 @@ pub fn check_fact(
     })
 }
 
-/// A rule's text, checked: advice of a few words that is not one of `facts` restated.
+/// Words a sentence about someone starts with, never an instruction: pronouns, articles,
+/// possessives, and the user.
+const DESCRIPTION_OPENERS: &[&str] = &[
+    "i", "we", "he", "she", "they", "it", "his", "her", "their", "its", "my", "our", "the", "a",
+    "an", "this", "that", "user", "users",
+];
+
+/// A rule's text, checked: an instruction of a few words, not a sentence about someone (it
+/// opens with a pronoun, an article, the user, the speaker or the subject of a fact) and not
+/// one of `facts` restated.
 pub fn check_rule(
     content: &str,
     facts: &[ExtractedFact],
@@ -168,6 +178,17 @@ pub fn check_rule(
     let content = content.split_whitespace().collect::<Vec<_>>().join(" ");
     let rule_words = words(&content);
     if rule_words.len() < 3 {
+        return Err(Rejection::NotARule);
+    }
+    let first = rule_words[0].as_str();
+    let about_someone = DESCRIPTION_OPENERS.contains(&first)
+        || ground
+            .speaker
+            .is_some_and(|s| words(s).first().map(String::as_str) == Some(first))
+        || facts
+            .iter()
+            .any(|f| words(&f.subject).first().map(String::as_str) == Some(first));
+    if about_someone {
         return Err(Rejection::NotARule);
     }
     let restates = facts.iter().any(|f| {
@@ -315,5 +336,19 @@ mod tests {
             check_rule("Be nice", &[], &g).unwrap_err(),
             Rejection::NotARule
         );
+        // A sentence about someone is not an instruction.
+        for description in [
+            "Sam runs 5k every Saturday morning",
+            "The user prefers tea",
+            "She hates calls after 6pm",
+        ] {
+            let facts = [check_fact(&fact("Sam", "runs", "5k", ""), &g).unwrap()];
+            assert_eq!(
+                check_rule(description, &facts, &g).unwrap_err(),
+                Rejection::NotARule,
+                "{description}"
+            );
+        }
+        assert!(check_rule("Never book the user before 10am", &[], &g).is_ok());
     }
 }
