@@ -178,7 +178,7 @@ fn content_words(text: &str) -> Vec<String> {
 /// the words they share with it; at most [`MAX_KNOWN`], none that shares nothing.
 pub fn related_facts<'a>(text: &str, facts: &'a [KnownFact]) -> Vec<&'a KnownFact> {
     let episode: std::collections::HashSet<String> = content_words(text).into_iter().collect();
-    let mut scored: Vec<(usize, usize, &KnownFact)> = facts
+    let scored: Vec<(usize, usize, &KnownFact)> = facts
         .iter()
         .enumerate()
         .filter_map(|(i, f)| {
@@ -193,12 +193,17 @@ pub fn related_facts<'a>(text: &str, facts: &'a [KnownFact]) -> Vec<&'a KnownFac
             (shared > 0 || (about && f.subject != USER)).then_some((score, i, f))
         })
         .collect();
-    // Best first; among equals, the shard's order (most recently confirmed first).
+    best(scored, MAX_KNOWN)
+}
+
+/// Scored items `(score, place in the shard's order, item)`, best first and among equals
+/// in the shard's order (most recently confirmed first), at most `n`.
+fn best<T>(mut scored: Vec<(usize, usize, T)>, n: usize) -> Vec<T> {
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     scored
         .into_iter()
-        .take(MAX_KNOWN)
-        .map(|(_, _, f)| f)
+        .take(n)
+        .map(|(_, _, item)| item)
         .collect()
 }
 
@@ -206,7 +211,7 @@ pub fn related_facts<'a>(text: &str, facts: &'a [KnownFact]) -> Vec<&'a KnownFac
 /// rule the episode repeats can then be written as it is known, which confirms it.
 pub fn related_rules<'a>(text: &str, rules: &'a [String]) -> Vec<&'a str> {
     let episode: std::collections::HashSet<String> = content_words(text).into_iter().collect();
-    let mut scored: Vec<(usize, usize, &str)> = rules
+    let scored: Vec<(usize, usize, &str)> = rules
         .iter()
         .enumerate()
         .filter_map(|(i, rule)| {
@@ -217,12 +222,7 @@ pub fn related_rules<'a>(text: &str, rules: &'a [String]) -> Vec<&'a str> {
             (shared >= 2).then_some((shared, i, rule.as_str()))
         })
         .collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored
-        .into_iter()
-        .take(MAX_KNOWN_RULES)
-        .map(|(_, _, r)| r)
-        .collect()
+    best(scored, MAX_KNOWN_RULES)
 }
 
 /// A text in parts of at most `max` characters, cut after a sentence or a line where one
@@ -274,6 +274,17 @@ mod tests {
         let contents: Vec<&str> = related.iter().map(|f| f.content.as_str()).collect();
         assert_eq!(contents, ["Lisbon", "nurse"]);
         assert!(related_facts("Nothing in common here.", &facts).is_empty());
+    }
+
+    #[test]
+    fn related_rules_share_words_with_the_episode() {
+        let rules = vec![
+            "Never call Sam after 6pm".to_owned(),
+            "Offer tea after lunch".to_owned(),
+            "Do not call during lunch".to_owned(),
+        ];
+        let related = related_rules("Sam asked me not to call after dinner.", &rules);
+        assert_eq!(related, ["Never call Sam after 6pm"]);
     }
 
     #[test]
