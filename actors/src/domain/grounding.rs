@@ -106,6 +106,9 @@ pub fn grounded_subject(subject: &str, ground: &Ground<'_>) -> Option<String> {
     if ground.speaker == Some(lower.as_str()) {
         return Some(lower);
     }
+    if is_time(&lower, ground.happened_at) {
+        return None;
+    }
     let episode = words(ground.text);
     let mut subject_words = words(&lower);
     // "Sam's mother": the possessive's "s" is not a word to find.
@@ -114,6 +117,44 @@ pub fn grounded_subject(subject: &str, ground: &Ground<'_>) -> Option<String> {
         episode.contains(w) || w == USER || ground.speaker.is_some_and(|s| words(s).contains(w))
     };
     (!subject_words.is_empty() && subject_words.iter().all(known)).then_some(lower)
+}
+
+/// Words for a time, which a small model sometimes makes the subject ("last month stopped
+/// drinking coffee: Sam"): a time the service reads, or a month's or a day's name alone.
+fn is_time(subject: &str, at: DateTime<Utc>) -> bool {
+    const NAMES: &[&str] = &[
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "today",
+        "tonight",
+        "tomorrow",
+        "yesterday",
+        "now",
+        "morning",
+        "evening",
+        "weekend",
+    ];
+    StatedTime::find(subject, at).is_some()
+        || words(subject)
+            .iter()
+            .all(|w| NAMES.contains(&w.as_str()) || w.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// A predicate in stored form: lowercase words joined by `_` (`works_as`), whatever
@@ -258,6 +299,16 @@ mod tests {
         // A name from a prompt's example, not from the episode.
         assert_eq!(grounded_subject("Maria", &g), None);
         assert_eq!(grounded_subject("Tiago Silva", &g), None);
+        // A time is not whom a fact is about.
+        let dated =
+            ground("Sam stopped drinking coffee last month; her passport expires in June 2027.");
+        assert_eq!(grounded_subject("last month", &dated), None);
+        assert_eq!(grounded_subject("June", &dated), None);
+        assert_eq!(grounded_subject("2027", &dated), None);
+        assert_eq!(
+            grounded_subject("Sam's passport", &dated).as_deref(),
+            Some("sam's passport")
+        );
         let (speaker, rest) = speaker_and_text("Caroline: I went to a support group.");
         let g = Ground {
             speaker: speaker.as_deref(),
