@@ -197,6 +197,14 @@ async fn the_llm_extractor_creates_supersedes_confirms_and_links() {
         .await
         .unwrap();
     assert_eq!(lyon_until, Some(lyon_from));
+    // What the model understood, kept with the fact.
+    let statement: String = sqlx::query_scalar(
+        "SELECT metadata->>'statement' FROM facts WHERE predicate = 'favourite_tea'",
+    )
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(statement, "user favourite_tea Likes oolong tea");
     let (tea_from, _) = validity("favourite_tea", "active")
         .fetch_one(&mut db)
         .await
@@ -206,12 +214,9 @@ async fn the_llm_extractor_creates_supersedes_confirms_and_links() {
         .await
         .unwrap();
     assert_eq!(tea_from, told);
-    // The extractor was told the day the episode happened.
+    // The model is told who speaks; the service, not the model, reads the episode's times.
     assert!(
-        user.contains(&format!(
-            "Episode ({}, speaker: user)",
-            told.format("%Y-%m-%d")
-        )),
+        user.contains("\nEpisode (speaker: user):\nAda moved"),
         "{user}"
     );
     let confirmed_by: i64 = sqlx::query_scalar(
@@ -270,7 +275,7 @@ async fn failed_extractions_are_retried_with_backoff_then_dead_lettered() {
     let episode = mcp
         .ok(
             "memory_store_episode",
-            json!({"content": "A day at the beach.", "butler": "health"}),
+            json!({"content": "A day at the beach with oolong tea.", "butler": "health"}),
         )
         .await;
     let mut db = app.sql().await;

@@ -89,7 +89,7 @@ async fn an_extractors_echoed_secrets_are_redacted() {
     let server = llm_server(vec![Script::LeakSecrets]).await;
     let (app, report, mut db) = one_episode_consolidated(
         &llm_config(&server),
-        "Talked about cloud accounts and the gym membership.",
+        "Talked about their cloud key and the gym membership.",
     )
     .await;
     let changes = &report["reports"][0]["changes"];
@@ -112,9 +112,16 @@ async fn an_extractors_echoed_secrets_are_redacted() {
     .fetch_all(&mut db)
     .await
     .unwrap();
+    // The fact's key twice: in its content and in the statement kept with it.
     assert_eq!(
         redacted,
-        vec![json!({"api_key": 1}), json!({"payment_card": 1})]
+        vec![json!({"api_key": 2}), json!({"payment_card": 1})]
     );
+    let statement: String =
+        sqlx::query_scalar("SELECT metadata->>'statement' FROM facts WHERE predicate = 'aws_key'")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    assert!(!statement.contains("AKIA"), "{statement}");
     app.stop().await;
 }

@@ -91,7 +91,8 @@ fn llm_app(script: Vec<Script>) -> (axum::Router, Requests) {
             other => other,
         };
         let fact = |subject: &str, predicate: &str, object: &str, time: &str, contradicts: &str| {
-            json!({"subject": subject, "predicate": predicate, "object": object, "kind": "stable",
+            json!({"statement": format!("{subject} {predicate} {object}"), "subject": subject,
+                   "predicate": predicate, "object": object, "kind": "stable",
                    "time": time, "contradicts": contradicts})
         };
         let content = match step {
@@ -109,7 +110,7 @@ fn llm_app(script: Vec<Script>) -> (axum::Router, Requests) {
                 if let Some((_, _, name)) = known("name") {
                     facts.push(fact("user", "name", &name, "", ""));
                 }
-                json!({"facts": facts, "rules": ["Offer tea when the user is tired"]}).to_string()
+                json!({"rules": ["Offer tea when the user is tired"], "facts": facts}).to_string()
             }
             Script::LeakSecrets => json!({
                 "facts": [fact("user", "aws_key", "Their key is AKIAIOSFODNN7EXAMPLE", "", "")],
@@ -131,7 +132,7 @@ fn llm_app(script: Vec<Script>) -> (axum::Router, Requests) {
                 .to_string()
             }
             Script::Malformed => "{not json".to_owned(),
-            Script::SchemaInvalid => json!({"facts": [], "rules": [], "mood": "happy"}).to_string(),
+            Script::SchemaInvalid => json!({"rules": [], "facts": [], "mood": "happy"}).to_string(),
             Script::RateLimited => {
                 return (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
             }

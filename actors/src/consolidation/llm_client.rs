@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::config::LlmConfig;
@@ -59,6 +61,29 @@ impl ExtractError {
 /// service, its tests and benches.
 pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A chat-completions request, its fields in the order the protocol documents them.
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    temperature: u8,
+    messages: &'a [Value],
+    response_format: ResponseFormat<'a>,
+}
+
+#[derive(Serialize)]
+struct ResponseFormat<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    json_schema: NamedSchema<'a>,
+}
+
+#[derive(Serialize)]
+struct NamedSchema<'a> {
+    name: &'a str,
+    strict: bool,
+    schema: &'a RawValue,
 }
 
 /// An OpenAI-compatible chat-completions client asked for JSON under a schema: what
@@ -152,26 +177,35 @@ impl ChatClient {
             json!({"role": "system", "content": system}),
             json!({"role": "user", "content": user}),
         ];
-        self.chat_json(&self.base_url, &messages, name, schema)
+        let schema = serde_json::value::to_raw_value(&schema)
+            .map_err(|e| ExtractError::Client(format!("the schema: {e}")))?;
+        self.chat_json(&self.base_url, &messages, name, &schema)
             .await
     }
 
-    /// Asks the model at `base_url` to continue `messages` with JSON matching `schema`, at
-    /// temperature 0; answers the JSON, not yet held to the schema.
+    /// Asks the model at `base_url` to continue `messages` with JSON matching `schema`
+    /// (sent as it is written: a model answers in its order), at temperature 0; answers the
+    /// JSON, not yet held to the schema.
     pub async fn chat_json(
         &self,
         base_url: &str,
         messages: &[Value],
         name: &str,
-        schema: Value,
+        schema: &RawValue,
     ) -> Result<Value, ExtractError> {
-        let request = json!({
-            "model": self.model,
-            "temperature": 0,
-            "messages": messages,
-            "response_format": {"type": "json_schema", "json_schema": {
-                "name": name, "strict": true, "schema": schema}},
-        });
+        let request = ChatRequest {
+            model: &self.model,
+            temperature: 0,
+            messages,
+            response_format: ResponseFormat {
+                kind: "json_schema",
+                json_schema: NamedSchema {
+                    name,
+                    strict: true,
+                    schema,
+                },
+            },
+        };
         let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
         let mut call = self.http.post(&url).json(&request).timeout(self.timeout);
         if let Some(key) = &self.api_key {
@@ -217,6 +251,31 @@ mod tests {
             max_response_bytes: std::num::NonZeroUsize::new(1024).unwrap(),
             ca_file,
         }
+    }
+
+    /// The schema goes out byte for byte: its order is the order the model answers in.
+    #[test]
+    fn the_request_carries_the_schema_as_written() {
+        let schema = RawValue::from_string(r#"{"b": 1, "a": 2}"#.to_owned()).unwrap();
+        let request = ChatRequest {
+            model: "m",
+            temperature: 0,
+            messages: &[json!({"role": "user", "content": "hi"})],
+            response_format: ResponseFormat {
+                kind: "json_schema",
+                json_schema: NamedSchema {
+                    name: "n",
+                    strict: true,
+                    schema: &schema,
+                },
+            },
+        };
+        let body = serde_json::to_string(&request).unwrap();
+        assert!(body.contains(r#""schema":{"b": 1, "a": 2}"#), "{body}");
+        assert!(
+            body.contains(r#""response_format":{"type":"json_schema""#),
+            "{body}"
+        );
     }
 
     /// A `ca_file` that cannot be read, or holds no certificate, stops the client from being

@@ -1,14 +1,15 @@
 //! Extraction by a language model, one episode per call: the `llm` extractor's endpoint and
 //! the local model both answer `prompt.rs`'s question. Each episode's message carries the
-//! shard's facts most related to it and the predicates the shard uses, and the turns before
-//! it in its session; a long episode is read in parts. What the model answers is checked
-//! item by item (`domain/grounding.rs`) before it joins the batch's extraction: an item that
-//! fails a check is dropped and counted, the rest of the answer stands.
+//! shard's facts and rules most related to it; a long episode is read in parts. What the
+//! model answers is checked item by item (`domain/grounding.rs`) before it joins the batch's
+//! extraction: an item that fails a check is dropped and counted, the rest of the answer
+//! stands. A new predicate that is an existing one with other endings (`lived_in` for
+//! `lives_in`) becomes the existing one, so that supersession finds the fact it updates.
 
 use std::collections::HashMap;
 
 use super::llm_client::{ChatClient, ExtractError};
-use super::prompt::{Answer, EpisodeMessage, MAX_KNOWN, MAX_KNOWN_RULES, MAX_PREDICATES, schema};
+use super::prompt::{Answer, EpisodeMessage, MAX_KNOWN, MAX_KNOWN_RULES, schema, subject_choices};
 use crate::domain::extraction::{Extraction, KnownFact, SourceEpisode};
 use crate::domain::grounding::{
     CandidateFact, Ground, Rejection, USER, check_fact, check_rule, speaker_and_text,
@@ -23,7 +24,7 @@ const MAX_PART_CHARS: usize = 2400;
 pub struct Reference<'a> {
     pub facts: &'a [KnownFact],
     pub rules: &'a [String],
-    /// The shard's predicates, most used first.
+    /// The shard's predicates, most used first: the vocabulary a new one is matched to.
     pub predicates: Vec<&'a str>,
 }
 
@@ -38,11 +39,7 @@ impl<'a> Reference<'a> {
         Reference {
             facts,
             rules,
-            predicates: predicates
-                .into_iter()
-                .take(MAX_PREDICATES)
-                .map(|(p, _)| p)
-                .collect(),
+            predicates: predicates.into_iter().map(|(p, _)| p).collect(),
         }
     }
 }
@@ -86,19 +83,17 @@ impl ModelExtractor {
             let message = EpisodeMessage {
                 known: &known,
                 rules: &rules,
-                predicates: &reference.predicates,
-                earlier: &episode.earlier,
-                date: episode.happened_at.format("%Y-%m-%d").to_string(),
                 speaker: speaker_name,
                 text: part,
             };
+            let subjects = subject_choices(speaker_name, part);
             let value = self
                 .client
                 .chat_json(
                     base_url,
                     &message.messages(),
                     "episode_memories",
-                    schema(known.len()),
+                    &schema(known.len(), &subjects),
                 )
                 .await?;
             let answer: Answer = serde_json::from_value(value).map_err(|e| {
@@ -124,8 +119,16 @@ impl ModelExtractor {
                     }
                 };
                 if let Some(known) = label(&item.contradicts, &known) {
+                    // "No longer true" answered with the old value: the model meant the
+                    // change, but the fact it gave is the one it contradicts.
+                    if same_words(&known.content, &fact.content) {
+                        reject(out, Rejection::ContradictionRestated);
+                        continue;
+                    }
                     fact.relations.push((Relation::Contradicts, known.id));
                 }
+                fact.predicate = in_vocabulary(&fact.predicate, &reference.predicates);
+                fact.statement = Some(item.statement.trim().to_owned()).filter(|s| !s.is_empty());
                 let same = |f: &crate::domain::extraction::ExtractedFact| {
                     f.subject == fact.subject
                         && f.predicate == fact.predicate
@@ -139,7 +142,16 @@ impl ModelExtractor {
         for answer in &answers {
             for rule in &answer.rules {
                 match check_rule(rule, &facts, &ground) {
-                    Ok(rule) if !out.rules.iter().any(|r| r.content == rule.content) => {
+                    // The same advice twice in other words ("Do not remind the user more
+                    // than once", "Never remind the user about the same thing again") is
+                    // one rule.
+                    Ok(rule)
+                        if !out.rules.iter().any(|r| {
+                            r.content == rule.content
+                                || (r.source_episode_id == rule.source_episode_id
+                                    && overlap(&r.content, &rule.content) >= 0.5)
+                        }) =>
+                    {
                         out.rules.push(rule)
                     }
                     Ok(_) => {}
@@ -158,6 +170,51 @@ fn reject(out: &mut Extraction, why: Rejection) {
     *out.rejected.entry(why.as_str().to_owned()).or_default() += 1;
     metrics::counter!("butler_memory_extraction_rejected_total", "reason" => why.as_str())
         .increment(1);
+}
+
+/// The share of two texts' words they have in common (of all the words either has).
+fn overlap(a: &str, b: &str) -> f64 {
+    let a: std::collections::HashSet<String> = content_words(a).into_iter().collect();
+    let b: std::collections::HashSet<String> = content_words(b).into_iter().collect();
+    let union = a.union(&b).count();
+    if union == 0 {
+        return 0.0;
+    }
+    a.intersection(&b).count() as f64 / union as f64
+}
+
+/// Whether two texts have the same words, whatever their case and punctuation.
+fn same_words(a: &str, b: &str) -> bool {
+    content_words(a) == content_words(b)
+}
+
+/// A predicate's words with their endings cut (`lives`, `lived`, `living` → `liv`).
+fn stems(predicate: &str) -> Vec<String> {
+    predicate
+        .split('_')
+        .map(|word| {
+            let mut stem = word;
+            for ending in ["ing", "ed", "es", "s", "e"] {
+                if stem.len() >= ending.len() + 3
+                    && let Some(cut) = stem.strip_suffix(ending)
+                {
+                    stem = cut;
+                    break;
+                }
+            }
+            stem.to_owned()
+        })
+        .collect()
+}
+
+/// The shard's own predicate when `predicate` is one of them with other endings, else
+/// `predicate`.
+fn in_vocabulary(predicate: &str, vocabulary: &[&str]) -> String {
+    let wanted = stems(predicate);
+    vocabulary
+        .iter()
+        .find(|known| stems(known) == wanted)
+        .map_or_else(|| predicate.to_owned(), |known| (*known).to_owned())
 }
 
 /// The known fact a label (`F2`) names, among those the message gave.
@@ -289,6 +346,26 @@ mod tests {
             related,
             ["Never call Sam after 6pm", "Do not call during lunch"]
         );
+    }
+
+    #[test]
+    fn a_new_predicate_becomes_the_shards_when_only_its_endings_differ() {
+        let vocabulary = ["lives_in", "works_as", "likes"];
+        assert_eq!(in_vocabulary("lived_in", &vocabulary), "lives_in");
+        assert_eq!(in_vocabulary("living_in", &vocabulary), "lives_in");
+        assert_eq!(in_vocabulary("worked_as", &vocabulary), "works_as");
+        assert_eq!(in_vocabulary("liked", &vocabulary), "likes");
+        assert_eq!(in_vocabulary("dislikes", &vocabulary), "dislikes");
+        assert_eq!(in_vocabulary("moved_to", &vocabulary), "moved_to");
+    }
+
+    #[test]
+    fn the_same_advice_in_other_words_overlaps() {
+        let a = "Do not remind the user more than once about the same thing.";
+        let b = "Never remind the user about the same thing again.";
+        assert!(overlap(a, b) >= 0.5, "{}", overlap(a, b));
+        assert!(overlap(a, "Always deliver weekly grocery orders on Sundays.") < 0.5);
+        assert_eq!(overlap("", ""), 0.0);
     }
 
     #[test]

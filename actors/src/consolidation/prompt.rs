@@ -2,87 +2,74 @@
 //! prompt, worked examples as earlier turns of the chat, a JSON schema the server holds the
 //! answer to, and the episode's message. Written for a 1.5-billion-parameter model as much as
 //! for a hosted one: plain text rather than JSON in, few fields out, the time as the
-//! episode's own words, known facts by short labels (F1, F2) rather than ids.
+//! episode's own words, known facts by short labels (F1, F2) rather than ids, and the
+//! subjects it may choose from listed in the schema (the user, the speaker, the names the
+//! episode has), so that a server that holds the answer to it cannot invent one.
+//!
+//! What is in it was measured on a 1.5B model (docs/benchmarks.md, "Consolidation"): the
+//! turns before the episode and a list of the shard's predicates were left out (the model
+//! took facts from the other speaker's turn, and wrote facts for the listed predicates), the
+//! episode's date too (it wrote dates into `time`); a plain-sentence `statement` first halved
+//! the wrong facts; rules come before facts, and the empty example first.
 //!
 //! The system prompt and the examples come first and never change, so a llama.cpp server
 //! keeps them cached between calls; what changes (the shard's facts, the episode) comes last.
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::domain::extraction::KnownFact;
+use crate::domain::grounding::names_in;
 use crate::domain::permanence::Permanence;
 
 /// The most known facts one message carries (labelled F1 to F8).
 pub const MAX_KNOWN: usize = 8;
 /// The most known rules one message carries.
 pub const MAX_KNOWN_RULES: usize = 4;
-/// The most predicates in use one message names.
-pub const MAX_PREDICATES: usize = 30;
 /// The most facts and rules one answer may give (the schema's bounds).
-const MAX_FACTS: usize = 6;
-const MAX_RULES: usize = 3;
+const MAX_FACTS: usize = 5;
+const MAX_RULES: usize = 2;
 
-const SYSTEM: &str = "You turn one episode from a personal assistant's memory into facts and \
-rules. The episode is a note the assistant wrote about its user, or one turn of a conversation \
-(\"Name: text\"). Earlier turns, when shown, are context only: extract only what the episode \
-itself says.
+const SYSTEM: &str = r#"You turn one episode from a personal assistant's memory into rules and facts. The episode is a note the assistant wrote about its user, or one turn of a conversation ("Name: text"). Known facts are context only: take rules and facts from the episode alone.
 
-Facts: what the episode says about a person that is worth remembering later: identity, family, \
-health, home, work, possessions, habits, likes and dislikes, plans, events in their life.
-- subject: who it is about: \"user\" for the assistant's user, the speaker, or a person named in \
-the episode. Give each fact to the person it is about: a fact about someone's mother has the \
-mother as subject.
-- predicate: a short snake_case verb (lives_in, works_as, likes, dislikes, has_child, attended, \
-plans_to). Reuse a predicate in use when one fits.
-- object: the value with its details, in a few words. Keep negation: \"doesn't like X\" is \
-dislikes X.
-- kind: permanent (identity, family, health), stable (home, work, habits, preferences), \
-standard (interests, projects, possessions), volatile (current state, plans), ephemeral (what \
-happened today).
-- time: the exact words of the episode that say when (\"last month\", \"in 2024\", \
-\"yesterday\"), else \"\".
-- contradicts: the label of the known fact this fact makes false (F1, F2, ...), else \"\". A \
-fact that changes a known fact keeps its subject and predicate.
+Rules: only when the episode gives an instruction or a preference about how, when or how often the assistant should do something (reminders, calls, meetings, deliveries, answers, code). Write each as an instruction to the assistant ("Always ...", "Never ...", "Do not ..."). A one-off task is not a rule, and neither is anything about a person's life (habits, hobbies, plans, family, work): those are facts. Most episodes have no rule.
 
-Rules: a standing instruction or preference about how the assistant should act, written as an \
-instruction to the assistant. A rule never just restates a fact. A rule the episode repeats is \
-written exactly as the known rule.
+Facts: what the episode states about a person that is worth remembering later: identity, family, health, home, work, possessions, habits, interests, feelings, plans, events in their life. Never add anything the episode does not say.
+- statement: the fact as one short plain sentence.
+- subject: who the fact is about: "user" for the assistant's user, the speaker, or a person named in the episode. When the episode names a relative or friend ("her brother Bartek"), facts about that person have the name as subject.
+- predicate: a short snake_case verb (lives_in, works_as, likes, dislikes, has_child, attended, plans_to). Never said, mentioned, asked or told: state what was said.
+- object: the value with its details, in a few words. Keep negation: "doesn't like X" is dislikes X.
+- kind: permanent (identity, family, health), stable (home, work, habits), standard (interests, projects, possessions), volatile (current state, plans), ephemeral (what happened today).
+- time: the exact words of the episode that say when it happened or became true ("last month", "in 2024", "yesterday"), else "".
+- contradicts: the label of the known fact that is no longer true because of this fact (F1, F2, ...), else "". A new value for a known fact keeps its subject and predicate.
 
-Greetings, thanks, questions and small talk give nothing. Extract nothing you are unsure of. \
-Answer with JSON only.";
+Greetings, thanks, questions and small talk give nothing. Answer with JSON only."#;
 
 /// Worked examples: (the user's message, the answer). Their names are unlike anyone's in
-/// a shard, so a name copied from them fails the grounding check instead of passing as real.
+/// a shard; the schema's subjects are the episode's own words, so a name a model copies from
+/// them cannot be a subject.
 const EXAMPLES: &[(&str, &str)] = &[
     (
-        "Known facts:
+        r#"Known facts:
+F1: Ruta | lost | her father, who died
+Episode (speaker: Pell):
+Pell: Oh no, I'm so sorry Ruta. That's so hard. Sending you a hug! How are you holding up?"#,
+        r#"{"rules": [], "facts": []}"#,
+    ),
+    (
+        r#"Known facts:
 F1: user | lives_in | Leeds
-F2: user | likes | jazz
-Predicates in use: lives_in, likes, works_as
-Episode (2025-03-10, speaker: user):
-User moved to Glasgow two weeks ago and no longer likes jazz. Her brother Bartek is a dentist. \
-Please never send her voice messages.",
-        r#"{"facts": [{"subject": "user", "predicate": "lives_in", "object": "Glasgow", "kind": "stable", "time": "two weeks ago", "contradicts": "F1"}, {"subject": "user", "predicate": "dislikes", "object": "jazz", "kind": "stable", "time": "", "contradicts": "F2"}, {"subject": "user", "predicate": "has_brother", "object": "Bartek", "kind": "permanent", "time": "", "contradicts": ""}, {"subject": "Bartek", "predicate": "works_as", "object": "dentist", "kind": "stable", "time": "", "contradicts": ""}], "rules": ["Never send the user voice messages."]}"#,
+Episode (speaker: user):
+User moved to Glasgow two weeks ago. Her brother Bartek is a dentist and has asthma. She swims every Tuesday. She can't stand long emails and wants invoices sent on the first of the month."#,
+        r#"{"rules": ["Keep emails to the user short.", "Send the user's invoices on the first of the month."], "facts": [{"statement": "The user lives in Glasgow.", "subject": "user", "predicate": "lives_in", "object": "Glasgow", "kind": "stable", "time": "two weeks ago", "contradicts": "F1"}, {"statement": "The user's brother is Bartek.", "subject": "user", "predicate": "has_brother", "object": "Bartek", "kind": "permanent", "time": "", "contradicts": ""}, {"statement": "Bartek is a dentist.", "subject": "Bartek", "predicate": "works_as", "object": "dentist", "kind": "stable", "time": "", "contradicts": ""}, {"statement": "Bartek has asthma.", "subject": "Bartek", "predicate": "has", "object": "asthma", "kind": "permanent", "time": "", "contradicts": ""}, {"statement": "The user swims every Tuesday.", "subject": "user", "predicate": "swims", "object": "every Tuesday", "kind": "stable", "time": "", "contradicts": ""}]}"#,
     ),
     (
-        "Known facts: (none)
-Predicates in use: (none)
-Earlier turns (context only):
-Pell: How was your weekend?
-Episode (2024-07-14, speaker: Ruta):
-Ruta: Hi Pell! Sad one, my dad passed away on Saturday. I've been taking pottery classes to \
-cope. Running doesn't help me anymore.",
-        r#"{"facts": [{"subject": "Ruta", "predicate": "lost", "object": "her father, who died", "kind": "permanent", "time": "on Saturday", "contradicts": ""}, {"subject": "Ruta", "predicate": "takes", "object": "pottery classes to cope with grief", "kind": "standard", "time": "", "contradicts": ""}, {"subject": "Ruta", "predicate": "dislikes", "object": "running", "kind": "volatile", "time": "", "contradicts": ""}], "rules": []}"#,
-    ),
-    (
-        "Known facts: (none)
-Predicates in use: takes, lost
-Earlier turns (context only):
-Ruta: Hi Pell! Sad one, my dad passed away on Saturday.
-Episode (2024-07-14, speaker: Pell):
-Pell: Oh no, I'm so sorry Ruta. That's so hard. Sending you a hug!",
-        r#"{"facts": [], "rules": []}"#,
+        r#"Known facts:
+F1: Ruta | likes | running
+Episode (speaker: Ruta):
+Ruta: Thanks, Pell! Sad news here: my dad passed away on Saturday. I've been taking pottery classes to cope, running doesn't help me anymore. Have you tried pottery?"#,
+        r#"{"rules": [], "facts": [{"statement": "Ruta's father died on Saturday.", "subject": "Ruta", "predicate": "lost", "object": "her father, who died", "kind": "permanent", "time": "on Saturday", "contradicts": ""}, {"statement": "Ruta takes pottery classes to cope with grief.", "subject": "Ruta", "predicate": "takes", "object": "pottery classes to cope with grief", "kind": "standard", "time": "", "contradicts": ""}, {"statement": "Running no longer helps Ruta.", "subject": "Ruta", "predicate": "dislikes", "object": "running, which no longer helps her", "kind": "volatile", "time": "", "contradicts": "F1"}]}"#,
     ),
 ];
 
@@ -92,12 +79,6 @@ pub struct EpisodeMessage<'a> {
     pub known: &'a [&'a KnownFact],
     /// The shard's rules most related to the episode.
     pub rules: &'a [&'a str],
-    /// Predicates the shard uses, most used first.
-    pub predicates: &'a [&'a str],
-    /// The turns before it in its session, oldest first.
-    pub earlier: &'a [String],
-    /// When it happened (YYYY-MM-DD).
-    pub date: String,
     /// Its speaker as written, or "user".
     pub speaker: &'a str,
     /// The text (or one part of a long one).
@@ -127,21 +108,9 @@ impl EpisodeMessage<'_> {
                 out.push_str(&one_line(rule));
             }
         }
-        out.push_str("\nPredicates in use: ");
-        if self.predicates.is_empty() {
-            out.push_str("(none)");
-        }
-        out.push_str(&self.predicates.join(", "));
-        if !self.earlier.is_empty() {
-            out.push_str("\nEarlier turns (context only):");
-            for turn in self.earlier {
-                out.push('\n');
-                out.push_str(&one_line(turn));
-            }
-        }
         out.push_str(&format!(
-            "\nEpisode ({}, speaker: {}):\n{}",
-            self.date, self.speaker, self.text
+            "\nEpisode (speaker: {}):\n{}",
+            self.speaker, self.text
         ));
         out
     }
@@ -158,7 +127,7 @@ impl EpisodeMessage<'_> {
     }
 }
 
-/// A text on one line: a known fact or an earlier turn must not break the message's layout.
+/// A text on one line: a known fact or rule must not break the message's layout.
 fn one_line(text: &str) -> String {
     const MAX_CHARS: usize = 300;
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -168,17 +137,33 @@ fn one_line(text: &str) -> String {
     }
 }
 
+/// The subjects an answer may name: the user, the speaker, and the names the episode has.
+pub fn subject_choices(speaker: &str, text: &str) -> Vec<String> {
+    let mut choices = vec!["user".to_owned()];
+    if !speaker.eq_ignore_ascii_case("user") {
+        choices.push(speaker.to_owned());
+    }
+    for name in names_in(text) {
+        if !choices.iter().any(|c| c.eq_ignore_ascii_case(&name)) {
+            choices.push(name);
+        }
+    }
+    choices
+}
+
 /// The answer.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Answer {
-    pub facts: Vec<AnswerFact>,
     pub rules: Vec<String>,
+    pub facts: Vec<AnswerFact>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerFact {
+    /// The fact as a plain sentence: what the model understood (kept with the fact).
+    pub statement: String,
     pub subject: String,
     pub predicate: String,
     pub object: String,
@@ -188,34 +173,50 @@ pub struct AnswerFact {
     pub contradicts: String,
 }
 
-/// The JSON schema the answer is held to: every field required (a strict schema), the
-/// kinds and labels as enums, so a server that enforces the schema cannot answer a label
-/// that was not given.
-pub fn schema(known: usize) -> Value {
+/// The JSON schema the answer is held to, as sent: every field required (a strict schema);
+/// the subjects, kinds and labels as enums, so a server that enforces the schema cannot
+/// answer a subject the episode does not have or a label that was not given. Written as
+/// text because its order is the answer's: a model held to it writes the statement before
+/// the subject, the subject before the object (in a map's alphabetical order it wrote the
+/// object first, and swapped subjects and objects).
+const SCHEMA: &str = r#"{
+  "type": "object", "additionalProperties": false, "required": ["rules", "facts"],
+  "properties": {
+    "rules": {"type": "array", "maxItems": MAX_RULES, "items": {"type": "string"}},
+    "facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
+      "type": "object", "additionalProperties": false,
+      "required": ["statement", "subject", "predicate", "object", "kind", "time", "contradicts"],
+      "properties": {
+        "statement": {"type": "string"},
+        "subject": {"enum": SUBJECTS},
+        "predicate": {"type": "string"},
+        "object": {"type": "string"},
+        "kind": {"enum": KINDS},
+        "time": {"type": "string"},
+        "contradicts": {"enum": LABELS}
+      }
+    }}
+  }
+}"#;
+
+/// [`SCHEMA`] for an episode with `known` labelled facts and these `subjects`.
+pub fn schema(known: usize, subjects: &[String]) -> Box<RawValue> {
     let labels: Vec<String> = std::iter::once(String::new())
         .chain((1..=known.min(MAX_KNOWN)).map(|i| format!("F{i}")))
         .collect();
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["facts", "rules"],
-        "properties": {
-            "facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["subject", "predicate", "object", "kind", "time", "contradicts"],
-                "properties": {
-                    "subject": {"type": "string"},
-                    "predicate": {"type": "string"},
-                    "object": {"type": "string"},
-                    "kind": {"enum": Permanence::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>()},
-                    "time": {"type": "string"},
-                    "contradicts": {"enum": labels},
-                },
-            }},
-            "rules": {"type": "array", "maxItems": MAX_RULES, "items": {"type": "string"}},
-        },
-    })
+    let kinds: Vec<&str> = Permanence::ALL.iter().map(|p| p.as_str()).collect();
+    let json = |list: &[String]| serde_json::to_string(list).expect("strings serialise");
+    // The episode's words go in last: nothing is looked for in them.
+    let text = SCHEMA
+        .replace("MAX_RULES", &MAX_RULES.to_string())
+        .replace("MAX_FACTS", &MAX_FACTS.to_string())
+        .replace(
+            "KINDS",
+            &json(&kinds.iter().map(|k| k.to_string()).collect::<Vec<_>>()),
+        )
+        .replace("LABELS", &json(&labels))
+        .replace("SUBJECTS", &json(subjects));
+    RawValue::from_string(text).expect("the schema's template is JSON")
 }
 
 #[cfg(test)]
@@ -259,17 +260,69 @@ mod tests {
     /// worked example is an answer the schema allows.
     #[test]
     fn the_schema_and_the_examples_match_the_answer() {
-        let answer = instance(&schema(2));
+        let schema: Value =
+            serde_json::from_str(schema(2, &["user".to_owned(), "Sam".to_owned()]).get()).unwrap();
+        let answer = instance(&schema);
         let parsed: Answer =
             serde_json::from_value(answer.clone()).unwrap_or_else(|e| panic!("{e}: {answer:#}"));
         assert_eq!(parsed.facts[0].contradicts, "F2");
+        assert_eq!(parsed.facts[0].subject, "Sam");
         assert_eq!(parsed.rules.len(), 1);
-        for (_, example) in EXAMPLES {
+        for (user, example) in EXAMPLES {
             let parsed: Answer = serde_json::from_str(example).expect(example);
+            let speaker = user
+                .split_once("(speaker: ")
+                .and_then(|(_, rest)| rest.split_once(')'))
+                .map_or("user", |(speaker, _)| speaker);
+            let episode = user.split_once("):\n").map_or("", |(_, text)| text);
+            let subjects = subject_choices(speaker, episode);
             for fact in parsed.facts {
+                assert!(
+                    subjects.contains(&fact.subject),
+                    "{} not in {subjects:?}",
+                    fact.subject
+                );
                 assert!(fact.contradicts.is_empty() || fact.contradicts.starts_with('F'));
             }
         }
+    }
+
+    /// A model held to the schema answers in its order: the schema as sent keeps the
+    /// statement before the subject and the subject before the object, rules before facts.
+    #[test]
+    fn the_schema_is_sent_in_the_order_it_is_written() {
+        let sent = schema(0, &["user".to_owned(), "KINDS\"".to_owned()]);
+        let text = sent.get();
+        let at = |key: &str| text.find(&format!("\"{key}\": {{")).unwrap();
+        assert!(at("rules") < at("facts"));
+        assert!(at("statement") < at("subject") && at("subject") < at("predicate"));
+        assert!(at("predicate") < at("object") && at("object") < at("kind"));
+        // An episode's word is a value, whatever it says.
+        let parsed: Value = serde_json::from_str(text).unwrap();
+        let subject = &parsed["properties"]["facts"]["items"]["properties"]["subject"];
+        assert_eq!(subject["enum"][1], "KINDS\"");
+        assert_eq!(
+            parsed["properties"]["facts"]["items"]["properties"]["contradicts"]["enum"],
+            json!([""])
+        );
+    }
+
+    #[test]
+    fn the_subjects_are_the_user_the_speaker_and_the_names_of_the_episode() {
+        assert_eq!(
+            subject_choices(
+                "user",
+                "Sam's husband is called Tiago; he works at Santa Maria."
+            ),
+            ["user", "Sam", "Tiago", "Santa", "Maria"]
+        );
+        assert_eq!(
+            subject_choices(
+                "Caroline",
+                "Caroline: Hey Mel! I went to the LGBTQ group. Thanks!"
+            ),
+            ["user", "Caroline", "Mel", "LGBTQ"]
+        );
     }
 
     #[test]
@@ -280,13 +333,9 @@ mod tests {
             predicate: "lives_in".into(),
             content: "Lisbon,\nnear the river".into(),
         };
-        let earlier = vec!["Sam: hi\nthere".to_owned()];
         let message = EpisodeMessage {
             known: &[&known],
             rules: &["Never call Sam after 6pm."],
-            predicates: &["lives_in", "likes"],
-            earlier: &earlier,
-            date: "2026-05-02".into(),
             speaker: "Sam",
             text: "Sam: I moved to Porto.",
         };
@@ -294,9 +343,7 @@ mod tests {
             message.render(),
             "Known facts:\nF1: sam | lives_in | Lisbon, near the river\n\
              Known rules:\n- Never call Sam after 6pm.\n\
-             Predicates in use: lives_in, likes\n\
-             Earlier turns (context only):\nSam: hi there\n\
-             Episode (2026-05-02, speaker: Sam):\nSam: I moved to Porto."
+             Episode (speaker: Sam):\nSam: I moved to Porto."
         );
         assert_eq!(message.messages().len(), 2 + 2 * EXAMPLES.len());
     }

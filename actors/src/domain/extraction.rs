@@ -21,9 +21,6 @@ pub struct SourceEpisode {
     /// When it happened (`Episode::occurred_at`): what its "yesterday" or "in March" is
     /// read against.
     pub happened_at: chrono::DateTime<chrono::Utc>,
-    /// The turns before it in its session, oldest first (none without a session): what a
-    /// reply such as "Yes, I did!" answers.
-    pub earlier: Vec<String>,
 }
 
 /// A fact to store (through the same supersession path as `memory_store_fact`).
@@ -44,6 +41,10 @@ pub struct ExtractedFact {
     /// Known facts this one supports or contradicts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub relations: Vec<(super::relation::Relation, Uuid)>,
+    /// The fact as a plain sentence, as a model understood the episode (kept in the fact's
+    /// metadata, for whoever checks it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statement: Option<String>,
 }
 
 /// A rule to store as a candidate.
@@ -170,7 +171,6 @@ mod tests {
             id: Uuid::from_u128(7),
             content: "x".into(),
             happened_at: chrono::DateTime::UNIX_EPOCH,
-            earlier: Vec::new(),
         }]
     }
 
@@ -185,6 +185,7 @@ mod tests {
             supersedes_fact_id: None,
             valid_from: None,
             relations: Vec::new(),
+            statement: None,
         }
     }
 

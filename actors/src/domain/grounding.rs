@@ -45,6 +45,13 @@ pub enum Rejection {
     /// A rule that is not advice for the assistant (too short, a sentence about someone, or a
     /// fact's words).
     NotARule,
+    /// What someone said rather than what is so (`said`, `mentioned`, `asked`).
+    ReportedSpeech,
+    /// The episode does not say it: most of the content's words are not in it, or a kinship
+    /// the episode does not name (`has_brother` for a husband).
+    Unsupported,
+    /// The fact said to contradict a known one repeats that one's content.
+    ContradictionRestated,
 }
 
 impl Rejection {
@@ -54,6 +61,9 @@ impl Rejection {
             Rejection::Empty => "empty",
             Rejection::Trivial => "trivial",
             Rejection::NotARule => "not_a_rule",
+            Rejection::ReportedSpeech => "reported_speech",
+            Rejection::Unsupported => "unsupported",
+            Rejection::ContradictionRestated => "contradiction_restated",
         }
     }
 }
@@ -82,6 +92,36 @@ pub fn speaker_and_text(content: &str) -> (Option<String>, &str) {
         return (Some(name.trim().to_lowercase()), rest);
     }
     (None, content)
+}
+
+/// Capitalised words that are not names: pronouns, articles, conjunctions, auxiliaries,
+/// question words, greetings, interjections and instructions that open a sentence.
+const NOT_NAMES: &str = "i i'm i've i'd i'll im a an the my me we our us you your he his him \
+    she her it its they their them this that these those yes no yeah yep nope hey hi hello oh \
+    ok okay wow thanks thank sorry please congrats cool great awesome nice good well so and \
+    but or if when what why how who where which do does did don't can can't will would should \
+    could just also not there here then than now today yesterday tomorrow really totally \
+    absolutely definitely always never user";
+
+/// The words of an episode that may be names: capitalised, not a word that opens any
+/// sentence ("The", "Hey", "Never"), "Sam's" as "Sam"; in order, each once.
+pub fn names_in(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '\'' | '-'))) {
+        let word = word
+            .trim_matches(|c| c == '\'' || c == '-')
+            .trim_end_matches("'s");
+        let capitalised = word.chars().next().is_some_and(char::is_uppercase);
+        let lower = word.to_lowercase();
+        if capitalised
+            && word.chars().count() > 1
+            && !NOT_NAMES.split_whitespace().any(|n| n == lower)
+            && !names.iter().any(|n| n.eq_ignore_ascii_case(word))
+        {
+            names.push(word.to_owned());
+        }
+    }
+    names
 }
 
 /// The episode's words, lowercase, split on anything but letters and digits.
@@ -122,39 +162,81 @@ pub fn grounded_subject(subject: &str, ground: &Ground<'_>) -> Option<String> {
 /// Words for a time, which a small model sometimes makes the subject ("last month stopped
 /// drinking coffee: Sam"): a time the service reads, or a month's or a day's name alone.
 fn is_time(subject: &str, at: DateTime<Utc>) -> bool {
-    const NAMES: &[&str] = &[
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-        "today",
-        "tonight",
-        "tomorrow",
-        "yesterday",
-        "now",
-        "morning",
-        "evening",
-        "weekend",
-    ];
+    const NAMES: &str = "january february march april may june july august september october \
+        november december monday tuesday wednesday thursday friday saturday sunday today \
+        tonight tomorrow yesterday now morning evening weekend";
     StatedTime::find(subject, at).is_some()
-        || words(subject)
+        || words(subject).iter().all(|w| {
+            NAMES.split_whitespace().any(|n| n == w) || w.chars().all(|c| c.is_ascii_digit())
+        })
+}
+
+/// Verbs of saying: a fact that someone said, mentioned or asked something is about the
+/// conversation, not about them.
+fn is_reported_speech(predicate: &str) -> bool {
+    const VERBS: &str = "say says said tell tells told mention mentions mentioned ask asks \
+        asked reply replies replied greet greets greeted thank thanks thanked talk talks talked \
+        wonder wonders wondered";
+    predicate
+        .split('_')
+        .next()
+        .is_some_and(|verb| VERBS.split_whitespace().any(|v| v == verb))
+}
+
+/// Kinships and the words an episode names them by: a predicate that names one needs one of
+/// its words in the episode (a small model copies `has_brother` from an example for a
+/// husband).
+const KINSHIPS: &[(&str, &str)] = &[
+    ("brother", "brother brothers bro"),
+    ("sister", "sister sisters sis"),
+    ("husband", "husband hubby spouse"),
+    ("wife", "wife spouse"),
+    ("spouse", "spouse husband wife married"),
+    ("mother", "mother mom mum mama mommy mummy"),
+    ("father", "father dad papa daddy"),
+    ("parent", "parent parents mother father mom mum dad"),
+    ("son", "son sons"),
+    ("daughter", "daughter daughters"),
+    ("child", "child children kid kids son daughter baby"),
+    ("grandmother", "grandmother grandma granny"),
+    ("grandfather", "grandfather grandpa"),
+    ("aunt", "aunt auntie"),
+    ("uncle", "uncle"),
+    ("cousin", "cousin cousins"),
+    ("niece", "niece"),
+    ("nephew", "nephew"),
+    ("boyfriend", "boyfriend partner"),
+    ("girlfriend", "girlfriend partner"),
+    ("partner", "partner boyfriend girlfriend husband wife"),
+];
+
+/// Whether the episode says what a fact's content and predicate claim: at least half of the
+/// content's words (of three letters or more) are in it, the same or with the same first
+/// five letters ("married", "marriage"); and any kinship its predicate names is.
+fn supported(content: &str, predicate: &str, episode: &str) -> bool {
+    let episode = words(episode);
+    let has = |w: &str| {
+        let stem: String = w.chars().take(5).collect();
+        episode
             .iter()
-            .all(|w| NAMES.contains(&w.as_str()) || w.chars().all(|c| c.is_ascii_digit()))
+            .any(|e| e == w || (stem.chars().count() == 5 && e.starts_with(&stem)))
+    };
+    for part in predicate.split('_') {
+        let kin = KINSHIPS
+            .iter()
+            .find(|(k, _)| part == *k || part.strip_suffix('s') == Some(k));
+        if let Some((_, names)) = kin
+            && !names.split_whitespace().any(has)
+        {
+            return false;
+        }
+    }
+    let content_words: Vec<String> = words(content)
+        .into_iter()
+        .filter(|w| w.chars().count() >= 3)
+        .collect();
+    let found = content_words.iter().filter(|w| has(w)).count();
+    found * 2 >= content_words.len()
 }
 
 /// A predicate in stored form: lowercase words joined by `_` (`works_as`), whatever
@@ -180,6 +262,12 @@ pub fn check_fact(
     if content_key == predicate_key(&subject) || content_key == predicate {
         return Err(Rejection::Trivial);
     }
+    if is_reported_speech(&predicate) {
+        return Err(Rejection::ReportedSpeech);
+    }
+    if !supported(&content, &predicate, ground.text) {
+        return Err(Rejection::Unsupported);
+    }
     // The time is the episode's words, read against when it happened; words that are not
     // in the episode, or that state no time, leave the episode's own time.
     let since = candidate.since.trim();
@@ -198,6 +286,7 @@ pub fn check_fact(
         supersedes_fact_id: None,
         valid_from,
         relations: Vec::new(),
+        statement: None,
     })
 }
 
@@ -209,8 +298,8 @@ const DESCRIPTION_OPENERS: &[&str] = &[
 ];
 
 /// A rule's text, checked: an instruction of a few words, not a sentence about someone (it
-/// opens with a pronoun, an article, the user, the speaker or the subject of a fact) and not
-/// one of `facts` restated.
+/// opens with a pronoun, an article, the user, the speaker, a name of the episode or the
+/// subject of a fact) and not one of `facts` restated.
 pub fn check_rule(
     content: &str,
     facts: &[ExtractedFact],
@@ -226,6 +315,9 @@ pub fn check_rule(
         || ground
             .speaker
             .is_some_and(|s| words(s).first().map(String::as_str) == Some(first))
+        || names_in(ground.text)
+            .iter()
+            .any(|n| n.to_lowercase() == first)
         || facts
             .iter()
             .any(|f| words(&f.subject).first().map(String::as_str) == Some(first));
@@ -323,6 +415,18 @@ mod tests {
     }
 
     #[test]
+    fn names_are_capitalised_words_that_do_not_open_any_sentence() {
+        assert_eq!(
+            names_in("Sam's husband is called Tiago; he works at Santa Maria. Never call him."),
+            ["Sam", "Tiago", "Santa", "Maria"]
+        );
+        assert_eq!(
+            names_in("Caroline: Hey Mel! I went to the LGBTQ group. Thanks!"),
+            ["Caroline", "Mel", "LGBTQ"]
+        );
+    }
+
+    #[test]
     fn a_speaker_is_a_short_name_before_a_colon() {
         assert_eq!(
             speaker_and_text("Dr. Ana: hi").0.as_deref(),
@@ -375,6 +479,31 @@ mod tests {
     }
 
     #[test]
+    fn a_fact_the_episode_does_not_say_is_dropped() {
+        let g = ground("Sam's husband is called Tiago; he works as a nurse at Santa Maria.");
+        assert!(check_fact(&fact("Tiago", "works_as", "nurse at Santa Maria", ""), &g).is_ok());
+        // A kinship the episode does not name, copied from an example.
+        assert_eq!(
+            check_fact(&fact("Sam", "has_brother", "Tiago", ""), &g).unwrap_err(),
+            Rejection::Unsupported
+        );
+        assert!(check_fact(&fact("Sam", "has_husband", "Tiago", ""), &g).is_ok());
+        // A known fact's content carried onto an episode that does not say it.
+        assert_eq!(
+            check_fact(&fact("Tiago", "likes", "hiking in the mountains", ""), &g).unwrap_err(),
+            Rejection::Unsupported
+        );
+        // What was said is not what is so.
+        assert_eq!(
+            check_fact(&fact("Sam", "mentioned", "her husband Tiago", ""), &g).unwrap_err(),
+            Rejection::ReportedSpeech
+        );
+        // The same word with another ending is the same word.
+        let g = ground("Caroline is researching adoption agencies.");
+        assert!(check_fact(&fact("Caroline", "researches", "adoption agency", ""), &g).is_ok());
+    }
+
+    #[test]
     fn a_rule_is_advice_not_a_fact_repeated() {
         let g = ground("Sam hates calls after 6pm.");
         let f = check_fact(&fact("Sam", "hates", "calls after 6pm", ""), &g).unwrap();
@@ -401,5 +530,12 @@ mod tests {
             );
         }
         assert!(check_rule("Never book the user before 10am", &[], &g).is_ok());
+        // A name of the episode opening it, without a fact about its bearer.
+        let g = ground("Sam prefers morning meetings. Never book her before 10am.");
+        assert_eq!(
+            check_rule("Sam prefers morning meetings", &[], &g).unwrap_err(),
+            Rejection::NotARule
+        );
+        assert!(check_rule("Never book Sam before 10am", &[], &g).is_ok());
     }
 }

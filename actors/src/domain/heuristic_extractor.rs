@@ -199,6 +199,7 @@ fn fact_in(
             // The heuristic reads no dates: true from when the episode was told.
             valid_from: None,
             relations: Vec::new(),
+            statement: None,
         });
     }
     None
@@ -238,7 +239,6 @@ mod tests {
             id: Uuid::nil(),
             content: text.to_owned(),
             happened_at: chrono::DateTime::UNIX_EPOCH,
-            earlier: Vec::new(),
         }])
     }
 
@@ -339,13 +339,11 @@ mod tests {
                 id: Uuid::from_u128(1),
                 content: "My name is Ada".into(),
                 happened_at: chrono::DateTime::UNIX_EPOCH,
-                earlier: Vec::new(),
             },
             SourceEpisode {
                 id: Uuid::from_u128(1),
                 content: "My name is Ada".into(),
                 happened_at: chrono::DateTime::UNIX_EPOCH,
-                earlier: Vec::new(),
             },
         ];
         let out = extract(&batch);
@@ -364,7 +362,6 @@ mod tests {
             id: Uuid::from_u128(1),
             content,
             happened_at: chrono::DateTime::UNIX_EPOCH,
-            earlier: Vec::new(),
         }];
         let out = extract(&batch);
         assert_eq!(out.rules.len(), MAX_ITEMS_PER_EPISODE);

@@ -179,7 +179,12 @@ impl Store {
                 source_butler: butler.clone(),
                 source_episode_id: Some(f.source_episode_id),
                 tags: Vec::new(),
-                metadata: json!({"extracted_by": extractor, "consolidation_job_id": job_id}),
+                metadata: match &f.statement {
+                    Some(statement) => json!({"extracted_by": extractor,
+                                              "consolidation_job_id": job_id,
+                                              "statement": statement}),
+                    None => json!({"extracted_by": extractor, "consolidation_job_id": job_id}),
+                },
                 links: std::iter::once(derived_from(f.source_episode_id))
                     .chain(f.relations.iter().map(|(relation, id)| LinkTarget {
                         target_type: MemoryType::Fact,

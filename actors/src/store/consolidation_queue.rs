@@ -22,9 +22,6 @@ use super::Store;
 use super::columns::happened;
 use super::consolidation::CONSOLIDATION_ACTOR;
 
-/// The turns before a pending episode in its session that an extractor is given with it.
-const EARLIER_TURNS: i64 = 2;
-
 /// A failed extraction attempt on a batch.
 #[derive(Debug, Clone, Copy)]
 pub struct Attempt<'a> {
@@ -267,41 +264,27 @@ impl Store {
         now: DateTime<Utc>,
         limit: i64,
     ) -> MemoryResult<Vec<SourceEpisode>> {
-        // With each episode, the turns before it in its session (the session order's index
-        // finds them): what the model reads a reply against.
-        let rows: Vec<(Uuid, String, DateTime<Utc>, Vec<String>)> = sqlx::query_as(concat!(
-            "SELECT e.id, e.content, ",
-            happened!("e."),
-            ", COALESCE(earlier.turns, '{}')
-             FROM episodes e
-             LEFT JOIN LATERAL (
-                 SELECT array_agg(p.content ORDER BY p.created_at, p.id) AS turns
-                 FROM (SELECT p.content, p.created_at, p.id FROM episodes p
-                       WHERE p.tenant_id = e.tenant_id AND p.butler = e.butler
-                         AND p.session_id = e.session_id
-                         AND (p.created_at, p.id) < (e.created_at, e.id)
-                         AND p.forgotten_at IS NULL
-                       ORDER BY p.created_at DESC, p.id DESC LIMIT $5) p
-             ) earlier ON e.session_id IS NOT NULL
-             WHERE e.tenant_id = $1 AND e.butler = $2 AND e.consolidation_status = 'pending'
-               AND e.forgotten_at IS NULL AND e.expires_at > $3
-               AND (e.next_consolidation_retry_at IS NULL OR e.next_consolidation_retry_at <= $3)
-             ORDER BY e.created_at, e.id LIMIT $4"
+        let rows: Vec<(Uuid, String, DateTime<Utc>)> = sqlx::query_as(concat!(
+            "SELECT id, content, ",
+            happened!(""),
+            " FROM episodes
+             WHERE tenant_id = $1 AND butler = $2 AND consolidation_status = 'pending'
+               AND forgotten_at IS NULL AND expires_at > $3
+               AND (next_consolidation_retry_at IS NULL OR next_consolidation_retry_at <= $3)
+             ORDER BY created_at, id LIMIT $4"
         ))
         .bind(&shard.tenant_id)
         .bind(&shard.butler)
         .bind(now)
         .bind(limit)
-        .bind(EARLIER_TURNS)
         .fetch_all(self.pool())
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(id, content, happened_at, earlier)| SourceEpisode {
+            .map(|(id, content, happened_at)| SourceEpisode {
                 id,
                 content,
                 happened_at,
-                earlier,
             })
             .collect())
     }
